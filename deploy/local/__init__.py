@@ -1,0 +1,1 @@
+"""`det deploy local`: the whole cluster as processes on this machine."""

@@ -1,0 +1,314 @@
+from determined.proto import events_pb2 as _events_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetMasterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetMasterResponse(_message.Message):
+    __slots__ = ("version", "cluster_id", "cluster_name")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    cluster_id: str
+    cluster_name: str
+    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+
+class CreateExperimentRequest(_message.Message):
+    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only")
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TGZ_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    config_yaml: str
+    context_tgz: bytes
+    activate: bool
+    validate_only: bool
+    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreateExperimentResponse(_message.Message):
+    __slots__ = ("experiment_id", "warnings", "config_json")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    config_json: str
+    def __init__(self, experiment_id: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., config_json: _Optional[str] = ...) -> None: ...
+
+class Experiment(_message.Message):
+    __slots__ = ("id", "name", "owner", "state", "progress", "started_at_ns", "ended_at_ns", "description", "labels", "resource_pool", "searcher_name", "searcher_metric", "num_trials", "config_json", "context_hash")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_METRIC_FIELD_NUMBER: _ClassVar[int]
+    NUM_TRIALS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    name: str
+    owner: str
+    state: str
+    progress: float
+    started_at_ns: int
+    ended_at_ns: int
+    description: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    resource_pool: str
+    searcher_name: str
+    searcher_metric: str
+    num_trials: int
+    config_json: str
+    context_hash: str
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., description: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., resource_pool: _Optional[str] = ..., searcher_name: _Optional[str] = ..., searcher_metric: _Optional[str] = ..., num_trials: _Optional[int] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ...) -> None: ...
+
+class MetricPoint(_message.Message):
+    __slots__ = ("group", "steps_completed", "metrics_json", "reported_at_ns")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    steps_completed: int
+    metrics_json: str
+    reported_at_ns: int
+    def __init__(self, group: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metrics_json: _Optional[str] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("uuid", "trial_id", "experiment_id", "steps_completed", "metadata_json", "resources", "reported_at_ns", "state")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    trial_id: int
+    experiment_id: int
+    steps_completed: int
+    metadata_json: str
+    resources: _containers.ScalarMap[str, int]
+    reported_at_ns: int
+    state: str
+    def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class Trial(_message.Message):
+    __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    LATEST_TRAINING_FIELD_NUMBER: _ClassVar[int]
+    LATEST_VALIDATION_FIELD_NUMBER: _ClassVar[int]
+    LATEST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    NUM_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    END_REASON_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    experiment_id: int
+    state: str
+    hparams_json: str
+    started_at_ns: int
+    ended_at_ns: int
+    progress: float
+    restarts: int
+    total_batches: int
+    latest_training: MetricPoint
+    latest_validation: MetricPoint
+    latest_checkpoint: Checkpoint
+    num_checkpoints: int
+    trial_seed: int
+    end_reason: str
+    def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ...) -> None: ...
+
+class GetExperimentsRequest(_message.Message):
+    __slots__ = ("limit", "offset")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    offset: int
+    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class GetExperimentsResponse(_message.Message):
+    __slots__ = ("experiments",)
+    EXPERIMENTS_FIELD_NUMBER: _ClassVar[int]
+    experiments: _containers.RepeatedCompositeFieldContainer[Experiment]
+    def __init__(self, experiments: _Optional[_Iterable[_Union[Experiment, _Mapping]]] = ...) -> None: ...
+
+class GetExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class GetExperimentResponse(_message.Message):
+    __slots__ = ("experiment", "trials")
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    experiment: Experiment
+    trials: _containers.RepeatedCompositeFieldContainer[Trial]
+    def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ..., trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
+
+class GetExperimentTrialsRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class GetExperimentTrialsResponse(_message.Message):
+    __slots__ = ("trials",)
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    trials: _containers.RepeatedCompositeFieldContainer[Trial]
+    def __init__(self, trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
+
+class KillExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class KillExperimentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetTrialRequest(_message.Message):
+    __slots__ = ("trial_id",)
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
+
+class GetTrialResponse(_message.Message):
+    __slots__ = ("trial", "checkpoints", "metrics")
+    TRIAL_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    trial: Trial
+    checkpoints: _containers.RepeatedCompositeFieldContainer[Checkpoint]
+    metrics: _containers.RepeatedCompositeFieldContainer[MetricPoint]
+    def __init__(self, trial: _Optional[_Union[Trial, _Mapping]] = ..., checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
+
+class TrialLogsRequest(_message.Message):
+    __slots__ = ("trial_id", "follow")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    follow: bool
+    def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class TrialLogsResponse(_message.Message):
+    __slots__ = ("trial_id", "allocation_id", "agent_id", "line")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    allocation_id: str
+    agent_id: str
+    line: _events_pb2.LogLine
+    def __init__(self, trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., line: _Optional[_Union[_events_pb2.LogLine, _Mapping]] = ...) -> None: ...
+
+class Agent(_message.Message):
+    __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    hostname: str
+    slots: _containers.RepeatedCompositeFieldContainer[_events_pb2.Slot]
+    registered_at_ns: int
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ...) -> None: ...
+
+class GetAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetAgentsResponse(_message.Message):
+    __slots__ = ("agents",)
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[Agent]
+    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
+
+class ReportMetricsRequest(_message.Message):
+    __slots__ = ("trial_id", "trial_run_id", "batch_seq", "reports")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SEQ_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    trial_run_id: int
+    batch_seq: int
+    reports: _containers.RepeatedCompositeFieldContainer[_events_pb2.MetricReport]
+    def __init__(self, trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., batch_seq: _Optional[int] = ..., reports: _Optional[_Iterable[_Union[_events_pb2.MetricReport, _Mapping]]] = ...) -> None: ...
+
+class ReportMetricsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReportProgressRequest(_message.Message):
+    __slots__ = ("trial_id", "progress")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    progress: float
+    def __init__(self, trial_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
+
+class ReportProgressResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReportCheckpointRequest(_message.Message):
+    __slots__ = ("uuid", "trial_id", "allocation_id", "steps_completed", "metadata_json", "resources")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    trial_id: int
+    allocation_id: str
+    steps_completed: int
+    metadata_json: str
+    resources: _containers.ScalarMap[str, int]
+    def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ReportCheckpointResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

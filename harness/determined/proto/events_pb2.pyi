@@ -1,0 +1,333 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ExperimentState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EXPERIMENT_STATE_UNSPECIFIED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_ACTIVE: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_PAUSED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_STOPPING_COMPLETED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_STOPPING_CANCELED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_STOPPING_KILLED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_STOPPING_ERROR: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_COMPLETED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_CANCELED: _ClassVar[ExperimentState]
+    EXPERIMENT_STATE_ERROR: _ClassVar[ExperimentState]
+
+class TrialState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRIAL_STATE_UNSPECIFIED: _ClassVar[TrialState]
+    TRIAL_STATE_ACTIVE: _ClassVar[TrialState]
+    TRIAL_STATE_PAUSED: _ClassVar[TrialState]
+    TRIAL_STATE_STOPPING_COMPLETED: _ClassVar[TrialState]
+    TRIAL_STATE_STOPPING_CANCELED: _ClassVar[TrialState]
+    TRIAL_STATE_STOPPING_KILLED: _ClassVar[TrialState]
+    TRIAL_STATE_STOPPING_ERROR: _ClassVar[TrialState]
+    TRIAL_STATE_COMPLETED: _ClassVar[TrialState]
+    TRIAL_STATE_CANCELED: _ClassVar[TrialState]
+    TRIAL_STATE_ERROR: _ClassVar[TrialState]
+EXPERIMENT_STATE_UNSPECIFIED: ExperimentState
+EXPERIMENT_STATE_ACTIVE: ExperimentState
+EXPERIMENT_STATE_PAUSED: ExperimentState
+EXPERIMENT_STATE_STOPPING_COMPLETED: ExperimentState
+EXPERIMENT_STATE_STOPPING_CANCELED: ExperimentState
+EXPERIMENT_STATE_STOPPING_KILLED: ExperimentState
+EXPERIMENT_STATE_STOPPING_ERROR: ExperimentState
+EXPERIMENT_STATE_COMPLETED: ExperimentState
+EXPERIMENT_STATE_CANCELED: ExperimentState
+EXPERIMENT_STATE_ERROR: ExperimentState
+TRIAL_STATE_UNSPECIFIED: TrialState
+TRIAL_STATE_ACTIVE: TrialState
+TRIAL_STATE_PAUSED: TrialState
+TRIAL_STATE_STOPPING_COMPLETED: TrialState
+TRIAL_STATE_STOPPING_CANCELED: TrialState
+TRIAL_STATE_STOPPING_KILLED: TrialState
+TRIAL_STATE_STOPPING_ERROR: TrialState
+TRIAL_STATE_COMPLETED: TrialState
+TRIAL_STATE_CANCELED: TrialState
+TRIAL_STATE_ERROR: TrialState
+
+class Envelope(_message.Message):
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "checkpoint_reported", "agent_registered", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited")
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_CREATED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_STATE_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_CREATED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ENDED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_PROGRESS_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_METRICS_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    AGENT_REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_STARTED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_EXITED_FIELD_NUMBER: _ClassVar[int]
+    event_id: str
+    aggregate: str
+    occurred_at_ns: int
+    actor: str
+    correlation_id: str
+    causation_id: str
+    experiment_created: ExperimentCreated
+    experiment_state_changed: ExperimentStateChanged
+    experiment_kill_requested: ExperimentKillRequested
+    trial_created: TrialCreated
+    trial_ended: TrialEnded
+    trial_progress_reported: TrialProgressReported
+    trial_metrics_reported: TrialMetricsReported
+    checkpoint_reported: CheckpointReported
+    agent_registered: AgentRegistered
+    allocation_assigned: AllocationAssigned
+    allocation_started: AllocationStarted
+    allocation_kill_requested: AllocationKillRequested
+    allocation_exited: AllocationExited
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ...) -> None: ...
+
+class ExperimentCreated(_message.Message):
+    __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    name: str
+    owner: str
+    config_json: str
+    context_hash: str
+    context_size: int
+    activate: bool
+    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., context_size: _Optional[int] = ..., activate: _Optional[bool] = ...) -> None: ...
+
+class ExperimentStateChanged(_message.Message):
+    __slots__ = ("experiment_id", "state", "reason")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    state: ExperimentState
+    reason: str
+    def __init__(self, experiment_id: _Optional[int] = ..., state: _Optional[_Union[ExperimentState, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ExperimentKillRequested(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class TrialCreated(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "request_id", "hparams_json", "trial_seed")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    request_id: str
+    hparams_json: str
+    trial_seed: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ...) -> None: ...
+
+class TrialEnded(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "state", "reason")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    state: TrialState
+    reason: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[_Union[TrialState, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TrialProgressReported(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "progress")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    progress: float
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
+
+class MetricReport(_message.Message):
+    __slots__ = ("group", "steps_completed", "metrics_json", "reported_at_ns")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    steps_completed: int
+    metrics_json: str
+    reported_at_ns: int
+    def __init__(self, group: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metrics_json: _Optional[str] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
+
+class TrialMetricsReported(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "trial_run_id", "reports")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    trial_run_id: int
+    reports: _containers.RepeatedCompositeFieldContainer[MetricReport]
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., reports: _Optional[_Iterable[_Union[MetricReport, _Mapping]]] = ...) -> None: ...
+
+class CheckpointReported(_message.Message):
+    __slots__ = ("uuid", "trial_id", "experiment_id", "allocation_id", "steps_completed", "metadata_json", "resources", "reported_at_ns")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    trial_id: int
+    experiment_id: int
+    allocation_id: str
+    steps_completed: int
+    metadata_json: str
+    resources: _containers.ScalarMap[str, int]
+    reported_at_ns: int
+    def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
+
+class Slot(_message.Message):
+    __slots__ = ("slot_id", "type", "device")
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    slot_id: int
+    type: str
+    device: str
+    def __init__(self, slot_id: _Optional[int] = ..., type: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
+
+class AgentRegistered(_message.Message):
+    __slots__ = ("agent_id", "hostname", "slots")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    hostname: str
+    slots: _containers.RepeatedCompositeFieldContainer[Slot]
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ...) -> None: ...
+
+class AllocationAssigned(_message.Message):
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    LATEST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    trial_id: int
+    experiment_id: int
+    agent_id: str
+    slot_ids: _containers.RepeatedScalarFieldContainer[int]
+    trial_run_id: int
+    config_json: str
+    hparams_json: str
+    context_hash: str
+    trial_seed: int
+    latest_checkpoint: str
+    steps_completed: int
+    owner: str
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class AllocationStarted(_message.Message):
+    __slots__ = ("allocation_id", "trial_id", "agent_id", "pid")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    trial_id: int
+    agent_id: str
+    pid: int
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class AllocationKillRequested(_message.Message):
+    __slots__ = ("allocation_id", "trial_id", "agent_id", "reason")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    trial_id: int
+    agent_id: str
+    reason: str
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AllocationExited(_message.Message):
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "exit_code", "killed", "error")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    trial_id: int
+    experiment_id: int
+    agent_id: str
+    exit_code: int
+    killed: bool
+    error: str
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class LogLine(_message.Message):
+    __slots__ = ("timestamp_ns", "stdtype", "log")
+    TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    STDTYPE_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    timestamp_ns: int
+    stdtype: str
+    log: str
+    def __init__(self, timestamp_ns: _Optional[int] = ..., stdtype: _Optional[str] = ..., log: _Optional[str] = ...) -> None: ...
+
+class LogBatch(_message.Message):
+    __slots__ = ("trial_id", "allocation_id", "agent_id", "lines", "allocation_ended")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ENDED_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    allocation_id: str
+    agent_id: str
+    lines: _containers.RepeatedCompositeFieldContainer[LogLine]
+    allocation_ended: bool
+    def __init__(self, trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[LogLine, _Mapping]]] = ..., allocation_ended: _Optional[bool] = ...) -> None: ...

@@ -1,0 +1,83 @@
+"""The thin shell around a service's pure core.
+
+A core is three plain functions over plain data (see `Core`): `evolve` folds
+one stored event into the state, `decide` looks at the state and returns the
+events that should now be appended. The shell replays the kinds of aggregate
+the core reads from sequence 1 (that is how a restarted service rebuilds its
+state), then follows the log. It decides only when it has caught up with the
+log, so a replay never re-decides the past, and it folds its own appends at
+once (skipping them when they come back) so that two decisions in a row see
+each other. Message ids derived from the cause make a repeated decision after
+a crash harmless.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import structlog
+
+from services.common.envelope import Append, Envelope
+from services.common.eventstore import ConflictError, EventStore
+
+State = TypeVar("State")
+
+log = structlog.get_logger()
+
+
+class Core(Protocol[State]):
+    """What a service's pure core provides."""
+
+    kinds: list[str]
+
+    def initial_state(self) -> State: ...
+
+    def evolve(self, state: State, envelope: Envelope) -> State: ...
+
+    def decide(self, state: State) -> list[Append]: ...
+
+
+@dataclass
+class Shell(Generic[State]):
+    store: EventStore
+    core: Core[State]
+    actor: str
+    # Called after every fold once caught up: a service with side effects
+    # (the agent) acts on the state here and returns events to append.
+    on_state: Callable[[State], Awaitable[list[Append]]] | None = None
+
+    async def run(self) -> None:
+        state = self.core.initial_state()
+        own_sequences: set[int] = set()
+        async for stored in self.store.read(self.core.kinds, start_sequence=1, follow=True):
+            if stored.sequence in own_sequences:
+                own_sequences.discard(stored.sequence)
+            else:
+                state = self.core.evolve(state, stored.envelope)
+            if stored.caught_up:
+                state = await self._settle(state, own_sequences)
+        raise RuntimeError("the event log ended")  # follow=True never ends
+
+    async def _settle(self, state: State, own_sequences: set[int]) -> State:
+        """Decides and appends until the core has nothing more to say."""
+        for _ in range(1000):
+            appends = list(self.core.decide(state))
+            if self.on_state is not None:
+                appends += await self.on_state(state)
+            if not appends:
+                return state
+            for append in appends:
+                try:
+                    state = await self._append(state, append, own_sequences)
+                except ConflictError as error:
+                    # Another writer got there first; its event reaches us
+                    # through the log and the next decision sees it.
+                    log.warning("append_conflict", aggregate=append.aggregate, error=str(error))
+                    return state
+        raise RuntimeError(f"{self.actor}: decisions did not settle")
+
+    async def _append(self, state: State, append: Append, own_sequences: set[int]) -> State:
+        sequence, envelope = await self.store.append(append, actor=self.actor)
+        own_sequences.add(sequence)
+        log.debug("appended", event_id=envelope.event_id, aggregate=envelope.aggregate, sequence=sequence)
+        return self.core.evolve(state, envelope)

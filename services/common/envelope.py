@@ -1,0 +1,73 @@
+"""The event envelope: building one, naming its subject, reading its payload.
+
+An aggregate is written "<kind>/<id>" (experiment/7, allocation/12.1); its
+subject is "<namespace>.events.<kind>.<id>". The namespace is "det" on a real
+cluster; tests give each test its own namespace so they share one server.
+"""
+
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from determined.proto import events_pb2
+
+Envelope = events_pb2.Envelope
+
+
+@dataclass(frozen=True)
+class Append:
+    """A decision to append one event: what a pure core returns.
+
+    `msg_id` is derived from the cause, so appending it twice stores it once.
+    `expected_version`, when set, is the aggregate's last per-subject sequence
+    the decision was made against (0 = the aggregate must not exist yet).
+    """
+
+    aggregate: str
+    payload: Message
+    msg_id: str
+    expected_version: int | None = None
+    causation_id: str = ""
+    correlation_id: str = ""
+
+
+def aggregate(kind: str, aggregate_id: object) -> str:
+    return f"{kind}/{aggregate_id}"
+
+
+def subject_for(namespace: str, aggregate_name: str) -> str:
+    kind, _, aggregate_id = aggregate_name.partition("/")
+    return f"{namespace}.events.{kind}.{aggregate_id}"
+
+
+def payload_field(payload: Message) -> str:
+    """The Envelope oneof field that holds a payload of this message type."""
+    return _FIELD_BY_TYPE[payload.DESCRIPTOR.full_name]
+
+
+def wrap(
+    append: Append, *, actor: str, occurred_at_ns: int
+) -> Envelope:
+    """Wraps a decided append in an envelope; the event id is its message id."""
+    envelope = Envelope(
+        event_id=append.msg_id,
+        aggregate=append.aggregate,
+        occurred_at_ns=occurred_at_ns,
+        actor=actor,
+        correlation_id=append.correlation_id or append.msg_id,
+        causation_id=append.causation_id,
+    )
+    getattr(envelope, payload_field(append.payload)).CopyFrom(append.payload)
+    return envelope
+
+
+def payload_of(envelope: Envelope) -> Message | None:
+    """The typed payload, or None for an event type this code does not know."""
+    field = envelope.WhichOneof("payload")
+    return None if field is None else getattr(envelope, field)
+
+
+_FIELD_BY_TYPE = {
+    field.message_type.full_name: field.name
+    for field in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields
+}

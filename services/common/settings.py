@@ -1,0 +1,22 @@
+"""Settings every service reads from its environment (prefix DET_).
+
+Each service adds its own fields in a subclass with its own prefix; a missing
+or malformed value stops the service at start-up with a message naming it.
+"""
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DET_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    # Streams and subjects are named from it; tests use one per test.
+    namespace: str = "det"
+    log_json: bool = False
+    log_level: str = "INFO"
+    log_file: Path | None = None
+    # Shared by the gateway (verifies) and agents (mint) allocation tokens.
+    cluster_secret: str = ""

@@ -1,0 +1,58 @@
+"""Real servers for the whole test session: one nats-server (JetStream) and
+one PostgreSQL, each started once on free ports in temporary folders. Tests
+are kept apart by namespace (stream and subject names) and database name,
+never by starting a server per test. Never a mock of either."""
+
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from deploy.local.servers import NatsServer, PostgresServer, free_port
+from services.common.eventstore import EventStore
+
+
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("nats")
+    server = NatsServer(folder / "store", free_port(), folder / "nats.log")
+    process = server.start()
+    yield server.url
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    folder = Path("/tmp") / f"det-test-pg-{uuid.uuid4().hex[:8]}"
+    server = PostgresServer(folder / "data", free_port(), folder / "postgres.log")
+    server.start()
+    yield server
+    server.stop()
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def event_store(nats_url: str, namespace: str) -> AsyncIterator[EventStore]:
+    store = await EventStore.connect(nats_url, namespace)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def database_url(postgres_server: PostgresServer, namespace: str) -> str:
+    """A fresh, empty database for one test (asyncpg-style URL)."""
+    connection = await asyncpg.connect(postgres_server.url)
+    try:
+        await connection.execute(f'CREATE DATABASE "{namespace}"')
+    finally:
+        await connection.close()
+    return postgres_server.url.rsplit("/", 1)[0] + f"/{namespace}"
