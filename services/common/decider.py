@@ -45,10 +45,15 @@ class Shell(Generic[State]):
     # Called after every fold once caught up: a service with side effects
     # (the agent) acts on the state here and returns events to append.
     on_state: Callable[[State], Awaitable[list[Append]]] | None = None
+    # Called once, the first time the shell has caught up with the log (at
+    # once when the log holds nothing of its kinds): the service is ready.
+    on_caught_up: Callable[[], Awaitable[None]] | None = None
 
     async def run(self) -> None:
         state = self.core.initial_state()
         own_sequences: set[int] = set()
+        if not await self._has_events():
+            await self._caught_up()
         async for stored in self.store.read(self.core.kinds, start_sequence=1, follow=True):
             if stored.sequence in own_sequences:
                 own_sequences.discard(stored.sequence)
@@ -56,7 +61,16 @@ class Shell(Generic[State]):
                 state = self.core.evolve(state, stored.envelope)
             if stored.caught_up:
                 state = await self._settle(state, own_sequences)
+                await self._caught_up()
         raise RuntimeError("the event log ended")  # follow=True never ends
+
+    async def _has_events(self) -> bool:
+        return await self.store.last_sequence_of(self.core.kinds) > 0
+
+    async def _caught_up(self) -> None:
+        callback, self.on_caught_up = self.on_caught_up, None
+        if callback is not None:
+            await callback()
 
     async def _settle(self, state: State, own_sequences: set[int]) -> State:
         """Decides and appends until the core has nothing more to say."""

@@ -150,6 +150,11 @@ class EventStore:
         info = await self.js.stream_info(self.events_stream)
         return info.state.last_seq
 
+    async def last_sequence_of(self, kinds: list[str]) -> int:
+        """The sequence of the newest event of these aggregate kinds (0 if none)."""
+        subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
+        return await self._last_sequence_of(self.events_stream, subjects)
+
     async def aggregate_versions(self, kind: str) -> dict[str, int]:
         """Aggregate id -> number of events, for every aggregate of one kind."""
         prefix = f"{self.namespace}.events.{kind}."
@@ -213,6 +218,9 @@ class EventStore:
     ) -> AsyncIterator[tuple[int, bytes, bool]]:
         """(sequence, data, caught_up) in order; caught_up is True on the last
         message that was stored when it was delivered."""
+        end = None if follow else await self._last_sequence_of(stream, subjects)
+        if end is not None and end < start_sequence:
+            return
         config = js_api.ConsumerConfig(
             filter_subjects=subjects if len(subjects) > 1 else None,
             deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
@@ -222,16 +230,29 @@ class EventStore:
             subjects[0], stream=stream, ordered_consumer=True, config=config, idle_heartbeat=2.0
         )
         try:
-            if not follow and (await sub.consumer_info()).num_pending == 0:
-                return
             while True:
                 try:
                     msg = await sub.next_msg(timeout=3600)
                 except nats.errors.TimeoutError:
                     continue
-                caught_up = msg.metadata.num_pending == 0
-                yield msg.metadata.sequence.stream, msg.data, caught_up
-                if caught_up and not follow:
+                sequence = msg.metadata.sequence.stream
+                caught_up = msg.metadata.num_pending == 0 or sequence == end
+                yield sequence, msg.data, caught_up
+                if end is not None and sequence >= end:
                     return
         finally:
             await sub.unsubscribe()
+
+    async def _last_sequence_of(self, stream: str, subjects: list[str]) -> int:
+        """The sequence of the newest message on any of these subjects (0 if none).
+
+        Asked of the stream, not of a new consumer: a consumer's pending count
+        can still read 0 just after it is created."""
+        last = 0
+        for subject in subjects:
+            try:
+                msg = await self.js.get_last_msg(stream, subject)
+            except nats.js.errors.NotFoundError:
+                continue
+            last = max(last, msg.seq or 0)
+        return last

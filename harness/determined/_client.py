@@ -1,0 +1,122 @@
+"""The trial process's gRPC connection to the gateway.
+
+The only module of the harness that touches grpc or the generated protobuf code, and it
+imports them lazily so that `import determined` stays light off-cluster. Transient
+failures (the gateway restarting, a dropped connection) are retried here, with back-off,
+for up to `retry_for_s`; any other failure, or one that outlasts the retry window, is
+raised to the caller.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+logger = logging.getLogger("determined.core")
+
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+CALL_TIMEOUT_S = 30.0
+RETRY_FOR_S = 600.0
+_BACKOFF_FIRST_S = 0.05
+_BACKOFF_MAX_S = 2.0
+
+T = TypeVar("T")
+
+
+class MetricRecord(NamedTuple):
+    """One serialized metrics report, as it goes over the wire."""
+
+    group: str
+    steps_completed: int
+    metrics_json: str
+    reported_at_ns: int
+
+
+def grpc_target(master: str) -> str:
+    """`http://host:port/` or `host:port` -> `host:port`."""
+    return master.split("://", 1)[-1].rstrip("/")
+
+
+class TrialClient:
+    """The calls a trial makes, authenticated with its allocation token."""
+
+    def __init__(self, master: str, allocation_token: str, *, retry_for_s: float = RETRY_FOR_S) -> None:
+        import grpc
+
+        from determined.proto import api_pb2, api_pb2_grpc
+
+        self._grpc = grpc
+        self._api = api_pb2
+        self._channel = grpc.insecure_channel(
+            grpc_target(master),
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                # Reconnect quickly once a restarted gateway listens again.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 2000),
+            ],
+        )
+        self._stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
+        self._metadata = (("x-allocation-token", allocation_token),)
+        self._retry_for_s = retry_for_s
+
+    def report_metrics(
+        self, trial_id: int, trial_run_id: int, batch_seq: int, records: Sequence[MetricRecord]
+    ) -> None:
+        from determined.proto import events_pb2
+
+        request = self._api.ReportMetricsRequest(
+            trial_id=trial_id,
+            trial_run_id=trial_run_id,
+            batch_seq=batch_seq,
+            reports=[events_pb2.MetricReport(**r._asdict()) for r in records],
+        )
+        self._call(self._stub.ReportMetrics, request)
+
+    def report_progress(self, trial_id: int, progress: float) -> None:
+        self._call(
+            self._stub.ReportProgress, self._api.ReportProgressRequest(trial_id=trial_id, progress=progress)
+        )
+
+    def report_checkpoint(
+        self,
+        *,
+        uuid: str,
+        trial_id: int,
+        allocation_id: str,
+        steps_completed: int,
+        metadata_json: str,
+        resources: Mapping[str, int],
+    ) -> None:
+        request = self._api.ReportCheckpointRequest(
+            uuid=uuid,
+            trial_id=trial_id,
+            allocation_id=allocation_id,
+            steps_completed=steps_completed,
+            metadata_json=metadata_json,
+            resources=resources,
+        )
+        self._call(self._stub.ReportCheckpoint, request)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method: Callable[..., T], request: Any) -> T:
+        """Call `method`, retrying the same request while the gateway is unreachable."""
+        give_up_at = time.monotonic() + self._retry_for_s
+        delay = _BACKOFF_FIRST_S
+        while True:
+            try:
+                return method(request, timeout=CALL_TIMEOUT_S, metadata=self._metadata)
+            except self._grpc.RpcError as error:
+                if not self._is_transient(error) or time.monotonic() + delay > give_up_at:
+                    raise
+                logger.warning("gateway unreachable (%s); retrying in %.2fs", error.code(), delay)
+            time.sleep(delay)
+            delay = min(delay * 2, _BACKOFF_MAX_S)
+
+    def _is_transient(self, error: Any) -> bool:
+        codes = self._grpc.StatusCode
+        return error.code() in (codes.UNAVAILABLE, codes.DEADLINE_EXCEEDED)

@@ -1,0 +1,140 @@
+"""What a trial process knows about itself: `det.get_cluster_info()`.
+
+The agent hands everything over in environment variables (docs/CONTRACTS.md, "Trial
+processes"); this module reads them once. Off-cluster there are none and
+`get_cluster_info()` returns None, which is how the rest of the harness decides to use
+its null objects.
+"""
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+_REQUIRED = (
+    "DET_MASTER",
+    "DET_CLUSTER_ID",
+    "DET_AGENT_ID",
+    "DET_SLOT_IDS",
+    "DET_TASK_ID",
+    "DET_ALLOCATION_ID",
+    "DET_SESSION_TOKEN",
+    "DET_TASK_TYPE",
+)
+
+
+class TrialInfo:
+    """The trial-specific part of ClusterInfo (`ClusterInfo.trial`)."""
+
+    def __init__(
+        self,
+        *,
+        trial_id: int,
+        experiment_id: int,
+        trial_seed: int,
+        hparams: dict[str, Any],
+        config: dict[str, Any],
+        steps_completed: int,
+        trial_run_id: int,
+    ) -> None:
+        self.trial_id = trial_id
+        self.experiment_id = experiment_id
+        self.trial_seed = trial_seed
+        self.hparams = hparams
+        self._config = config
+        self._steps_completed = steps_completed
+        self._trial_run_id = trial_run_id
+
+    @classmethod
+    def _from_env(cls, env: Mapping[str, str]) -> "TrialInfo":
+        return cls(
+            trial_id=int(env["DET_TRIAL_ID"]),
+            experiment_id=int(env["DET_EXPERIMENT_ID"]),
+            trial_seed=int(env.get("DET_TRIAL_SEED", "0")),
+            hparams=json.loads(env.get("DET_HPARAMS") or "{}"),
+            config=json.loads(env.get("DET_EXPERIMENT_CONFIG") or "{}"),
+            steps_completed=int(env.get("DET_STEPS_COMPLETED") or "0"),
+            trial_run_id=int(env.get("DET_TRIAL_RUN_ID") or "0"),
+        )
+
+
+class ClusterInfo:
+    """Facts about the task this process runs in, as the agent described them."""
+
+    def __init__(
+        self,
+        *,
+        master_url: str,
+        cluster_id: str,
+        agent_id: str,
+        slot_ids: list[int],
+        task_id: str,
+        allocation_id: str,
+        session_token: str,
+        task_type: str,
+        latest_checkpoint: str | None = None,
+        trial_info: TrialInfo | None = None,
+    ) -> None:
+        self.master_url = _canonical_master_url(master_url)
+        self.cluster_id = cluster_id
+        self.agent_id = agent_id
+        self.slot_ids = slot_ids
+        self.task_id = task_id
+        self.allocation_id = allocation_id
+        self.session_token = session_token
+        self.task_type = task_type
+        self.latest_checkpoint = latest_checkpoint
+        self._trial_info = trial_info
+        # One container per task for now: rendezvous arrives with multi-node training.
+        self.container_addrs = ["127.0.0.1"]
+        self.container_rank = 0
+
+    @property
+    def trial(self) -> TrialInfo:
+        if self._trial_info is None:
+            raise RuntimeError(f"ClusterInfo.trial is only available for TRIAL tasks, not {self.task_type}")
+        return self._trial_info
+
+    @property
+    def user_data(self) -> dict[str, Any]:
+        """The experiment config's `data` section ({} for non-trial tasks)."""
+        if self._trial_info is None:
+            return {}
+        return self._trial_info._config.get("data") or {}
+
+    @classmethod
+    def _from_env(cls, env: Mapping[str, str]) -> "ClusterInfo":
+        missing = [name for name in _REQUIRED if name not in env]
+        if missing:
+            raise ValueError(f"incomplete task environment: missing {', '.join(missing)}")
+        task_type = env["DET_TASK_TYPE"]
+        is_trial = task_type == "TRIAL"
+        return cls(
+            master_url=env["DET_MASTER"],
+            cluster_id=env["DET_CLUSTER_ID"],
+            agent_id=env["DET_AGENT_ID"],
+            slot_ids=[int(s) for s in json.loads(env["DET_SLOT_IDS"])],
+            task_id=env["DET_TASK_ID"],
+            allocation_id=env["DET_ALLOCATION_ID"],
+            session_token=env["DET_SESSION_TOKEN"],
+            task_type=task_type,
+            latest_checkpoint=(env.get("DET_LATEST_CHECKPOINT") or None) if is_trial else None,
+            trial_info=TrialInfo._from_env(env) if is_trial else None,
+        )
+
+
+def _canonical_master_url(master: str) -> str:
+    master = master.rstrip("/")
+    return master if "://" in master else f"http://{master}"
+
+
+@functools.cache
+def get_cluster_info() -> ClusterInfo | None:
+    """The ClusterInfo of this task, or None when not running on a cluster.
+
+    Cached: the environment of a task does not change while it runs.
+    """
+    if "DET_MASTER" not in os.environ or "DET_ALLOCATION_ID" not in os.environ:
+        return None
+    return ClusterInfo._from_env(os.environ)

@@ -1,0 +1,1 @@
+"""The `det` command line: it speaks gRPC to the gateway only."""

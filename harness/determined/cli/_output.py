@@ -1,0 +1,68 @@
+"""Printing for the CLI: tables, JSON and times."""
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    print("\n".join(lines))
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+def format_time(ns: int) -> str:
+    if not ns:
+        return ""
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_log_time(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def compact_json(text: str) -> str:
+    """A JSON document (hparams, metrics) on one line, or "" when empty."""
+    if not text:
+        return ""
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+def error(message: str) -> None:
+    color = sys.stderr.isatty()
+    sys.stderr.write(f"\033[31m{message}\033[0m\n" if color else f"{message}\n")
+
+
+def message_dict(message: Any) -> dict[str, Any]:
+    """A response message as plain JSON: field names as in the .proto, and
+    every `*_json` string field expanded into the object it holds."""
+    from google.protobuf import json_format
+
+    return _expand_json_fields(
+        json_format.MessageToDict(
+            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+    )
+
+
+def _expand_json_fields(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_expand_json_fields(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    expanded: dict[str, Any] = {}
+    for key, item in value.items():
+        if key.endswith("_json") and isinstance(item, str):
+            expanded[key[: -len("_json")]] = json.loads(item) if item else None
+        else:
+            expanded[key] = _expand_json_fields(item)
+    return expanded

@@ -1,0 +1,248 @@
+"""`det experiment` (`det e`): create, list, describe, kill experiments."""
+
+import argparse
+import io
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from determined.cli._client import CliError, Gateway, master_address
+from determined.cli._output import (
+    compact_json,
+    format_time,
+    message_dict,
+    print_json,
+    print_table,
+)
+
+POLL_INTERVAL_S = 0.2
+TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
+
+
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = commands.add_parser("experiment", aliases=["e"], help="manage experiments")
+    verbs = parser.add_subparsers(dest="verb", metavar="<verb>")
+    parser.set_defaults(run=list_experiments, json=False)
+
+    create = verbs.add_parser("create", help="create an experiment")
+    create.add_argument("config_file", type=Path, help="experiment configuration (YAML)")
+    create.add_argument("context", type=Path, nargs="?", help="folder uploaded as the trial's working dir")
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field, e.g. --config searcher.max_trials=4 (repeatable)",
+    )
+    mode = create.add_mutually_exclusive_group()
+    mode.add_argument("-f", "--follow-first-trial", "--follow", dest="follow", action="store_true",
+                      help="follow the first trial's logs until it ends")
+    mode.add_argument("--paused", action="store_true", help="create the experiment paused")
+    create.set_defaults(run=create_experiment)
+
+    listing = verbs.add_parser("list", aliases=["ls"], help="list experiments")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=list_experiments)
+
+    describe = verbs.add_parser("describe", help="describe an experiment and its trials")
+    describe.add_argument("experiment_id", type=int)
+    describe.add_argument("--json", action="store_true")
+    describe.add_argument("--config", action="store_true", help="print the stored, fully defaulted config")
+    describe.set_defaults(run=describe_experiment)
+
+    config = verbs.add_parser("config", help="print the stored, fully defaulted config as YAML")
+    config.add_argument("experiment_id", type=int)
+    config.set_defaults(run=print_config)
+
+    trials = verbs.add_parser("list-trials", aliases=["lt"], help="list an experiment's trials")
+    trials.add_argument("experiment_id", type=int)
+    trials.add_argument("--json", action="store_true")
+    trials.set_defaults(run=list_trials)
+
+    kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
+    kill.add_argument("experiment_id", type=int)
+    kill.set_defaults(run=kill_experiment)
+
+
+def create_experiment(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    config_yaml = _read_config(args.config_file, args.config)
+    context_tgz = _pack_context(args.context) if args.context is not None else b""
+    gateway = Gateway(master_address(args.master))
+    response = gateway.call(
+        gateway.stub.CreateExperiment,
+        api_pb2.CreateExperimentRequest(
+            config_yaml=config_yaml, context_tgz=context_tgz, activate=not args.paused
+        ),
+    )
+    for warning in response.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"Created experiment {response.experiment_id}", flush=True)
+    if not args.follow:
+        return 0
+    return _follow_first_trial(gateway, response.experiment_id)
+
+
+def _read_config(path: Path, overrides: list[str]) -> str:
+    """The config text to send, validated here first so a typo costs no upload."""
+    import yaml
+
+    from determined.common import expconf
+
+    if not path.is_file():
+        raise CliError(f"config file {path} does not exist")
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text)
+        if overrides:
+            raw = expconf.apply_overrides(raw or {}, overrides)
+            text = yaml.safe_dump(raw, sort_keys=False)
+        expconf.load_config(raw if overrides else text)
+    except yaml.YAMLError as problem:
+        raise CliError(f"{path} is not valid YAML: {problem}") from None
+    except expconf.InvalidConfigError as problem:
+        raise CliError(f"{path} is not a valid experiment config:\n{problem}") from None
+    return text
+
+
+def _pack_context(folder: Path) -> bytes:
+    from determined.common import context
+
+    try:
+        data = context.pack_context(folder)
+    except context.ContextError as problem:
+        raise CliError(str(problem)) from None
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        members = [m for m in archive.getmembers() if m.isfile()]
+    size = sum(m.size for m in members)
+    print(f"Preparing files ({folder.resolve()}) to send to master... "
+          f"{_human_size(size)} and {len(members)} files", flush=True)
+    return data
+
+
+def _human_size(size: float) -> str:
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}GB"
+
+
+def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
+    from determined.cli.trial import follow_logs, trial_state
+    from determined.proto import api_pb2
+
+    print("Waiting for first trial to begin...", flush=True)
+    while True:
+        found = gateway.call(
+            gateway.stub.GetExperiment, api_pb2.GetExperimentRequest(experiment_id=experiment_id)
+        )
+        if found.trials:
+            break
+        if found.experiment.state in TERMINAL_STATES:
+            raise CliError(f"experiment {experiment_id} ended {found.experiment.state} before a trial began")
+        time.sleep(POLL_INTERVAL_S)
+    trial_id = min(t.id for t in found.trials)
+    print(f"Following first trial with ID {trial_id}", flush=True)
+    follow_logs(gateway, trial_id, follow=True)
+    print(f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}")
+    state = trial_state(gateway, trial_id)
+    if state != "COMPLETED":
+        print(f"Trial {trial_id} ended {state}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def list_experiments(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    response = gateway.call(gateway.stub.GetExperiments, api_pb2.GetExperimentsRequest())
+    if args.json:
+        print_json([message_dict(e) for e in response.experiments])
+        return 0
+    print_table(
+        ["ID", "Owner", "Name", "State", "Progress", "Started", "Ended", "Resource Pool"],
+        [
+            [e.id, e.owner, e.name, e.state, f"{e.progress:.1%}" if e.progress else "",
+             format_time(e.started_at_ns), format_time(e.ended_at_ns), e.resource_pool or "default"]
+            for e in response.experiments
+        ],
+    )
+    return 0
+
+
+def _get_experiment(args: argparse.Namespace) -> Any:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    return gateway.call(
+        gateway.stub.GetExperiment, api_pb2.GetExperimentRequest(experiment_id=args.experiment_id)
+    )
+
+
+def describe_experiment(args: argparse.Namespace) -> int:
+    if args.config:
+        return print_config(args)
+    response = _get_experiment(args)
+    if args.json:
+        print_json(message_dict(response))
+        return 0
+    e = response.experiment
+    print_table(
+        ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Searcher", "Metric", "Labels"],
+        [[e.id, e.state, f"{e.progress:.1%}", format_time(e.started_at_ns), format_time(e.ended_at_ns),
+          e.name, e.searcher_name, e.searcher_metric, ", ".join(e.labels)]],
+    )
+    print()
+    _print_trials(response.trials)
+    return 0
+
+
+def print_config(args: argparse.Namespace) -> int:
+    import json
+
+    import yaml
+
+    response = _get_experiment(args)
+    print(yaml.safe_dump(json.loads(response.experiment.config_json), sort_keys=False), end="")
+    return 0
+
+
+def list_trials(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    response = gateway.call(
+        gateway.stub.GetExperimentTrials,
+        api_pb2.GetExperimentTrialsRequest(experiment_id=args.experiment_id),
+    )
+    if args.json:
+        print_json([message_dict(t) for t in response.trials])
+        return 0
+    _print_trials(response.trials)
+    return 0
+
+
+def _print_trials(trials: Any) -> None:
+    print_table(
+        ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches", "Restarts",
+         "Latest Training", "Latest Validation"],
+        [
+            [t.id, t.state, compact_json(t.hparams_json), format_time(t.started_at_ns),
+             format_time(t.ended_at_ns), t.total_batches, t.restarts,
+             compact_json(t.latest_training.metrics_json), compact_json(t.latest_validation.metrics_json)]
+            for t in trials
+        ],
+    )
+
+
+def kill_experiment(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    gateway.call(
+        gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=args.experiment_id)
+    )
+    print(f"Killed experiment {args.experiment_id}")
+    return 0

@@ -1,0 +1,82 @@
+"""`det trial` (`det t`): describe a trial, show or follow its logs."""
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from determined.cli._client import Gateway, master_address
+from determined.cli._output import compact_json, format_log_time, format_time, message_dict, print_json, print_table
+
+
+def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = commands.add_parser("trial", aliases=["t"], help="inspect trials")
+    verbs = parser.add_subparsers(dest="verb", metavar="<verb>")
+    parser.set_defaults(run=lambda _args: parser.print_help())
+
+    describe = verbs.add_parser("describe", help="a trial's state, hyperparameters, metrics and checkpoints")
+    describe.add_argument("trial_id", type=int)
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(run=describe_trial)
+
+    logs = verbs.add_parser("logs", help="a trial's logs")
+    logs.add_argument("trial_id", type=int)
+    logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
+    logs.add_argument("--json", action="store_true", help="one JSON object per line")
+    logs.set_defaults(run=show_logs)
+
+
+def _get_trial(gateway: Gateway, trial_id: int) -> Any:
+    from determined.proto import api_pb2
+
+    return gateway.call(gateway.stub.GetTrial, api_pb2.GetTrialRequest(trial_id=trial_id))
+
+
+def trial_state(gateway: Gateway, trial_id: int) -> str:
+    return str(_get_trial(gateway, trial_id).trial.state)
+
+
+def describe_trial(args: argparse.Namespace) -> int:
+    response = _get_trial(Gateway(master_address(args.master)), args.trial_id)
+    if args.json:
+        print_json(message_dict(response))
+        return 0
+    t = response.trial
+    print_table(
+        ["Trial ID", "Experiment ID", "State", "Progress", "Restarts", "H-Params", "Started", "Ended"],
+        [[t.id, t.experiment_id, t.state, f"{t.progress:.1%}", t.restarts, compact_json(t.hparams_json),
+          format_time(t.started_at_ns), format_time(t.ended_at_ns)]],
+    )
+    print("\nLatest metrics:")
+    print_table(
+        ["Group", "# of Batches", "Report Time", "Metrics"],
+        [[m.group, m.steps_completed, format_time(m.reported_at_ns), compact_json(m.metrics_json)]
+         for m in (t.latest_training, t.latest_validation) if m.group],
+    )
+    print("\nCheckpoints:")
+    print_table(
+        ["UUID", "# of Batches", "State", "Report Time", "Metadata"],
+        [[c.uuid, c.steps_completed, c.state, format_time(c.reported_at_ns), compact_json(c.metadata_json)]
+         for c in response.checkpoints],
+    )
+    return 0
+
+
+def show_logs(args: argparse.Namespace) -> int:
+    follow_logs(Gateway(master_address(args.master)), args.trial_id, follow=args.follow, as_json=args.json)
+    return 0
+
+
+def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False) -> None:
+    from determined.proto import api_pb2
+
+    request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow)
+    for entry in gateway.stream(gateway.stub.TrialLogs, request):
+        if as_json:
+            sys.stdout.write(json.dumps(message_dict(entry)) + "\n")
+        else:
+            line = entry.line
+            sys.stdout.write(
+                f"[{format_log_time(line.timestamp_ns)}] {entry.allocation_id[:8]:<8} || {line.log}\n"
+            )
+        sys.stdout.flush()

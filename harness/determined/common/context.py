@@ -1,0 +1,279 @@
+"""The model-definition context: the user's folder, packed as a tar.gz for
+upload and extracted again next to a trial.
+
+Packing honours a ``.detignore`` (gitignore syntax) in the root of the
+folder plus Determined's always-ignored patterns. Extraction trusts nothing
+in the archive: it only ever writes inside the destination folder.
+
+Kept free of pydantic and the services: the ``det`` CLI imports it."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import posixpath
+import stat
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+MAX_CONTEXT_SIZE = (128 * 1024 * 1024 // 8) * 6 - 1024 * 1024  # 95 MiB, as Determined
+MAX_EXTRACTED_SIZE = 4 * MAX_CONTEXT_SIZE
+MAX_MEMBERS = 100_000
+DETIGNORE = ".detignore"
+DEFAULT_IGNORES = (
+    "__pycache__/", "*.py[co]", "*$py.class", "terraform", "terraform_data", "terraform.tfstate*",
+    "terraform.tfvars*", ".terraform*", ".git/", ".vscode/", ".idea/", ".mypy_cache/", "/shared_fs",
+)  # fmt: skip
+
+
+class ContextError(Exception):
+    """The context folder cannot be packed, or an archive cannot be safely extracted."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: Path
+    name: str  # posix path inside the archive
+    is_dir: bool
+    size: int
+
+
+def pack_context(folder: Path | str, *, max_size: int = MAX_CONTEXT_SIZE) -> bytes:
+    """A tar.gz of ``folder`` without ignored files. Raises ContextError when the
+    folder is missing or the files left add up to more than ``max_size``."""
+    root = Path(folder)
+    if not root.is_dir():
+        what = "does not exist" if not root.exists() else "is not a directory"
+        raise ContextError(f"context folder {str(root)!r} {what}")
+    entries = list(_walk(root, "", _ignore_spec(root)))
+    _check_size(entries, max_size)
+    return _tar_gz(entries)
+
+
+def _ignore_spec(root: Path) -> GitIgnoreSpec:
+    import pathspec  # imported here: only packing needs it
+
+    lines = list(DEFAULT_IGNORES)
+    detignore = root / DETIGNORE
+    if detignore.is_file():
+        lines += detignore.read_text(errors="replace").splitlines()
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _walk(folder: Path, prefix: str, spec: GitIgnoreSpec) -> list[_Entry]:
+    """Entries below ``folder`` in name order; ignored directories are not entered."""
+    found: list[_Entry] = []
+    for child in sorted(folder.iterdir(), key=lambda path: path.name):
+        name = prefix + child.name
+        if name == DETIGNORE:
+            continue
+        try:
+            info = child.stat()
+        except OSError:
+            continue  # a dangling link or an unreadable file: nothing to send
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if spec.match_file(name + "/" if is_dir else name):
+            continue
+        if is_dir and not child.is_symlink():
+            found.append(_Entry(child, name, True, 0))
+            found += _walk(child, name + "/", spec)
+        elif stat.S_ISREG(info.st_mode) and os.access(child, os.R_OK):
+            found.append(_Entry(child, name, False, info.st_size))
+    return found
+
+
+def _check_size(entries: list[_Entry], max_size: int) -> None:
+    total = sum(entry.size for entry in entries)
+    if total <= max_size:
+        return
+    largest = sorted((entry for entry in entries if not entry.is_dir), key=lambda e: -e.size)[:5]
+    listing = "\n".join(f"  {entry.size / 2**20:.1f} MiB  {entry.name}" for entry in largest)
+    raise ContextError(
+        f"the context folder holds {total / 2**20:.1f} MiB after ignoring files, more than the "
+        f"{max_size / 2**20:.1f} MiB allowed. Largest files (add them to {DETIGNORE} to leave them out):\n"
+        + listing
+    )
+
+
+def _tar_gz(entries: list[_Entry]) -> bytes:
+    buffer = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for entry in entries:
+            _add(tar, entry)
+    return buffer.getvalue()
+
+
+def _add(tar: tarfile.TarFile, entry: _Entry) -> None:
+    info = entry.path.stat()
+    member = tarfile.TarInfo(entry.name)
+    member.mode = stat.S_IMODE(info.st_mode)
+    member.mtime = int(info.st_mtime)
+    if entry.is_dir:
+        member.type = tarfile.DIRTYPE
+        tar.addfile(member)
+        return
+    with entry.path.open("rb") as content:
+        member.size = os.fstat(content.fileno()).st_size
+        tar.addfile(member, content)
+
+
+def extract_context(
+    data: bytes,
+    dest: Path | str,
+    *,
+    max_total_size: int = MAX_EXTRACTED_SIZE,
+    max_members: int = MAX_MEMBERS,
+) -> None:
+    """Extract a context archive (tar.gz or plain tar) into ``dest``, created if needed.
+
+    Refuses, with ContextError and before writing anything, archives with
+    absolute or ``..`` paths, links leaving the folder, device files or
+    fifos, members below a link, more than ``max_members`` members or more
+    than ``max_total_size`` bytes of content. Links are made last and
+    checked again on disk, so nothing is ever written outside ``dest``."""
+    root = Path(dest)
+    root.mkdir(parents=True, exist_ok=True)
+    limit = max_total_size + 2048 * max_members + 2**20  # content plus generous header room
+    members = _checked_members(data, limit, max_total_size, max_members)
+    try:
+        _write_members(data, limit, members, root)
+    except OSError as exc:
+        raise ContextError(f"the context archive cannot be extracted: {exc}") from None
+
+
+class _CappedStream(io.RawIOBase):
+    """The decompressed archive, refusing to produce more than ``limit`` bytes
+    (tarfile would otherwise read a huge header into memory)."""
+
+    def __init__(self, data: bytes, limit: int) -> None:
+        raw = io.BytesIO(data)
+        self._source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if data[:2] == b"\x1f\x8b" else raw
+        self._left = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        count = self._source.readinto(buffer)
+        self._left -= count
+        if self._left < 0:
+            raise ContextError("the context archive expands to more than its size limit")
+        return count
+
+
+def _stream(data: bytes, limit: int) -> tarfile.TarFile:
+    """The archive read front to back, once (no seeking back into a bomb)."""
+    return tarfile.open(fileobj=io.BufferedReader(_CappedStream(data, limit)), mode="r|")
+
+
+def _checked_members(data: bytes, limit: int, max_total_size: int, max_members: int) -> list[tarfile.TarInfo]:
+    """Read every header and check it; stops at the first problem."""
+    members: list[tarfile.TarInfo] = []
+    files: set[str] = set()
+    links: set[str] = set()
+    total = 0
+    try:
+        with _stream(data, limit) as tar:
+            for member in tar:
+                if len(members) >= max_members:
+                    raise ContextError(f"the context archive has more than {max_members} entries")
+                member.name = _normalised(member.name)
+                _check_member(member, files, links)
+                total += member.size if member.isfile() else 0
+                if total > max_total_size:
+                    raise ContextError(f"the context archive expands to more than {max_total_size} bytes")
+                members.append(member)
+                (links if member.issym() or member.islnk() else files).add(member.name)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise ContextError(f"the context archive cannot be read: {exc}") from None
+    return members
+
+
+def _write_members(data: bytes, limit: int, members: list[tarfile.TarInfo], root: Path) -> None:
+    with _stream(data, limit) as tar:
+        for raw, member in zip(tar, members):  # the same archive, read again in the same order
+            if member.isfile():
+                _write_file(tar.extractfile(raw), member, root)
+            elif member.isdir():
+                _safe_path(root, member.name).mkdir(parents=True, exist_ok=True)
+    _make_links(members, root)
+    for member in members:
+        if member.isdir() or member.isfile():
+            os.chmod(_safe_path(root, member.name), stat.S_IMODE(member.mode) & 0o777)
+
+
+def _normalised(name: str) -> str:
+    if not name or "\x00" in name or "\\" in name:
+        raise ContextError(f"the context archive has an invalid path {name!r}")
+    if name.startswith("/") or posixpath.isabs(name):
+        raise ContextError(f"the context archive has an absolute path {name!r}")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ContextError(f"the context archive has a path with '..' {name!r}")
+    return "/".join(parts) or "."
+
+
+def _check_member(member: tarfile.TarInfo, files: set[str], links: set[str]) -> None:
+    parents = member.name.split("/")[:-1]
+    if any("/".join(parents[: depth + 1]) in links for depth in range(len(parents))):
+        raise ContextError(f"the context archive writes {member.name!r} through a link")
+    is_link = member.issym() or member.islnk()
+    if member.name in links or (is_link and member.name in files):
+        raise ContextError(f"the context archive has {member.name!r} twice, once as a link")
+    if member.issym():
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+        if posixpath.isabs(member.linkname) or target == ".." or target.startswith("../"):
+            raise ContextError(f"the context archive has a link {member.name!r} pointing outside the folder")
+    elif member.islnk():
+        if _normalised(member.linkname) not in files:
+            raise ContextError(f"the context archive has a hard link {member.name!r} to an unknown file")
+    elif not (member.isfile() or member.isdir()):
+        raise ContextError(f"the context archive has a device file or fifo {member.name!r}")
+
+
+def _safe_path(root: Path, name: str) -> Path:
+    """``root/name``, refusing anything whose parent resolves outside ``root``."""
+    path = root / name
+    if not path.parent.resolve().is_relative_to(root.resolve()):
+        raise ContextError(f"the context archive entry {name!r} would be written outside the folder")
+    return path
+
+
+def _write_file(source: IO[bytes] | None, member: tarfile.TarInfo, root: Path) -> None:
+    path = _safe_path(root, member.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _safe_path(root, member.name)  # again, now that the parents exist
+    assert source is not None  # a regular file always has content
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with source, os.fdopen(os.open(path, flags, 0o600), "wb") as target:
+        while chunk := source.read(1 << 20):
+            target.write(chunk)
+
+
+def _make_links(members: list[tarfile.TarInfo], root: Path) -> None:
+    real_root = root.resolve()
+    for member in members:
+        if not (member.issym() or member.islnk()):
+            continue
+        path = _safe_path(root, member.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if member.islnk():
+                os.link(_safe_path(root, _normalised(member.linkname)), path)
+                continue
+            path.symlink_to(member.linkname)
+        except OSError as exc:
+            raise ContextError(f"the context archive link {member.name!r} cannot be made: {exc}") from None
+        if not path.resolve().is_relative_to(real_root):
+            path.unlink()
+            raise ContextError(f"the context archive has a link {member.name!r} pointing outside the folder")

@@ -1,0 +1,53 @@
+"""The experiment configuration: one typed model, validated in one pass.
+
+Public API::
+
+    load_config(text_or_mapping, *, new_experiment=True) -> ExperimentConfig
+    apply_cluster_defaults(config, *, checkpoint_host_path, experiment_seed, name) -> ExperimentConfig
+    apply_overrides(mapping, ["searcher.max_trials=4", ...]) -> dict
+    ExperimentConfig.to_json_dict() -> dict       (the stored, fully defaulted form)
+    ExperimentConfig.warnings() -> list[str]      (deprecations; the config is valid)
+
+Errors::
+
+    InvalidConfigError(Exception)   .errors: list[str], one "<path>: <rule>" per problem
+"""
+
+from determined.common.expconf._errors import InvalidConfigError
+from determined.common.expconf._experiment import ExperimentConfig
+from determined.common.expconf._hyperparameters import (
+    CategoricalHyperparameter,
+    ConstHyperparameter,
+    DoubleHyperparameter,
+    Hyperparameter,
+    HyperparameterGroup,
+    IntHyperparameter,
+    LogHyperparameter,
+)
+from determined.common.expconf._lengths import Length
+from determined.common.expconf._load import apply_cluster_defaults, load_config
+from determined.common.expconf._overrides import apply_overrides
+from determined.common.expconf._resources import BindMount, Environment, Resources
+from determined.common.expconf._searcher import SearcherConfig
+from determined.common.expconf._storage import CheckpointStorage
+
+__all__ = [
+    "BindMount",
+    "CategoricalHyperparameter",
+    "CheckpointStorage",
+    "ConstHyperparameter",
+    "DoubleHyperparameter",
+    "Environment",
+    "ExperimentConfig",
+    "Hyperparameter",
+    "HyperparameterGroup",
+    "IntHyperparameter",
+    "InvalidConfigError",
+    "Length",
+    "LogHyperparameter",
+    "Resources",
+    "SearcherConfig",
+    "apply_cluster_defaults",
+    "apply_overrides",
+    "load_config",
+]

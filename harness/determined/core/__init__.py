@@ -1,0 +1,30 @@
+"""The Core API: `with det.core.init() as core_context:` and its parts.
+
+One private module per capability; `init()` (in `_context`) wires them, on a cluster or,
+with null objects, off it.
+"""
+
+from determined.core._checkpoint import CheckpointContext, DownloadMode
+from determined.core._context import Context, init
+from determined.core._distributed import DistributedContext, DummyDistributedContext
+from determined.core._errors import InvalidHP
+from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
+from determined.core._searcher import SearcherContext
+from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
+
+__all__ = [
+    "CheckpointContext",
+    "Context",
+    "DistributedContext",
+    "DownloadMode",
+    "DummyDistributedContext",
+    "DummyPreemptContext",
+    "DummyTrainContext",
+    "InvalidHP",
+    "PreemptContext",
+    "PreemptMode",
+    "SearcherContext",
+    "TensorboardMode",
+    "TrainContext",
+    "init",
+]

@@ -1,0 +1,158 @@
+"""`det.core.init()`: the one place that wires the capabilities together."""
+
+import functools
+import logging
+import sys
+from types import TracebackType
+from typing import Any, Self
+
+from determined import _info
+from determined._client import TrialClient
+from determined.core import _checkpoint
+from determined.core._checkpoint import CheckpointContext
+from determined.core._distributed import DistributedContext, DummyDistributedContext
+from determined.core._errors import InvalidHP
+from determined.core._metrics import MetricsShipper
+from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptionWatcher, PreemptMode
+from determined.core._searcher import SearcherContext
+from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
+
+logger = logging.getLogger("determined.core")
+
+
+class Context:
+    """What `with det.core.init() as core_context:` gives the training script."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint: CheckpointContext,
+        distributed: DistributedContext,
+        preempt: PreemptContext,
+        train: TrainContext,
+        info: _info.ClusterInfo | None,
+        shipper: MetricsShipper | None = None,
+        client: TrialClient | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.distributed = distributed
+        self.preempt = preempt
+        self.train = train
+        self.searcher = SearcherContext()
+        self.info = info
+        self._metrics = shipper
+        self._client = client
+
+    def __enter__(self) -> Self:
+        if self._metrics is not None:
+            self._metrics.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self.close()
+        except Exception:
+            if exc_type is None:
+                raise
+            logger.exception("closing the core context failed")
+        if isinstance(exc, InvalidHP):
+            logger.info("InvalidHP raised: ending the trial early with exit code 0")
+            sys.exit(0)
+
+    def close(self) -> None:
+        """Send every queued report, then release the connection."""
+        try:
+            if self._metrics is not None:
+                self._metrics.close()
+        finally:
+            if self._client is not None:
+                self._client.close()
+            self.distributed.close()
+
+
+def init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
+) -> Context:
+    """Build the Core API context; use it as `with det.core.init() as core_context:`.
+
+    Off-cluster the same script runs against null objects: a single process, never
+    preempted, metrics logged, checkpoints in `checkpoint_storage` (a path) or the user
+    data dir.
+    """
+    info = _info.get_cluster_info()
+    if info is None or info.task_type != "TRIAL":
+        return _dummy_context(info, distributed, checkpoint_storage)
+    if distributed is None:
+        if len(info.slot_ids) > 1 or len(info.container_addrs) > 1:
+            raise ValueError("you must provide a valid DistributedContext for a multi-slot task")
+        distributed = DummyDistributedContext()
+    return _trial_context(info, distributed, checkpoint_storage, preempt_mode)
+
+
+def _trial_context(
+    info: _info.ClusterInfo,
+    distributed: DistributedContext,
+    checkpoint_storage: str | dict[str, Any] | None,
+    preempt_mode: PreemptMode,
+) -> Context:
+    trial = info.trial
+    client = TrialClient(info.master_url, info.session_token)
+    shipper = MetricsShipper(functools.partial(client.report_metrics, trial.trial_id, trial._trial_run_id))
+
+    def report_checkpoint(
+        storage_id: str, steps_completed: int, metadata_json: str, resources: dict[str, int]
+    ) -> None:
+        shipper.flush()  # metrics reported before the checkpoint arrive before it
+        client.report_checkpoint(
+            uuid=storage_id,
+            trial_id=trial.trial_id,
+            allocation_id=info.allocation_id,
+            steps_completed=steps_completed,
+            metadata_json=metadata_json,
+            resources=resources,
+        )
+
+    storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
+    return Context(
+        checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
+        distributed=distributed,
+        preempt=PreemptContext(PreemptionWatcher(), distributed, preempt_mode),
+        train=TrainContext(shipper, client, trial.trial_id),
+        info=info,
+        shipper=shipper,
+        client=client,
+    )
+
+
+def _dummy_context(
+    info: _info.ClusterInfo | None,
+    distributed: DistributedContext | None,
+    checkpoint_storage: str | dict[str, Any] | None,
+) -> Context:
+    distributed = distributed or DummyDistributedContext()
+    root = (
+        _checkpoint.storage_root(checkpoint_storage)
+        if checkpoint_storage
+        else _checkpoint.default_storage_root()
+    )
+    return Context(
+        checkpoint=CheckpointContext(root, distributed, _log_checkpoint),
+        distributed=distributed,
+        preempt=DummyPreemptContext(distributed),
+        train=DummyTrainContext(),
+        info=info,
+    )
+
+
+def _log_checkpoint(
+    storage_id: str, steps_completed: int, metadata_json: str, resources: dict[str, int]
+) -> None:
+    logger.info(
+        "stored checkpoint %s at steps_completed=%d (%d files)", storage_id, steps_completed, len(resources)
+    )

@@ -1,0 +1,96 @@
+"""Streaming a trial's logs from the LOGS stream.
+
+Following ends when the trial has ended and the batch that closes its last
+allocation (`allocation_ended`) has arrived. The trial's state is also polled
+every POLL_INTERVAL_S while no batch arrives: a trial that ended without
+logs (canceled while queued) or whose agent died before closing its logs
+ends the stream too, once nothing more arrives.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import cast
+
+from determined.proto import api_pb2
+from services.common.eventstore import EventStore, StoredLogBatch
+from services.gateway.queries import TrialStatus
+
+POLL_INTERVAL_S = 0.5
+
+StatusLookup = Callable[[int], Awaitable[TrialStatus | None]]
+
+
+async def trial_logs(
+    store: EventStore, trial_id: int, follow: bool, status: StatusLookup
+) -> AsyncIterator[api_pb2.TrialLogsResponse]:
+    if not follow:
+        async for response in _stored_logs(store, trial_id):
+            yield response
+        return
+    queue: asyncio.Queue[StoredLogBatch] = asyncio.Queue(1000)
+    reader = asyncio.create_task(_read(store, trial_id, queue))
+    try:
+        async for response in _follow(trial_id, queue, status):
+            yield response
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+
+
+async def _follow(
+    trial_id: int, queue: asyncio.Queue[StoredLogBatch], status: StatusLookup
+) -> AsyncIterator[api_pb2.TrialLogsResponse]:
+    while True:
+        try:
+            stored = await asyncio.wait_for(queue.get(), POLL_INTERVAL_S)
+        except TimeoutError:
+            current = await status(trial_id)
+            if current is None or current.ended:
+                return
+            continue
+        for response in responses(stored):
+            yield response
+        if stored.batch.allocation_ended and await _closes_trial(stored, status):
+            return
+
+
+async def _closes_trial(stored: StoredLogBatch, status: StatusLookup) -> bool:
+    current = await status(stored.batch.trial_id)
+    if current is None:
+        return True
+    return current.ended and current.current_allocation_id in (None, stored.batch.allocation_id)
+
+
+async def _stored_logs(store: EventStore, trial_id: int) -> AsyncIterator[api_pb2.TrialLogsResponse]:
+    """What is stored now. Counts the batches first and follows up to the
+    last of them: the store's non-following read may stop before the first
+    message when that is already delivered."""
+    subject = store.log_subject(trial_id)
+    info = await store.js.stream_info(store.logs_stream, subjects_filter=subject)
+    remaining = (info.state.subjects or {}).get(subject, 0)
+    if remaining == 0:
+        return
+    reading = cast(AsyncGenerator[StoredLogBatch, None], store.read_logs(trial_id, follow=True))
+    async with contextlib.aclosing(reading) as batches:
+        async for stored in batches:
+            for response in responses(stored):
+                yield response
+            remaining -= 1
+            if remaining == 0 or stored.caught_up:
+                return
+
+
+async def _read(store: EventStore, trial_id: int, queue: asyncio.Queue[StoredLogBatch]) -> None:
+    async for stored in store.read_logs(trial_id, follow=True):
+        await queue.put(stored)
+
+
+def responses(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
+    batch = stored.batch
+    return [
+        api_pb2.TrialLogsResponse(
+            trial_id=batch.trial_id, allocation_id=batch.allocation_id, agent_id=batch.agent_id, line=line
+        )
+        for line in batch.lines
+    ]

@@ -1,0 +1,201 @@
+"""Queries answered from the read models (never by scanning the log), and the
+one converter from their rows to the API's messages.
+
+Derived values, computed here so that the projected rows stay absolute:
+- a trial shows RUNNING while its state is ACTIVE and its current allocation
+  has started and not exited (ACTIVE before that: queued or starting);
+- restarts = failed allocations (exit code != 0, not killed) other than the
+  current one, i.e. a failure counts once the trial was given another run;
+- experiment progress = mean trial progress, 1.0 once COMPLETED.
+"""
+
+import json
+from dataclasses import dataclass
+
+import asyncpg
+
+from determined.proto import api_pb2
+from services.gateway.tables import SCHEMA as S
+
+_EXPERIMENTS = f"""
+SELECT e.*, count(t.id) AS num_trials,
+       CASE WHEN e.state = 'COMPLETED' THEN 1.0 ELSE coalesce(avg(t.progress), 0.0) END AS progress
+FROM {S}.experiments e LEFT JOIN {S}.trials t ON t.experiment_id = e.id
+"""
+_GROUP_EXPERIMENTS = " GROUP BY e.id ORDER BY e.id"
+
+_LATEST_METRIC = """
+LEFT JOIN LATERAL (
+  SELECT steps_completed, metrics::text AS metrics, reported_at_ns FROM {s}.metrics m
+  WHERE m.trial_id = t.id AND m."group" = '{group}'
+  ORDER BY steps_completed DESC, trial_run_id DESC LIMIT 1
+) {alias} ON true
+"""
+_TRIALS = f"""
+SELECT t.*,
+  CASE WHEN t.state = 'ACTIVE' AND a.started_at_ns IS NOT NULL AND a.exited_at_ns IS NULL
+       THEN 'RUNNING' ELSE t.state END AS shown_state,
+  (SELECT count(*) FROM {S}.allocations f WHERE f.trial_id = t.id AND f.exit_code <> 0
+     AND NOT f.killed AND f.allocation_id IS DISTINCT FROM t.current_allocation_id) AS restarts,
+  (SELECT count(*) FROM {S}.checkpoints c WHERE c.trial_id = t.id) AS num_checkpoints,
+  lt.steps_completed AS lt_steps, lt.metrics AS lt_metrics, lt.reported_at_ns AS lt_at,
+  lv.steps_completed AS lv_steps, lv.metrics AS lv_metrics, lv.reported_at_ns AS lv_at,
+  lc.uuid AS lc_uuid
+FROM {S}.trials t
+LEFT JOIN {S}.allocations a ON a.allocation_id = t.current_allocation_id
+{_LATEST_METRIC.format(s=S, group="training", alias="lt")}
+{_LATEST_METRIC.format(s=S, group="validation", alias="lv")}
+LEFT JOIN LATERAL (
+  SELECT uuid FROM {S}.checkpoints c WHERE c.trial_id = t.id
+  ORDER BY steps_completed DESC, reported_at_ns DESC LIMIT 1
+) lc ON true
+"""
+_CHECKPOINTS = f"SELECT * FROM {S}.checkpoints"
+_RECENT_METRICS = f"""
+SELECT "group", steps_completed, metrics::text AS metrics, reported_at_ns FROM (
+  SELECT m.*, row_number() OVER (PARTITION BY "group" ORDER BY steps_completed DESC, trial_run_id DESC) AS n
+  FROM {S}.metrics m WHERE trial_id = $1
+) recent WHERE n <= $2 ORDER BY "group", steps_completed, trial_run_id
+"""
+RECENT_METRICS_PER_GROUP = 100
+
+
+@dataclass(frozen=True)
+class TrialStatus:
+    """What log following needs to know about a trial."""
+
+    experiment_id: int
+    state: str
+    current_allocation_id: str | None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("COMPLETED", "CANCELED", "ERROR")
+
+
+class Queries:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def experiments(self, limit: int = 0, offset: int = 0) -> list[api_pb2.Experiment]:
+        sql = _EXPERIMENTS + _GROUP_EXPERIMENTS + " LIMIT $1 OFFSET $2"
+        rows = await self.pool.fetch(sql, limit or None, offset)
+        return [experiment_message(row) for row in rows]
+
+    async def experiment(self, experiment_id: int) -> api_pb2.Experiment | None:
+        row = await self.pool.fetchrow(_EXPERIMENTS + " WHERE e.id = $1" + _GROUP_EXPERIMENTS, experiment_id)
+        return None if row is None else experiment_message(row)
+
+    async def experiment_state(self, experiment_id: int) -> str | None:
+        return await self.pool.fetchval(f"SELECT state FROM {S}.experiments WHERE id = $1", experiment_id)
+
+    async def trials(self, experiment_id: int) -> list[api_pb2.Trial]:
+        rows = await self.pool.fetch(_TRIALS + " WHERE t.experiment_id = $1 ORDER BY t.id", experiment_id)
+        return [await self._trial_message(row) for row in rows]
+
+    async def trial(self, trial_id: int) -> api_pb2.Trial | None:
+        row = await self.pool.fetchrow(_TRIALS + " WHERE t.id = $1", trial_id)
+        return None if row is None else await self._trial_message(row)
+
+    async def trial_status(self, trial_id: int) -> TrialStatus | None:
+        row = await self.pool.fetchrow(
+            f"SELECT experiment_id, state, current_allocation_id FROM {S}.trials WHERE id = $1", trial_id
+        )
+        return None if row is None else TrialStatus(row[0], row[1], row[2])
+
+    async def checkpoints(self, trial_id: int) -> list[api_pb2.Checkpoint]:
+        rows = await self.pool.fetch(
+            _CHECKPOINTS + " WHERE trial_id = $1 ORDER BY steps_completed, reported_at_ns, uuid", trial_id
+        )
+        return [checkpoint_message(row) for row in rows]
+
+    async def recent_metrics(self, trial_id: int) -> list[api_pb2.MetricPoint]:
+        rows = await self.pool.fetch(_RECENT_METRICS, trial_id, RECENT_METRICS_PER_GROUP)
+        return [metric_point(row["group"], row["steps_completed"], row["metrics"], row["reported_at_ns"])
+                for row in rows]
+
+    async def agents(self) -> list[api_pb2.Agent]:
+        rows = await self.pool.fetch(f"SELECT * FROM {S}.agents ORDER BY agent_id")
+        return [agent_message(row) for row in rows]
+
+    async def _trial_message(self, row: asyncpg.Record) -> api_pb2.Trial:
+        trial = trial_message(row)
+        if row["lc_uuid"] is not None:
+            latest = await self.pool.fetchrow(_CHECKPOINTS + " WHERE uuid = $1", row["lc_uuid"])
+            trial.latest_checkpoint.CopyFrom(checkpoint_message(latest))
+        return trial
+
+
+# -- rows to messages ------------------------------------------------------------
+
+
+def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
+    return api_pb2.Experiment(
+        id=row["id"],
+        name=row["name"],
+        owner=row["owner"],
+        state=row["state"],
+        progress=float(row["progress"]),
+        started_at_ns=row["started_at_ns"],
+        ended_at_ns=row["ended_at_ns"] or 0,
+        description=row["description"],
+        labels=json.loads(row["labels"]),
+        resource_pool=row["resource_pool"],
+        searcher_name=row["searcher_name"],
+        searcher_metric=row["searcher_metric"],
+        num_trials=row["num_trials"],
+        config_json=row["config_json"],
+        context_hash=row["context_hash"],
+    )
+
+
+def trial_message(row: asyncpg.Record) -> api_pb2.Trial:
+    trial = api_pb2.Trial(
+        id=row["id"],
+        experiment_id=row["experiment_id"],
+        state=row["shown_state"],
+        hparams_json=row["hparams_json"],
+        started_at_ns=row["started_at_ns"],
+        ended_at_ns=row["ended_at_ns"] or 0,
+        progress=row["progress"],
+        restarts=row["restarts"],
+        total_batches=row["total_batches"],
+        num_checkpoints=row["num_checkpoints"],
+        trial_seed=row["trial_seed"],
+        end_reason=row["end_reason"],
+    )
+    if row["lt_steps"] is not None:
+        trial.latest_training.CopyFrom(metric_point("training", row["lt_steps"], row["lt_metrics"], row["lt_at"]))
+    if row["lv_steps"] is not None:
+        trial.latest_validation.CopyFrom(
+            metric_point("validation", row["lv_steps"], row["lv_metrics"], row["lv_at"])
+        )
+    return trial
+
+
+def metric_point(group: str, steps_completed: int, metrics: str, reported_at_ns: int) -> api_pb2.MetricPoint:
+    return api_pb2.MetricPoint(
+        group=group, steps_completed=steps_completed, metrics_json=metrics, reported_at_ns=reported_at_ns
+    )
+
+
+def checkpoint_message(row: asyncpg.Record) -> api_pb2.Checkpoint:
+    return api_pb2.Checkpoint(
+        uuid=row["uuid"],
+        trial_id=row["trial_id"],
+        experiment_id=row["experiment_id"],
+        steps_completed=row["steps_completed"],
+        metadata_json=row["metadata_json"],
+        resources=json.loads(row["resources"]),
+        reported_at_ns=row["reported_at_ns"],
+        state=row["state"],
+    )
+
+
+def agent_message(row: asyncpg.Record) -> api_pb2.Agent:
+    agent = api_pb2.Agent(
+        agent_id=row["agent_id"], hostname=row["hostname"], registered_at_ns=row["registered_at_ns"]
+    )
+    for slot in json.loads(row["slots"]):
+        agent.slots.add(slot_id=slot["slot_id"], type=slot["type"], device=slot["device"])
+    return agent

@@ -1,0 +1,93 @@
+"""The composition root: wires the event store, the read models, the
+projector and the gRPC server, and stops them in the reverse order."""
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import asyncpg
+import grpc
+import structlog
+
+from determined.proto import api_pb2_grpc
+from services.common.eventstore import EventStore
+from services.gateway.auth import AuthInterceptor
+from services.gateway.projector import Projector
+from services.gateway.queries import Queries
+from services.gateway.servicer import Servicer
+from services.gateway.settings import MAX_MESSAGE_BYTES, GatewaySettings
+from services.gateway.tables import create_schema
+
+log = structlog.get_logger()
+
+
+class PortInUseError(Exception):
+    pass
+
+
+@dataclass
+class Gateway:
+    settings: GatewaySettings
+    store: EventStore
+    pool: asyncpg.Pool
+    projector: Projector
+    servicer: Servicer
+    server: grpc.aio.Server
+    port: int
+    projector_task: asyncio.Task[None]
+
+    @classmethod
+    async def start(cls, settings: GatewaySettings) -> "Gateway":
+        """Connects, creates the schema if missing, starts projecting and
+        listening. Raises PortInUseError when the port is taken."""
+        store = await EventStore.connect(settings.nats_url, settings.namespace, name="gateway")
+        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        try:
+            async with pool.acquire() as connection:
+                await create_schema(connection)
+            projector = Projector(store, pool)
+            servicer = Servicer(settings, store, Queries(pool), projector)
+            server, port = await _serve(servicer, settings)
+        except BaseException:
+            await pool.close()
+            await store.close()
+            raise
+        task = asyncio.create_task(projector.run(), name="projector")
+        task.add_done_callback(_report_projector_end)
+        log.info("gateway_listening", port=port, namespace=settings.namespace)
+        return cls(settings, store, pool, projector, servicer, server, port, task)
+
+    async def stop(self) -> None:
+        await self.server.stop(self.settings.grace_period_s)
+        self.projector_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.projector_task
+        await self.pool.close()
+        await self.store.close()
+        log.info("gateway_stopped")
+
+
+async def _serve(servicer: Servicer, settings: GatewaySettings) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(
+        interceptors=[AuthInterceptor(settings.cluster_secret)],
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    api_pb2_grpc.add_DeterminedServicer_to_server(servicer, server)
+    address = f"{settings.gateway_host}:{settings.gateway_port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as error:
+        raise PortInUseError(f"cannot listen on port {settings.gateway_port}: {error}") from error
+    if port == 0:
+        raise PortInUseError(f"cannot listen on port {settings.gateway_port}: it is in use")
+    await server.start()
+    return server, port
+
+
+def _report_projector_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("projector_failed", error=repr(task.exception()))

@@ -1,0 +1,23 @@
+"""The gateway's settings (environment, prefix DET_), validated at start-up."""
+
+from pathlib import Path
+
+from pydantic import Field
+
+from services.common.settings import CommonSettings
+
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+
+
+class GatewaySettings(CommonSettings):
+    # asyncpg-style: postgresql://user@host:port/db
+    database_url: str
+    gateway_port: int = Field(8080, ge=0, le=65535)
+    gateway_host: str = "0.0.0.0"
+    # The default `shared_fs` host_path of experiments' checkpoint storage.
+    checkpoint_path: str = "/tmp/determined-checkpoints"
+    cluster_id: str = ""
+    cluster_name: str = "determined-es"
+    ready_file: Path | None = None
+    # How long in-flight RPCs get to finish on SIGTERM.
+    grace_period_s: float = 5.0

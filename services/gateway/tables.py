@@ -1,0 +1,153 @@
+"""The read models: SQLAlchemy Core metadata of the tables the projector fills
+and the queries read, all in one PostgreSQL schema so that a rebuild is
+`DROP SCHEMA read_model CASCADE` and a replay from sequence 1.
+
+The statements are compiled from this metadata to SQL text and run through
+asyncpg (the projector's hot paths need asyncpg's executemany; see
+INFRA-NOTES). Times are the events' `occurred_at_ns` (or the reported time a
+trial put in the event), never the clock of the projector, so a rebuild gives
+identical rows.
+"""
+
+import asyncpg
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+SCHEMA = "read_model"
+# Serialises schema creation between gateways starting at the same time.
+_SCHEMA_LOCK_KEY = 0x6465745F726D  # "det_rm"
+
+metadata = MetaData(schema=SCHEMA)
+
+experiments = Table(
+    "experiments",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("owner", Text, nullable=False),
+    # Without the EXPERIMENT_STATE_ prefix: ACTIVE, PAUSED, STOPPING_KILLED, ...
+    Column("state", Text, nullable=False),
+    Column("started_at_ns", BigInteger, nullable=False),
+    Column("ended_at_ns", BigInteger),
+    Column("description", Text, nullable=False),
+    Column("labels", JSONB, nullable=False),
+    Column("resource_pool", Text, nullable=False),
+    Column("searcher_name", Text, nullable=False),
+    Column("searcher_metric", Text, nullable=False),
+    Column("smaller_is_better", Boolean, nullable=False),
+    Column("config_json", Text, nullable=False),
+    Column("context_hash", Text, nullable=False),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("experiment_id", BigInteger, nullable=False),
+    Column("request_id", Text, nullable=False),
+    # ACTIVE until it ends; queries show RUNNING while its current allocation runs.
+    Column("state", Text, nullable=False),
+    Column("hparams_json", Text, nullable=False),
+    Column("trial_seed", BigInteger, nullable=False),
+    Column("started_at_ns", BigInteger, nullable=False),
+    Column("ended_at_ns", BigInteger),
+    Column("end_reason", Text, nullable=False),
+    Column("progress", Double, nullable=False),
+    Column("total_batches", BigInteger, nullable=False),
+    Column("current_allocation_id", Text),
+    Index("trials_by_experiment", "experiment_id", "id"),
+)
+
+allocations = Table(
+    "allocations",
+    metadata,
+    Column("allocation_id", Text, primary_key=True),
+    Column("trial_id", BigInteger, nullable=False),
+    Column("trial_run_id", Integer, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("slot_ids", JSONB, nullable=False),
+    Column("assigned_at_ns", BigInteger, nullable=False),
+    Column("started_at_ns", BigInteger),
+    Column("exited_at_ns", BigInteger),
+    Column("exit_code", Integer),
+    Column("killed", Boolean),
+    Column("error", Text),
+    Index("allocations_by_trial", "trial_id", "trial_run_id"),
+)
+
+metrics = Table(
+    "metrics",
+    metadata,
+    Column("trial_id", BigInteger, primary_key=True),
+    Column("group", Text, primary_key=True),
+    Column("steps_completed", BigInteger, primary_key=True),
+    Column("trial_run_id", Integer, primary_key=True),
+    Column("metrics", JSONB, nullable=False),
+    Column("reported_at_ns", BigInteger, nullable=False),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("uuid", Text, primary_key=True),
+    Column("trial_id", BigInteger, nullable=False),
+    Column("experiment_id", BigInteger, nullable=False),
+    Column("allocation_id", Text, nullable=False),
+    Column("steps_completed", BigInteger, nullable=False),
+    Column("metadata_json", Text, nullable=False),
+    Column("resources", JSONB, nullable=False),
+    Column("reported_at_ns", BigInteger, nullable=False),
+    Column("state", Text, nullable=False),
+    Index("checkpoints_by_trial", "trial_id", "steps_completed"),
+)
+
+agents = Table(
+    "agents",
+    metadata,
+    Column("agent_id", Text, primary_key=True),
+    Column("hostname", Text, nullable=False),
+    Column("slots", JSONB, nullable=False),
+    Column("registered_at_ns", BigInteger, nullable=False),
+)
+
+projection_position = Table(
+    "projection_position",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("sequence", BigInteger, nullable=False),
+)
+
+
+def ddl() -> list[str]:
+    """The statements that create the schema and every table and index, each
+    a no-op when it exists already."""
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    statements = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"]
+    for table in metadata.sorted_tables:
+        statements.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        for index in sorted(table.indexes, key=lambda i: i.name or ""):
+            statements.append(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    return statements
+
+
+async def create_schema(connection: asyncpg.Connection) -> None:
+    async with connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
+        for statement in ddl():
+            await connection.execute(statement)
+
+
+async def drop_schema(connection: asyncpg.Connection) -> None:
+    await connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")

@@ -1,0 +1,231 @@
+"""A new user's first experiment, end to end: `det deploy local cluster-up`,
+`det experiment create`, the Core API inside the trial, and the `det` commands
+that look at the result — all through the real CLI against a real cluster."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploy.local.servers import free_port
+
+pytestmark = pytest.mark.e2e
+
+TRAIN_PY = textwrap.dedent(
+    """
+    import logging
+    import determined as det
+
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    info = det.get_cluster_info()
+    assert info is not None, "running on the cluster"
+    print("hparams", info.trial.hparams, "trial", info.trial.trial_id, flush=True)
+    with det.core.init() as core_context:
+        steps = 0
+        for step in range(1, 6):
+            steps = step * 10
+            core_context.train.report_training_metrics(steps_completed=steps, metrics={"loss": 1.0 / step})
+            core_context.train.report_progress(step / 5)
+            if core_context.preempt.should_preempt():
+                break
+        core_context.train.report_validation_metrics(steps_completed=steps, metrics={"validation_loss": 0.5})
+        with core_context.checkpoint.store_path({"steps_completed": steps}) as (path, storage_id):
+            (path / "weights.txt").write_text("w")
+        with core_context.checkpoint.restore_path(storage_id) as path:
+            print("restored", (path / "weights.txt").read_text(), flush=True)
+    print("training done", flush=True)
+    """
+)
+
+CONST_YAML = textwrap.dedent(
+    """
+    name: first
+    entrypoint: python3 train.py
+    hyperparameters:
+      learning_rate: 0.1
+      global_batch_size: 32
+    searcher:
+      name: single
+      metric: validation_loss
+      max_length:
+        batches: 50
+    max_restarts: 0
+    """
+)
+
+
+class Cluster:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.master_port = free_port()
+        self.nats_port = free_port()
+        self.postgres_port = free_port()
+        self.env = dict(os.environ, DET_MASTER=f"localhost:{self.master_port}")
+
+    def up(self) -> subprocess.CompletedProcess[str]:
+        return det(
+            self.env, "deploy", "local", "cluster-up", "--data-dir", str(self.data_dir), "--no-gpu",
+            "--cpu-slots", "2", "--master-port", str(self.master_port),
+            "--nats-port", str(self.nats_port), "--postgres-port", str(self.postgres_port),
+        )
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
+
+    def det(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = det(self.env, *args)
+        if check:
+            assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.det(*args, "--json").stdout)
+
+
+def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "determined.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
+    data_dir = Path("/tmp") / f"det-e2e-{uuid.uuid4().hex[:8]}"
+    running = Cluster(data_dir)
+    started = running.up()
+    assert started.returncode == 0, started.stdout + started.stderr
+    yield running
+    running.down()
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def context_dir(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(TRAIN_PY)
+    (tmp_path / "const.yaml").write_text(CONST_YAML)
+    return tmp_path
+
+
+def wait_for(condition: Any, what: str, deadline_s: float = 60.0) -> Any:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def created_id(output: str) -> int:
+    line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
+    return int(line.split()[-1])
+
+
+def test_first_experiment_runs_and_can_be_inspected(cluster: Cluster, context_dir: Path) -> None:
+    created = cluster.det("experiment", "create", str(context_dir / "const.yaml"), str(context_dir), "-f")
+    experiment_id = created_id(created.stdout)
+    assert "training done" in created.stdout
+    assert "Trial log stream ended" in created.stdout
+
+    described = cluster.json("experiment", "describe", str(experiment_id))
+    assert described["experiment"]["state"] == "COMPLETED"
+    assert described["experiment"]["name"] == "first"
+    trial_id = described["trials"][0]["id"]
+    assert any(e["id"] == experiment_id for e in cluster.json("experiment", "list"))
+    assert [t["id"] for t in cluster.json("experiment", "list-trials", str(experiment_id))] == [trial_id]
+
+    trial = cluster.json("trial", "describe", str(trial_id))
+    assert trial["trial"]["hparams"] == {"learning_rate": 0.1, "global_batch_size": 32}
+    assert trial["trial"]["latest_training"]["metrics"] == {"loss": 0.2}
+    assert trial["trial"]["latest_validation"]["metrics"] == {"validation_loss": 0.5}
+    assert trial["checkpoints"][0]["steps_completed"] == 50
+
+    logs = cluster.det("trial", "logs", str(trial_id)).stdout
+    assert "restored w" in logs
+    config = cluster.det("experiment", "config", str(experiment_id)).stdout
+    assert "checkpoint_storage" in config
+
+
+def test_a_failing_entrypoint_ends_the_experiment_in_error(cluster: Cluster, context_dir: Path) -> None:
+    (context_dir / "train.py").write_text("raise SystemExit('boom: the model exploded')\n")
+    created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir), "-f", check=False)
+    assert created.returncode != 0
+    experiment_id = created_id(created.stdout)
+    assert "boom: the model exploded" in created.stdout
+    state = wait_for(
+        lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "ERROR",
+        "the experiment to end ERROR",
+    )
+    assert state
+
+
+def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) -> None:
+    (context_dir / "train.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
+    created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir))
+    experiment_id = created_id(created.stdout)
+    wait_for(lambda: "sleeping" in cluster.det("t", "logs", str(_first_trial(cluster, experiment_id))).stdout
+             if _first_trial(cluster, experiment_id) else False, "the trial to run")
+    assert cluster.det("e", "kill", str(experiment_id)).stdout.strip() == f"Killed experiment {experiment_id}"
+    wait_for(
+        lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "CANCELED",
+        "the experiment to end CANCELED",
+    )
+
+
+def _first_trial(cluster: Cluster, experiment_id: int) -> int | None:
+    trials = cluster.json("e", "list-trials", str(experiment_id))
+    return trials[0]["id"] if trials else None
+
+
+@pytest.mark.parametrize(
+    ("arrange", "message"),
+    [
+        (lambda d: ["missing.yaml", str(d)], "does not exist"),
+        (lambda d: (d / "bad.yaml").write_text("searcher: [unclosed") and ["bad.yaml", str(d)], "YAML"),
+        (lambda d: ["const.yaml", str(d / "no-such-folder")], "no-such-folder"),
+    ],
+    ids=["missing-config", "unparsable-yaml", "missing-context"],
+)
+def test_bad_input_is_refused_clearly(cluster: Cluster, context_dir: Path, arrange: Any, message: str) -> None:
+    before = cluster.json("e", "list")
+    config, context = arrange(context_dir)
+    result = cluster.det("e", "create", str(context_dir / config), context, check=False)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert cluster.json("e", "list") == before
+
+
+def test_cluster_up_twice_and_restart_keep_every_experiment(cluster: Cluster, context_dir: Path) -> None:
+    again = cluster.up()
+    assert again.returncode == 0 and "already running" in again.stdout
+    before = {e["id"]: e["state"] for e in cluster.json("e", "list")}
+    assert cluster.down().returncode == 0
+    restarted = cluster.up()
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    after = {e["id"]: e["state"] for e in cluster.json("e", "list")}
+    assert {k: v for k, v in after.items() if k in before} == before
+    created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir), "-f")
+    assert created_id(created.stdout) > max(before)
+
+
+def test_a_taken_port_is_named(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        blocked = Cluster(Path("/tmp") / f"det-e2e-{uuid.uuid4().hex[:8]}")
+        blocked.master_port = port
+        result = blocked.up()
+    assert result.returncode == 1
+    assert f"port {port} (master) is already in use" in result.stderr

@@ -1,0 +1,142 @@
+"""The searcher's pure core: given events, then the appends it decides."""
+
+import json
+
+from determined.proto import events_pb2 as ev
+from google.protobuf.message import Message
+
+from services.common.envelope import Append, wrap
+from services.searcher.core import SearcherCore, SearcherState
+
+ES, TS = ev.ExperimentState, ev.TrialState
+core = SearcherCore()
+HPARAMS = {"lr": {"type": "const", "val": 0.1}, "layers": {"type": "int", "minval": 1, "maxval": 100}}
+
+
+def given(*payloads: Message, state: SearcherState | None = None) -> SearcherState:
+    state = state or core.initial_state()
+    for n, payload in enumerate(payloads):
+        state = core.evolve(state, wrap(Append("x/1", payload, f"given-{n}"), actor="test", occurred_at_ns=0))
+    return state
+
+
+def settle(state: SearcherState) -> tuple[SearcherState, list[Append]]:
+    decided: list[Append] = []
+    while appends := core.decide(state):
+        decided += appends
+        state = given(*[a.payload for a in appends], state=state)
+    return state, decided
+
+
+def experiment(
+    experiment_id: int = 1, name: str = "single", activate: bool = True, seed: int = 42, **searcher: object
+) -> ev.ExperimentCreated:
+    config = {
+        "searcher": {"name": name, "metric": "loss", **searcher},
+        "hyperparameters": HPARAMS,
+        "reproducibility": {"experiment_seed": seed},
+    }
+    return ev.ExperimentCreated(
+        experiment_id=experiment_id, config_json=json.dumps(config), activate=activate
+    )
+
+
+def ended(trial_id: int, state: int, experiment_id: int = 1) -> ev.TrialEnded:
+    return ev.TrialEnded(trial_id=trial_id, experiment_id=experiment_id, state=state)
+
+
+def test_single_creates_one_trial() -> None:
+    [append] = core.decide(given(experiment()))
+    created = append.payload
+    assert isinstance(created, ev.TrialCreated)
+    assert (append.aggregate, append.msg_id, append.expected_version) == ("trial/1", "trial-created-1-0", 0)
+    assert (created.trial_id, created.experiment_id) == (1, 1)
+    assert json.loads(created.hparams_json)["lr"] == 0.1
+    assert 0 <= created.trial_seed < 2**31 and len(created.request_id) == 36
+
+
+def test_creation_is_reproducible_and_depends_on_the_seed() -> None:
+    first = core.decide(given(experiment(name="random", max_trials=3)))
+    again = core.decide(given(experiment(name="random", max_trials=3)))
+    other_seed = core.decide(given(experiment(name="random", max_trials=3, seed=7)))
+    assert [a.payload for a in first] == [a.payload for a in again]
+    assert [a.payload.trial_seed for a in first] != [a.payload.trial_seed for a in other_seed]
+    assert len({a.payload.request_id for a in first}) == 3
+
+
+def test_trial_ids_are_global_across_experiments() -> None:
+    state, appends = settle(given(experiment(1), experiment(2, name="random", max_trials=2)))
+    assert [(a.payload.experiment_id, a.payload.trial_id) for a in appends] == [(1, 1), (2, 2), (2, 3)]
+    state, appends = settle(given(experiment(3), state=state))
+    assert [a.aggregate for a in appends] == ["trial/4"]
+
+
+def test_random_respects_max_concurrent_trials_and_refills_on_exit() -> None:
+    state, appends = settle(given(experiment(name="random", max_trials=3, max_concurrent_trials=2)))
+    assert [a.msg_id for a in appends] == ["trial-created-1-0", "trial-created-1-1"]
+    state, appends = settle(given(ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.msg_id for a in appends] == ["trial-created-1-2"]
+    state, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert appends == []
+    state, appends = settle(given(ended(3, TS.TRIAL_STATE_ERROR), state=state))
+    assert [(a.msg_id, a.payload.state) for a in appends] == [
+        ("experiment-ended-1", ES.EXPERIMENT_STATE_COMPLETED)
+    ]
+
+
+def run_to_end(*trial_states: int) -> int:
+    state, _ = settle(given(experiment(name="random", max_trials=len(trial_states))))
+    for trial_id, trial_state in enumerate(trial_states, start=1):
+        state, appends = settle(given(ended(trial_id, trial_state), state=state))
+    [append] = appends
+    return append.payload.state
+
+
+def test_shutdown_rule() -> None:
+    assert run_to_end(TS.TRIAL_STATE_COMPLETED) == ES.EXPERIMENT_STATE_COMPLETED
+    assert run_to_end(TS.TRIAL_STATE_ERROR, TS.TRIAL_STATE_ERROR) == ES.EXPERIMENT_STATE_ERROR
+    assert run_to_end(TS.TRIAL_STATE_CANCELED, TS.TRIAL_STATE_CANCELED) == ES.EXPERIMENT_STATE_CANCELED
+    assert run_to_end(TS.TRIAL_STATE_ERROR, TS.TRIAL_STATE_CANCELED) == ES.EXPERIMENT_STATE_COMPLETED
+
+
+def test_kill_without_trials_cancels_at_once() -> None:
+    _, appends = settle(given(experiment(activate=False), ev.ExperimentKillRequested(experiment_id=1)))
+    assert [(a.msg_id, a.payload.state) for a in appends] == [
+        ("experiment-ended-1", ES.EXPERIMENT_STATE_CANCELED)
+    ]
+
+
+def test_kill_waits_for_live_trials_and_creates_no_more() -> None:
+    state, _ = settle(given(experiment(name="random", max_trials=4, max_concurrent_trials=2)))
+    state, appends = settle(
+        given(ev.ExperimentKillRequested(experiment_id=1), ended(1, TS.TRIAL_STATE_CANCELED), state=state)
+    )
+    assert appends == []
+    state, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [(a.msg_id, a.payload.state) for a in appends] == [
+        ("experiment-ended-1", ES.EXPERIMENT_STATE_CANCELED)
+    ]
+
+
+def test_a_paused_experiment_creates_nothing_until_activated() -> None:
+    state, appends = settle(given(experiment(activate=False)))
+    assert appends == []
+    state, appends = settle(
+        given(ev.ExperimentStateChanged(experiment_id=1, state=ES.EXPERIMENT_STATE_ACTIVE), state=state)
+    )
+    assert [a.msg_id for a in appends] == ["trial-created-1-0"]
+
+
+def test_an_unsupported_searcher_errors_the_experiment() -> None:
+    [append] = core.decide(given(experiment(name="bayesian")))
+    assert append.payload.state == ES.EXPERIMENT_STATE_ERROR and "bayesian" in append.payload.reason
+
+
+def test_replaying_a_whole_history_decides_nothing_again() -> None:
+    history: list[Message] = [experiment(name="random", max_trials=2, max_concurrent_trials=1)]
+    state, appends = settle(given(*history))
+    history += [a.payload for a in appends]
+    for trial_id in (1, 2):
+        state, appends = settle(given(ended(trial_id, TS.TRIAL_STATE_COMPLETED), state=state))
+        history += [ended(trial_id, TS.TRIAL_STATE_COMPLETED), *[a.payload for a in appends]]
+    assert core.decide(given(*history)) == []
