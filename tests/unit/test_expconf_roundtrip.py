@@ -129,7 +129,7 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     return config | ({"checkpoint_storage": storage} if storage else {})
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(configs())
 def test_stored_form_loads_back_to_an_equal_config(raw: dict[str, Any]) -> None:
     config = load_config(raw)
@@ -140,7 +140,7 @@ def test_stored_form_loads_back_to_an_equal_config(raw: dict[str, Any]) -> None:
     assert load_config(stored).to_json_dict() == stored
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(configs(), st.integers(0, 2**32 - 1))
 def test_defaulted_config_also_round_trips(raw: dict[str, Any], seed: int) -> None:
     config = apply_cluster_defaults(

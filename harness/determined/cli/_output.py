@@ -43,26 +43,26 @@ def error(message: str) -> None:
 
 
 def message_dict(message: Any) -> dict[str, Any]:
-    """A response message as plain JSON: field names as in the .proto, and
-    every `*_json` string field expanded into the object it holds."""
-    from google.protobuf import json_format
-
-    return _expand_json_fields(
-        json_format.MessageToDict(
-            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-        )
-    )
-
-
-def _expand_json_fields(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_expand_json_fields(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    expanded: dict[str, Any] = {}
-    for key, item in value.items():
-        if key.endswith("_json") and isinstance(item, str):
-            expanded[key[: -len("_json")]] = json.loads(item) if item else None
+    """A response message as plain JSON: field names as in the .proto, numbers
+    as numbers, every field present, and every `*_json` string field expanded
+    into the object it holds (under the name without `_json`)."""
+    plain: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.name.endswith("_json") and field.type == field.TYPE_STRING:
+            plain[field.name[: -len("_json")]] = json.loads(value) if value else None
         else:
-            expanded[key] = _expand_json_fields(item)
-    return expanded
+            plain[field.name] = _plain_value(field, value)
+    return plain
+
+
+def _plain_value(field: Any, value: Any) -> Any:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        return dict(value)
+    if field.is_repeated:
+        return [message_dict(v) if field.message_type else v for v in value]
+    if field.message_type is not None:
+        return message_dict(value)
+    if field.enum_type is not None:
+        return field.enum_type.values_by_number[value].name
+    return value
