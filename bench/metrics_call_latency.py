@@ -15,8 +15,9 @@ import time
 from concurrent import futures
 from typing import Any
 
-import determined as det
 import grpc
+
+import determined as det
 from determined.proto import api_pb2, api_pb2_grpc
 
 

@@ -183,7 +183,7 @@ def _prepare_for_os_user(data_dir: Path, log_file: Path) -> str | None:
 def _run(run_as: str | None, command: list[str], log_file: Path, check: bool = True) -> None:
     if run_as is not None:
         command = ["runuser", "-u", run_as, "--", *command]
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, check=False, capture_output=True, text=True)
     if check and result.returncode != 0:
         raise ServerError(
             f"{Path(command[-1] if run_as is None else command[4]).name} failed "

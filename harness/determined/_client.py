@@ -9,6 +9,7 @@ raised to the caller.
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -17,6 +18,8 @@ logger = logging.getLogger("determined.core")
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 CALL_TIMEOUT_S = 30.0
 RETRY_FOR_S = 600.0
+# Tells apart two trial processes of one trial run in metric message ids.
+REPORTER_ID = uuid.uuid4().hex
 _BACKOFF_FIRST_S = 0.05
 _BACKOFF_MAX_S = 2.0
 
@@ -71,6 +74,7 @@ class TrialClient:
             trial_id=trial_id,
             trial_run_id=trial_run_id,
             batch_seq=batch_seq,
+            reporter_id=REPORTER_ID,
             reports=[events_pb2.MetricReport(**r._asdict()) for r in records],
         )
         self._call(self._stub.ReportMetrics, request)

@@ -11,7 +11,6 @@ retries it. Starting and killing processes is the shell's business
 from dataclasses import dataclass, field, replace
 
 from determined.proto import events_pb2
-
 from services.common.envelope import Append, Envelope, aggregate, payload_of
 
 AGENT_RESTARTED = "agent restarted"

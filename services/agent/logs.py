@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import structlog
+
 from determined.proto import events_pb2
 
 FLUSH_INTERVAL_S = 0.05

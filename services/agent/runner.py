@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
+
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
-
 from services.agent.core import AgentState, allocation_exited, allocation_started
 from services.agent.launch import STARTUP_HOOK, AgentError, AgentIdentity, entrypoint_argv, trial_environment
 from services.agent.logs import MAX_LINE_BYTES, LogShipper

@@ -3,6 +3,7 @@
 import warnings
 
 import structlog
+
 from determined.proto import events_pb2
 
 log = structlog.get_logger()

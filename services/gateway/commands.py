@@ -3,13 +3,12 @@ processes ask for, and the Appends that record it. The shell (servicer) hands
 in everything that is not pure: ids, the seed, the petname, the clock.
 
 Message ids are derived from the request, so a retried append is stored once:
-`create-<request_id>`, `metrics-<trial>-<run>-<batch_seq>`,
+`create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`,
 `checkpoint-<uuid>`, `progress-<trial>-<value>`.
 """
 
 import json
 import math
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,26 +20,11 @@ from services.gateway.errors import InvalidArgumentError
 TERMINAL_EXPERIMENT_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
 
-_ADJECTIVES = (
-    "amber", "bold", "brave", "calm", "clever", "eager", "fancy", "gentle", "happy", "jolly",
-    "keen", "lively", "merry", "nimble", "proud", "quiet", "rapid", "shiny", "swift", "witty",
-)
-_NOUNS = (
-    "badger", "beaver", "falcon", "ferret", "gecko", "heron", "koala", "lemur", "lynx", "marmot",
-    "otter", "panda", "puffin", "quokka", "raven", "salmon", "tapir", "walrus", "wombat", "yak",
-)
-
-
 @dataclass(frozen=True)
 class ValidatedConfig:
     config_json: str
     name: str
     warnings: list[str]
-
-
-def petname(rng: random.Random) -> str:
-    """The default experiment name: "Experiment (<adj>-<adj>-<noun>)"."""
-    return f"Experiment ({rng.choice(_ADJECTIVES)}-{rng.choice(_ADJECTIVES)}-{rng.choice(_NOUNS)})"
 
 
 def validate_config(
@@ -105,7 +89,9 @@ def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) 
         trial_run_id=request.trial_run_id,
         reports=reports,
     )
-    msg_id = f"metrics-{request.trial_id}-{request.trial_run_id}-{request.batch_seq}"
+    msg_id = (
+        f"metrics-{request.trial_id}-{request.trial_run_id}-{request.reporter_id}-{request.batch_seq}"
+    )
     return Append(aggregate("metrics", request.trial_id), payload, msg_id)
 
 

@@ -18,6 +18,7 @@ from typing import TypeAlias, TypeVar, cast
 import grpc
 import structlog
 
+from determined.common.petname import experiment_name
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.envelope import Append
 from services.common.eventstore import ConflictError, EventStore, StoredEvent
@@ -75,7 +76,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             request.config_yaml,
             checkpoint_host_path=self.settings.checkpoint_path,
             experiment_seed=time.time_ns() // 1000 % 2**32,
-            name=commands.petname(random.Random()),
+            name=experiment_name(random.Random()),
         )
         response = api_pb2.CreateExperimentResponse(warnings=config.warnings, config_json=config.config_json)
         if request.validate_only:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from determined.proto import events_pb2
-
 from services.common.envelope import Append, Envelope, aggregate, payload_of
 
 TrialState = events_pb2.TrialState

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from determined.proto import events_pb2
-
 from services.common.envelope import Append, Envelope, aggregate, payload_of
 from services.searcher.sampling import sample_hparams
 

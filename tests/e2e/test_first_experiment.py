@@ -93,7 +93,7 @@ class Cluster:
 
 def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "determined.cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

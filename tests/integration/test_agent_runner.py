@@ -5,8 +5,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from determined.common.context import pack_context
-from determined.proto import events_pb2 as ev
 from test_services_flow import (
     ES,
     TS,
@@ -19,6 +17,8 @@ from test_services_flow import (
     wait_for,
 )
 
+from determined.common.context import pack_context
+from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
 from services.common.eventstore import EventStore

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from determined.proto import events_pb2 as ev
 
+from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
 from services.common.envelope import Append, Envelope, payload_of

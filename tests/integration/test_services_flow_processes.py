@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from determined.proto import events_pb2 as ev
 
+from determined.proto import events_pb2 as ev
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
 

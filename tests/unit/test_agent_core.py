@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from determined.proto import events_pb2 as ev
 from google.protobuf.message import Message
 
+from determined.proto import events_pb2 as ev
 from services.agent.core import AgentCore, AgentState
 from services.agent.launch import AgentIdentity, EntrypointError, entrypoint_argv, trial_environment
 from services.agent.slots import detect_slots

@@ -6,8 +6,9 @@ import subprocess
 import sys
 import textwrap
 
-import determined as det
 import pytest
+
+import determined as det
 
 TRAIN_PY = textwrap.dedent(
     """

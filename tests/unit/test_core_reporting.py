@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
-import determined as det
 import grpc
 import pytest
+
+import determined as det
 from determined._client import TrialClient
 from determined.core import _metrics
 from determined.proto import api_pb2, api_pb2_grpc

@@ -3,8 +3,9 @@
 import math
 from typing import Any
 
-import determined as det
 import pytest
+
+import determined as det
 from determined.core import _validate
 
 

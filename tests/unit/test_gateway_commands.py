@@ -2,7 +2,6 @@
 request."""
 
 import json
-import random
 
 import pytest
 
@@ -53,9 +52,11 @@ def test_kill_of_an_ended_experiment_is_a_no_op() -> None:
 
 def test_metrics_message_id_names_the_batch() -> None:
     report = events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')
-    request = api_pb2.ReportMetricsRequest(trial_id=3, trial_run_id=2, batch_seq=9, reports=[report])
+    request = api_pb2.ReportMetricsRequest(
+        trial_id=3, trial_run_id=2, reporter_id="p1", batch_seq=9, reports=[report]
+    )
     append = commands.metrics_reported(request, experiment_id=5)
-    assert (append.aggregate, append.msg_id) == ("metrics/3", "metrics-3-2-9")
+    assert (append.aggregate, append.msg_id) == ("metrics/3", "metrics-3-2-p1-9")
     assert append.payload.experiment_id == 5 and list(append.payload.reports) == [report]
 
 
@@ -87,12 +88,6 @@ def test_checkpoint_is_keyed_by_uuid() -> None:
     assert append.payload.reported_at_ns == 5 and dict(append.payload.resources) == {"a": 1}
     with pytest.raises(InvalidArgumentError):
         commands.checkpoint_reported(api_pb2.ReportCheckpointRequest(trial_id=1), 2, 5)
-
-
-def test_petname_is_drawn_from_the_given_rng() -> None:
-    name = commands.petname(random.Random(1))
-    assert name == commands.petname(random.Random(1))
-    assert name.startswith("Experiment (") and name.count("-") == 2
 
 
 def test_contexts_over_95_mib_are_refused() -> None:

@@ -1,7 +1,8 @@
 import json
 
-import determined as det
 import pytest
+
+import determined as det
 from determined._info import ClusterInfo
 
 

@@ -2,9 +2,9 @@
 
 import json
 
-from determined.proto import events_pb2 as ev
 from google.protobuf.message import Message
 
+from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, payload_field, wrap
 from services.scheduler.core import SchedulerCore, SchedulerState
 

@@ -2,9 +2,9 @@
 
 import json
 
-from determined.proto import events_pb2 as ev
 from google.protobuf.message import Message
 
+from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, wrap
 from services.searcher.core import SearcherCore, SearcherState
 

@@ -6,7 +6,14 @@ import sys
 from typing import Any
 
 from determined.cli._client import Gateway, master_address
-from determined.cli._output import compact_json, format_log_time, format_time, message_dict, print_json, print_table
+from determined.cli._output import (
+    compact_json,
+    format_log_time,
+    format_time,
+    message_dict,
+    print_json,
+    print_table,
+)
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -3,9 +3,9 @@
 Callers put validated reports on a bounded queue (a full queue blocks them: backpressure,
 never loss). One daemon thread takes what is queued, serializes it to JSON and sends it
 as one batch of at most MAX_BATCH_REPORTS reports / about MAX_BATCH_BYTES of JSON, well
-under NATS's 8 MB limit. Batches are numbered 1, 2, ... per process (`batch_seq`); the
-send function retries a batch unchanged while the gateway is unreachable, and the gateway
-stores each (trial run, batch_seq) once, so a restart neither loses nor repeats reports.
+under NATS's 8 MB limit. Batches are numbered 1, 2, ... per process (`batch_seq`, with a
+random id of the process); the send function retries a batch unchanged while the gateway
+is unreachable, and the gateway stores each (trial run, process, batch_seq) once, so a restart neither loses nor repeats reports.
 Any other failure stops the shipper and is raised on the next report, flush or close.
 """
 

@@ -259,16 +259,18 @@ class GetAgentsResponse(_message.Message):
     def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
 
 class ReportMetricsRequest(_message.Message):
-    __slots__ = ("trial_id", "trial_run_id", "batch_seq", "reports")
+    __slots__ = ("trial_id", "trial_run_id", "batch_seq", "reports", "reporter_id")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_SEQ_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
+    REPORTER_ID_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     trial_run_id: int
     batch_seq: int
     reports: _containers.RepeatedCompositeFieldContainer[_events_pb2.MetricReport]
-    def __init__(self, trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., batch_seq: _Optional[int] = ..., reports: _Optional[_Iterable[_Union[_events_pb2.MetricReport, _Mapping]]] = ...) -> None: ...
+    reporter_id: str
+    def __init__(self, trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., batch_seq: _Optional[int] = ..., reports: _Optional[_Iterable[_Union[_events_pb2.MetricReport, _Mapping]]] = ..., reporter_id: _Optional[str] = ...) -> None: ...
 
 class ReportMetricsResponse(_message.Message):
     __slots__ = ()
