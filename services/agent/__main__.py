@@ -1,7 +1,8 @@
 """The agent: `python -m services.agent`.
 
 Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_AGENT_ID (default: the host
-name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU),
+name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU, or
+DET_AGENT_GPUS=0 says not to look),
 DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
 DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_READY_FILE, DET_LOG_*.
 """
@@ -33,6 +34,7 @@ class AgentSettings(CommonSettings):
     agent_id: str = socket.gethostname()
     agent_work_dir: Path = Path("/tmp/determined-agent")
     agent_cpu_slots: int = 1
+    agent_gpus: bool = True
     agent_kill_grace_s: float = 10.0
     master_address: str = "127.0.0.1:8080"
     cluster_id: str = ""
@@ -44,7 +46,7 @@ async def run(settings: AgentSettings) -> None:
     cancelled."""
     structlog.contextvars.bind_contextvars(agent_id=settings.agent_id)
     store = await EventStore.connect(settings.nats_url, settings.namespace, name=f"agent-{settings.agent_id}")
-    slots = detect_slots(settings.agent_cpu_slots)
+    slots = detect_slots(settings.agent_cpu_slots, settings.agent_gpus)
     boot_id = uuid.uuid4().hex[:12]  # a new registration per start: see AgentCore
     await store.append(agent_registered(settings.agent_id, socket.gethostname(), slots, boot_id), actor=ACTOR)
     log.info(

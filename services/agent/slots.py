@@ -9,8 +9,8 @@ from determined.proto import events_pb2
 log = structlog.get_logger()
 
 
-def detect_slots(cpu_slots: int) -> list[events_pb2.Slot]:
-    gpus = _cuda_slots()
+def detect_slots(cpu_slots: int, use_gpus: bool = True) -> list[events_pb2.Slot]:
+    gpus = _cuda_slots() if use_gpus else []
     if gpus:
         return gpus
     return [events_pb2.Slot(slot_id=i, type="cpu", device=f"cpu{i}") for i in range(cpu_slots)]

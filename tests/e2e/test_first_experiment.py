@@ -2,21 +2,13 @@
 `det experiment create`, the Core API inside the trial, and the `det` commands
 that look at the result — all through the real CLI against a real cluster."""
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from deploy.local.servers import free_port
+from e2e_cluster import Cluster, created_id, det, wait_for  # noqa: F401 - det: kept importable from here
 
 pytestmark = pytest.mark.e2e
 
@@ -63,71 +55,11 @@ CONST_YAML = textwrap.dedent(
 )
 
 
-class Cluster:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.master_port = free_port()
-        self.nats_port = free_port()
-        self.postgres_port = free_port()
-        self.env = dict(os.environ, DET_MASTER=f"localhost:{self.master_port}")
-
-    def up(self) -> subprocess.CompletedProcess[str]:
-        return det(
-            self.env, "deploy", "local", "cluster-up", "--data-dir", str(self.data_dir), "--no-gpu",
-            "--cpu-slots", "2", "--master-port", str(self.master_port),
-            "--nats-port", str(self.nats_port), "--postgres-port", str(self.postgres_port),
-        )
-
-    def down(self) -> subprocess.CompletedProcess[str]:
-        return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
-
-    def det(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = det(self.env, *args)
-        if check:
-            assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.det(*args, "--json").stdout)
-
-
-def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "determined.cli", *args]
-    return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
-    data_dir = Path("/tmp") / f"det-e2e-{uuid.uuid4().hex[:8]}"
-    running = Cluster(data_dir)
-    started = running.up()
-    assert started.returncode == 0, started.stdout + started.stderr
-    yield running
-    running.down()
-    shutil.rmtree(data_dir, ignore_errors=True)
-
-
 @pytest.fixture
 def context_dir(tmp_path: Path) -> Path:
     (tmp_path / "train.py").write_text(TRAIN_PY)
     (tmp_path / "const.yaml").write_text(CONST_YAML)
     return tmp_path
-
-
-def wait_for(condition: Any, what: str, deadline_s: float = 60.0) -> Any:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def created_id(output: str) -> int:
-    line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
-    return int(line.split()[-1])
 
 
 def test_first_experiment_runs_and_can_be_inspected(cluster: Cluster, context_dir: Path) -> None:

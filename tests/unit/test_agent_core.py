@@ -117,3 +117,7 @@ def test_slots_are_gpus_when_nvml_sees_some_else_cpus() -> None:
     slots = detect_slots(2)
     types = {slot.type for slot in slots}
     assert types == {"cuda"} or [(s.slot_id, s.type) for s in slots] == [(0, "cpu"), (1, "cpu")]
+
+
+def test_gpus_can_be_left_out() -> None:
+    assert [(s.slot_id, s.type) for s in detect_slots(3, use_gpus=False)] == [(0, "cpu"), (1, "cpu"), (2, "cpu")]

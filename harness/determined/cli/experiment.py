@@ -37,6 +37,10 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     mode.add_argument("-f", "--follow-first-trial", "--follow", dest="follow", action="store_true",
                       help="follow the first trial's logs until it ends")
     mode.add_argument("--paused", action="store_true", help="create the experiment paused")
+    mode.add_argument("-t", "--test-mode", action="store_true",
+                      help="run the model definition for one batch and report whether it works")
+    create.add_argument("--local", action="store_true",
+                        help="with --test-mode: run on this machine, without a cluster")
     create.set_defaults(run=create_experiment)
 
     listing = verbs.add_parser("list", aliases=["ls"], help="list experiments")
@@ -66,9 +70,19 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def create_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
+    if args.local and not args.test_mode:
+        raise CliError("--local needs --test-mode (det experiment create --local --test-mode CONFIG CONTEXT)")
     config_yaml = _read_config(args.config_file, args.config)
+    if args.local:
+        from determined.cli import _test_mode
+
+        return _test_mode.run_local(config_yaml, args.context)
     context_tgz = _pack_context(args.context) if args.context is not None else b""
     gateway = Gateway(master_address(args.master))
+    if args.test_mode:
+        from determined.cli import _test_mode
+
+        return _test_mode.run_on_cluster(gateway, config_yaml, context_tgz)
     response = gateway.call(
         gateway.stub.CreateExperiment,
         api_pb2.CreateExperimentRequest(

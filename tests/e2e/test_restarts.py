@@ -1,0 +1,279 @@
+"""Restarting one service of a running local cluster, end to end (issue 2):
+
+- the gateway, while a trial reports metrics: the harness's shipper retries until the new
+  gateway listens, and every report is stored exactly once (in the log and in Postgres);
+- the scheduler and the searcher, while an experiment's trials run one after the other:
+  each rebuilds its state from the log and the search carries on to its end;
+- the agent, while a trial runs: the allocation is closed as "agent restarted" and the
+  trial runs again on the new agent process.
+
+Services are restarted with `deploy.local.cluster.restart_service`, as an operator would.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+
+from deploy.local.cluster import ClusterRecord, restart_service
+from deploy.local.servers import free_port
+from determined.proto import events_pb2
+from services.common.envelope import payload_of
+from services.common.eventstore import EventStore
+
+pytestmark = pytest.mark.e2e
+
+T = TypeVar("T")
+
+REPORTS = 3000
+METRICS_PER_REPORT = 10
+
+# Reports REPORTS training metrics, pausing every 100 so that the run lasts a few seconds
+# and the shipper sends many batches; says when half are queued.
+REPORTING_TRAIN_PY = textwrap.dedent(
+    f"""
+    import logging, time
+    import determined as det
+
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    with det.core.init() as core_context:
+        for step in range(1, {REPORTS} + 1):
+            metrics = {{f"m{{i}}": step + i / 10 for i in range({METRICS_PER_REPORT})}}
+            core_context.train.report_training_metrics(steps_completed=step, metrics=metrics)
+            if step == {REPORTS} // 2:
+                print("half of the reports sent", flush=True)
+            if step % 100 == 0:
+                time.sleep(0.2)
+    print("reporting done", flush=True)
+    """
+)
+
+SHORT_TRAIN_PY = textwrap.dedent(
+    """
+    import time
+    import determined as det
+
+    info = det.get_cluster_info()
+    print("trial", info.trial.trial_id, "x", info.trial.hparams["x"], flush=True)
+    with det.core.init() as core_context:
+        time.sleep(2)
+        core_context.train.report_validation_metrics(
+            steps_completed=1, metrics={"validation_loss": 1.0 / info.trial.hparams["x"]}
+        )
+    """
+)
+
+SLEEPING_TRAIN_PY = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
+
+
+def config(name: str, **overrides: Any) -> str:
+    document: dict[str, Any] = {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "hyperparameters": {"global_batch_size": 32},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 10}},
+        "max_restarts": 0,
+    }
+    document.update(overrides)
+    return json.dumps(document)  # JSON is YAML
+
+
+class Cluster:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.master_port = free_port()
+        self.nats_port = free_port()
+        self.postgres_port = free_port()
+        self.env = dict(os.environ, DET_MASTER=f"localhost:{self.master_port}")
+
+    def up(self) -> subprocess.CompletedProcess[str]:
+        return det(
+            self.env, "deploy", "local", "cluster-up", "--data-dir", str(self.data_dir), "--no-gpu",
+            "--cpu-slots", "2", "--master-port", str(self.master_port),
+            "--nats-port", str(self.nats_port), "--postgres-port", str(self.postgres_port),
+        )
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
+
+    def det(self, *args: str) -> str:
+        result = det(self.env, *args)
+        assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        return result.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.det(*args, "--json"))
+
+    def create(self, context: Path, config_text: str) -> int:
+        (context / "config.yaml").write_text(config_text)
+        output = self.det("experiment", "create", str(context / "config.yaml"), str(context))
+        line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
+        return int(line.split()[-1])
+
+    def trials(self, experiment_id: int) -> list[dict[str, Any]]:
+        return list(self.json("experiment", "list-trials", str(experiment_id)))
+
+    def experiment_state(self, experiment_id: int) -> str:
+        return str(self.json("experiment", "describe", str(experiment_id))["experiment"]["state"])
+
+    def logs(self, trial_id: int) -> str:
+        return self.det("trial", "logs", str(trial_id))
+
+    def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async def fetch() -> list[asyncpg.Record]:
+            url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/determined"
+            connection = await asyncpg.connect(url)
+            try:
+                return list(await connection.fetch(sql, *args))
+            finally:
+                await connection.close()
+
+        return asyncio.run(fetch())
+
+    def metric_events(self, trial_id: int) -> list[events_pb2.TrialMetricsReported]:
+        async def read() -> list[events_pb2.TrialMetricsReported]:
+            store = await EventStore.connect(f"nats://127.0.0.1:{self.nats_port}", "det")
+            try:
+                payloads = [payload_of(s.envelope) async for s in store.read(["metrics"], follow=False)]
+            finally:
+                await store.close()
+            return [p for p in payloads if isinstance(p, events_pb2.TrialMetricsReported) and p.trial_id == trial_id]
+
+        return asyncio.run(read())
+
+
+def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "determined.cli", *args]
+    return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=120)
+
+
+def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 30.0) -> T:
+    end = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
+    data_dir = Path("/tmp") / f"det-e2e-restarts-{uuid.uuid4().hex[:8]}"
+    running = Cluster(data_dir)
+    started = running.up()
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield running
+    finally:
+        running.down()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def restart(cluster: Cluster, name: str) -> None:
+    """Restarts one service; cluster.json then names its new process."""
+    before = ClusterRecord.load(cluster.data_dir)
+    restart_service(cluster.data_dir, name)
+    after = ClusterRecord.load(cluster.data_dir)
+    assert before is not None and after is not None
+    assert after.pids[name] != before.pids[name] and name in after.running()
+    assert {k: v for k, v in after.pids.items() if k != name} == {
+        k: v for k, v in before.pids.items() if k != name
+    }
+
+
+def first_trial(cluster: Cluster, experiment_id: int) -> int:
+    trials = wait_for(lambda: cluster.trials(experiment_id), "the first trial")
+    return int(trials[0]["id"])
+
+
+def test_gateway_restart_mid_run_loses_no_metric(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(REPORTING_TRAIN_PY)
+    experiment_id = cluster.create(tmp_path, config("reporting"))
+    trial_id = first_trial(cluster, experiment_id)
+    wait_for(lambda: "half of the reports sent" in cluster.logs(trial_id), "half of the reports")
+
+    restart(cluster, "gateway")
+
+    wait_for(lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete")
+    logs = cluster.logs(trial_id)
+    assert "reporting done" in logs
+    # The restart hit the shipper while it was sending: it waited for the new gateway.
+    assert "gateway unreachable" in logs, logs
+    rows = cluster.query(
+        'SELECT steps_completed, metrics FROM read_model.metrics WHERE trial_id = $1 AND "group" = $2',
+        trial_id, "training",
+    )
+    assert sorted(row["steps_completed"] for row in rows) == list(range(1, REPORTS + 1))
+    assert all(len(json.loads(row["metrics"])) == METRICS_PER_REPORT for row in rows)
+    # And the log itself holds each report once: a retried batch was not appended twice.
+    logged = Counter(r.steps_completed for event in cluster.metric_events(trial_id) for r in event.reports)
+    assert sorted(logged) == list(range(1, REPORTS + 1))
+    assert set(logged.values()) == {1}
+
+
+def test_scheduler_and_searcher_restarts_carry_the_search_on(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SHORT_TRAIN_PY)
+    searcher = {
+        "name": "random", "metric": "validation_loss", "max_trials": 3, "max_concurrent_trials": 1,
+        "max_length": {"batches": 10},
+    }
+    hyperparameters = {"x": {"type": "int", "minval": 1, "maxval": 100}}
+    experiment_id = cluster.create(
+        tmp_path, config("restarted-search", searcher=searcher, hyperparameters=hyperparameters)
+    )
+    trial_id = first_trial(cluster, experiment_id)
+    wait_for(lambda: f"trial {trial_id} x" in cluster.logs(trial_id), "the first trial to run")
+
+    restart(cluster, "scheduler")
+    restart(cluster, "searcher")
+
+    wait_for(lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete")
+    trials = cluster.trials(experiment_id)
+    assert len(trials) == 3, trials
+    assert [t["state"] for t in trials] == ["COMPLETED"] * 3, trials
+    # One allocation each: a restarted scheduler does not assign a trial twice.
+    allocations = cluster.query(
+        "SELECT trial_id, count(*) AS n FROM read_model.allocations WHERE trial_id = ANY($1::bigint[])"
+        " GROUP BY trial_id",
+        [t["id"] for t in trials],
+    )
+    assert sorted(row["n"] for row in allocations) == [1, 1, 1]
+
+
+def test_agent_restart_retries_the_running_trial(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(SLEEPING_TRAIN_PY)
+    experiment_id = cluster.create(tmp_path, config("agent-restart", max_restarts=1))
+    trial_id = first_trial(cluster, experiment_id)
+    wait_for(lambda: "sleeping" in cluster.logs(trial_id), "the trial to run")
+
+    restart(cluster, "agent")
+
+    wait_for(lambda: cluster.logs(trial_id).count("sleeping") == 2, "the trial to run again")
+    trial = cluster.json("trial", "describe", str(trial_id))["trial"]
+    assert trial["state"] == "RUNNING" and trial["restarts"] == 1, trial
+    first, second = cluster.query(
+        "SELECT allocation_id, exit_code, error FROM read_model.allocations WHERE trial_id = $1"
+        " ORDER BY trial_run_id",
+        trial_id,
+    )
+    assert (first["allocation_id"], first["exit_code"], first["error"]) == (f"{trial_id}.1", -1, "agent restarted")
+    assert second["allocation_id"] == f"{trial_id}.2" and second["exit_code"] is None
+
+    cluster.det("experiment", "kill", str(experiment_id))
+    wait_for(lambda: cluster.experiment_state(experiment_id) == "CANCELED", "the experiment to end CANCELED")
+    assert cluster.trials(experiment_id)[0]["state"] == "CANCELED"
