@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import asyncpg
-
 from _cluster import created_experiment_id, det, local_cluster
 
 VALUES_PER_REPORT = 10

@@ -46,10 +46,11 @@ class TrialClient:
     def __init__(self, master: str, allocation_token: str, *, retry_for_s: float = RETRY_FOR_S) -> None:
         import grpc
 
-        from determined.proto import api_pb2, api_pb2_grpc
+        from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 
         self._grpc = grpc
         self._api = api_pb2
+        self._events = events_pb2
         self._channel = grpc.insecure_channel(
             grpc_target(master),
             options=[
@@ -68,14 +69,15 @@ class TrialClient:
     def report_metrics(
         self, trial_id: int, trial_run_id: int, batch_seq: int, records: Sequence[MetricRecord]
     ) -> None:
-        from determined.proto import events_pb2
-
+        report = self._events.MetricReport
         request = self._api.ReportMetricsRequest(
             trial_id=trial_id,
             trial_run_id=trial_run_id,
             batch_seq=batch_seq,
             reporter_id=REPORTER_ID,
-            reports=[events_pb2.MetricReport(**r._asdict()) for r in records],
+            reports=[
+                report(group=g, steps_completed=s, metrics_json=m, reported_at_ns=a) for g, s, m, a in records
+            ],
         )
         self._call(self._stub.ReportMetrics, request)
 

@@ -7,8 +7,6 @@ DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
 DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_READY_FILE, DET_LOG_*.
 """
 
-import asyncio
-import signal
 import socket
 import sys
 import uuid
@@ -22,7 +20,7 @@ from services.agent.runner import Runner
 from services.agent.slots import detect_slots
 from services.common.decider import Shell
 from services.common.eventstore import EventStore
-from services.common.logging import configure_logging
+from services.common.service import serve, write_ready
 from services.common.settings import CommonSettings
 
 ACTOR = "service:agent"
@@ -37,8 +35,6 @@ class AgentSettings(CommonSettings):
     agent_gpus: bool = True
     agent_kill_grace_s: float = 10.0
     master_address: str = "127.0.0.1:8080"
-    cluster_id: str = ""
-    ready_file: Path | None = None
 
 
 async def run(settings: AgentSettings) -> None:
@@ -68,7 +64,7 @@ async def run(settings: AgentSettings) -> None:
         AgentCore(settings.agent_id),
         ACTOR,
         on_state=runner.on_state,
-        on_caught_up=lambda: _write_ready(settings.ready_file),
+        on_caught_up=lambda: write_ready(settings.ready_file),
     )
     try:
         await shell.run()
@@ -77,27 +73,8 @@ async def run(settings: AgentSettings) -> None:
         await store.close()
 
 
-async def _write_ready(path: Path | None) -> None:
-    log.info("ready")
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("ready\n")
-
-
-async def _serve(settings: AgentSettings) -> None:
-    task = asyncio.create_task(run(settings))
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        log.info("stopped")
-
-
 def main() -> None:
-    settings = AgentSettings()
-    configure_logging("agent", json=settings.log_json, log_file=settings.log_file, level=settings.log_level)
-    asyncio.run(_serve(settings))
+    serve("agent", AgentSettings(), run)
 
 
 if __name__ == "__main__":

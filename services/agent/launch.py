@@ -10,15 +10,23 @@ Errors:
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from determined.common import entrypoint as shared
+from determined.common.entrypoint import STARTUP_HOOK, configured_variables, is_legacy_trial
 from determined.proto import events_pb2
 
-STARTUP_HOOK = "startup-hook.sh"
-# `model_def:TrialClass`: a legacy Trial class, run by a harness that does not exist yet.
-LEGACY_ENTRYPOINT = re.compile(r"^[\w.]+:\w+$")
+# STARTUP_HOOK is re-exported for runner.py.
+__all__ = [
+    "STARTUP_HOOK",
+    "AgentError",
+    "AgentIdentity",
+    "EntrypointError",
+    "entrypoint_argv",
+    "trial_environment",
+]
 
 
 class AgentError(Exception):
@@ -39,24 +47,19 @@ class AgentIdentity:
     python_bin_dir: str
 
 
-def entrypoint_argv(config: dict, *, startup_hook: bool) -> list[str]:
-    """The command to exec: a string entrypoint runs under `sh -c`, a list is
-    exec'd as is; a startup hook is sourced first, in the same shell."""
+def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
+    """The command to exec for the config's entrypoint (see
+    `determined.common.entrypoint`); a legacy Trial class cannot run here yet."""
     entrypoint = config.get("entrypoint")
-    if isinstance(entrypoint, str):
-        if LEGACY_ENTRYPOINT.match(entrypoint.strip()):
-            raise EntrypointError(
-                f"entrypoint {entrypoint!r} names a legacy Trial class, which this cluster cannot run yet; "
-                "use a script entrypoint such as 'python3 train.py'"
-            )
-        argv = ["sh", "-c", entrypoint]
-    elif isinstance(entrypoint, list) and entrypoint and all(isinstance(a, str) for a in entrypoint):
-        argv = list(entrypoint)
-    else:
-        raise EntrypointError(f"the experiment has no runnable entrypoint: {entrypoint!r}")
-    if startup_hook:
-        return ["bash", "-c", f'set -e; source ./{STARTUP_HOOK}; exec "$@"', "bash", *argv]
-    return argv
+    if isinstance(entrypoint, str) and is_legacy_trial(entrypoint.strip()):
+        raise EntrypointError(
+            f"entrypoint {entrypoint!r} names a legacy Trial class, which this cluster cannot run yet; "
+            "use a script entrypoint such as 'python3 train.py'"
+        )
+    try:
+        return shared.entrypoint_argv(entrypoint, startup_hook=startup_hook)
+    except shared.EntrypointError as error:
+        raise EntrypointError(str(error)) from None
 
 
 def trial_environment(
@@ -73,7 +76,7 @@ def trial_environment(
     config = json.loads(assigned.config_json or "{}")
     env = {k: v for k, v in inherited.items() if not k.startswith("DET_")}
     env["PATH"] = os.pathsep.join(p for p in (identity.python_bin_dir, inherited.get("PATH", "")) if p)
-    env.update(_configured_variables(config, slot_type))
+    env.update(configured_variables(config, slot_type))
     env.update(
         DET_MASTER=identity.master_address,
         DET_CLUSTER_ID=identity.cluster_id,
@@ -95,13 +98,3 @@ def trial_environment(
     if assigned.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = assigned.latest_checkpoint
     return env
-
-
-def _configured_variables(config: dict, slot_type: str) -> dict[str, str]:
-    """`environment.environment_variables`: a list of NAME=VALUE, or a map of
-    such lists by slot type (cpu / cuda)."""
-    variables = (config.get("environment") or {}).get("environment_variables") or []
-    if isinstance(variables, dict):
-        variables = variables.get(slot_type) or []
-    pairs = (str(item).partition("=") for item in variables)
-    return {name: value for name, sep, value in pairs if name and sep}

@@ -1,2 +1,3 @@
 """Code every service shares: the event envelope, the event store client,
-the decider shell, settings and logging. Nothing service-specific lives here."""
+the decider shell and the service entry point (`service`), settings and
+logging. Nothing service-specific lives here."""

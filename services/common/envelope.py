@@ -67,7 +67,7 @@ def payload_of(envelope: Envelope) -> Message | None:
     return None if field is None else getattr(envelope, field)
 
 
-_FIELD_BY_TYPE = {
+_FIELD_BY_TYPE: dict[str, str] = {
     field.message_type.full_name: field.name
     for field in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields
 }

@@ -20,3 +20,6 @@ class CommonSettings(BaseSettings):
     log_file: Path | None = None
     # Shared by the gateway (verifies) and agents (mint) allocation tokens.
     cluster_secret: str = ""
+    cluster_id: str = ""
+    # Written once the service is ready (connected, caught up, listening).
+    ready_file: Path | None = None

@@ -91,7 +91,7 @@ def require_trial(trial_id: int) -> TrialPrincipal:
     return principal
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
     def __init__(self, secret: str) -> None:
         self.secret = secret
 

@@ -16,9 +16,10 @@ from determined.common import expconf
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
 from services.gateway.errors import InvalidArgumentError
+from services.gateway.projection import TERMINAL_STATES
 
-TERMINAL_EXPERIMENT_STATES = frozenset({"COMPLETED", "CANCELED", "ERROR"})
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class ValidatedConfig:
@@ -40,7 +41,9 @@ def validate_config(
     except expconf.InvalidConfigError as error:
         raise InvalidArgumentError("invalid experiment config:\n" + "\n".join(error.errors)) from error
     stored = config.to_json_dict()
-    return ValidatedConfig(json.dumps(stored, sort_keys=True), str(stored.get("name") or name), config.warnings())
+    return ValidatedConfig(
+        json.dumps(stored, sort_keys=True), str(stored.get("name") or name), config.warnings()
+    )
 
 
 def check_context_size(size: int) -> None:
@@ -75,7 +78,7 @@ def experiment_created(
 
 def kill_requested(experiment_id: int, state: str, request_id: str) -> Append | None:
     """The kill request, or None when the experiment has ended already."""
-    if state in TERMINAL_EXPERIMENT_STATES:
+    if state in TERMINAL_STATES:
         return None
     payload = events_pb2.ExperimentKillRequested(experiment_id=experiment_id)
     return Append(aggregate("experiment", experiment_id), payload, f"kill-{request_id}")
@@ -89,9 +92,7 @@ def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) 
         trial_run_id=request.trial_run_id,
         reports=reports,
     )
-    msg_id = (
-        f"metrics-{request.trial_id}-{request.trial_run_id}-{request.reporter_id}-{request.batch_seq}"
-    )
+    msg_id = f"metrics-{request.trial_id}-{request.trial_run_id}-{request.reporter_id}-{request.batch_seq}"
     return Append(aggregate("metrics", request.trial_id), payload, msg_id)
 
 

@@ -22,7 +22,9 @@ from determined.proto import events_pb2
 from services.common.envelope import Envelope, payload_of
 
 S = "read_model"
+# The states (experiment or trial) after which nothing more happens.
 TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
+_TERMINAL_SQL = ", ".join(f"'{state}'" for state in TERMINAL_STATES)
 
 EXPERIMENT_CREATED = (
     f"INSERT INTO {S}.experiments (id, name, owner, state, started_at_ns, ended_at_ns, description,"
@@ -36,7 +38,7 @@ EXPERIMENT_STATE_CHANGED = (
 )
 EXPERIMENT_KILL_REQUESTED = (
     f"UPDATE {S}.experiments SET state = 'STOPPING_KILLED'"
-    " WHERE id = $1 AND state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')"
+    f" WHERE id = $1 AND state NOT IN ({_TERMINAL_SQL})"
 )
 TRIAL_CREATED = (
     f"INSERT INTO {S}.trials (id, experiment_id, request_id, state, hparams_json, trial_seed,"

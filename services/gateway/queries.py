@@ -10,11 +10,14 @@ Derived values, computed here so that the projected rows stay absolute:
 """
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
 from determined.proto import api_pb2
+from services.gateway.projection import TERMINAL_STATES
 from services.gateway.tables import SCHEMA as S
 
 _EXPERIMENTS = f"""
@@ -31,6 +34,19 @@ LEFT JOIN LATERAL (
   ORDER BY steps_completed DESC, trial_run_id DESC LIMIT 1
 ) {alias} ON true
 """
+# What checkpoint_message reads; the trial query selects them as lc_<column>
+# for the trial's latest checkpoint.
+_CHECKPOINT_COLUMNS = (
+    "uuid",
+    "trial_id",
+    "experiment_id",
+    "steps_completed",
+    "metadata_json",
+    "resources",
+    "reported_at_ns",
+    "state",
+)
+_LATEST_CHECKPOINT_COLUMNS = ", ".join(f"lc.{column} AS lc_{column}" for column in _CHECKPOINT_COLUMNS)
 _TRIALS = f"""
 SELECT t.*,
   CASE WHEN t.state = 'ACTIVE' AND a.started_at_ns IS NOT NULL AND a.exited_at_ns IS NULL
@@ -40,13 +56,13 @@ SELECT t.*,
   (SELECT count(*) FROM {S}.checkpoints c WHERE c.trial_id = t.id) AS num_checkpoints,
   lt.steps_completed AS lt_steps, lt.metrics AS lt_metrics, lt.reported_at_ns AS lt_at,
   lv.steps_completed AS lv_steps, lv.metrics AS lv_metrics, lv.reported_at_ns AS lv_at,
-  lc.uuid AS lc_uuid
+  {_LATEST_CHECKPOINT_COLUMNS}
 FROM {S}.trials t
 LEFT JOIN {S}.allocations a ON a.allocation_id = t.current_allocation_id
 {_LATEST_METRIC.format(s=S, group="training", alias="lt")}
 {_LATEST_METRIC.format(s=S, group="validation", alias="lv")}
 LEFT JOIN LATERAL (
-  SELECT uuid FROM {S}.checkpoints c WHERE c.trial_id = t.id
+  SELECT * FROM {S}.checkpoints c WHERE c.trial_id = t.id
   ORDER BY steps_completed DESC, reported_at_ns DESC LIMIT 1
 ) lc ON true
 """
@@ -70,7 +86,7 @@ class TrialStatus:
 
     @property
     def ended(self) -> bool:
-        return self.state in ("COMPLETED", "CANCELED", "ERROR")
+        return self.state in TERMINAL_STATES
 
 
 class Queries:
@@ -87,15 +103,16 @@ class Queries:
         return None if row is None else experiment_message(row)
 
     async def experiment_state(self, experiment_id: int) -> str | None:
-        return await self.pool.fetchval(f"SELECT state FROM {S}.experiments WHERE id = $1", experiment_id)
+        state = await self.pool.fetchval(f"SELECT state FROM {S}.experiments WHERE id = $1", experiment_id)
+        return None if state is None else str(state)
 
     async def trials(self, experiment_id: int) -> list[api_pb2.Trial]:
         rows = await self.pool.fetch(_TRIALS + " WHERE t.experiment_id = $1 ORDER BY t.id", experiment_id)
-        return [await self._trial_message(row) for row in rows]
+        return [trial_message(row) for row in rows]
 
     async def trial(self, trial_id: int) -> api_pb2.Trial | None:
         row = await self.pool.fetchrow(_TRIALS + " WHERE t.id = $1", trial_id)
-        return None if row is None else await self._trial_message(row)
+        return None if row is None else trial_message(row)
 
     async def trial_status(self, trial_id: int) -> TrialStatus | None:
         row = await self.pool.fetchrow(
@@ -111,19 +128,14 @@ class Queries:
 
     async def recent_metrics(self, trial_id: int) -> list[api_pb2.MetricPoint]:
         rows = await self.pool.fetch(_RECENT_METRICS, trial_id, RECENT_METRICS_PER_GROUP)
-        return [metric_point(row["group"], row["steps_completed"], row["metrics"], row["reported_at_ns"])
-                for row in rows]
+        return [
+            metric_point(row["group"], row["steps_completed"], row["metrics"], row["reported_at_ns"])
+            for row in rows
+        ]
 
     async def agents(self) -> list[api_pb2.Agent]:
         rows = await self.pool.fetch(f"SELECT * FROM {S}.agents ORDER BY agent_id")
         return [agent_message(row) for row in rows]
-
-    async def _trial_message(self, row: asyncpg.Record) -> api_pb2.Trial:
-        trial = trial_message(row)
-        if row["lc_uuid"] is not None:
-            latest = await self.pool.fetchrow(_CHECKPOINTS + " WHERE uuid = $1", row["lc_uuid"])
-            trial.latest_checkpoint.CopyFrom(checkpoint_message(latest))
-        return trial
 
 
 # -- rows to messages ------------------------------------------------------------
@@ -165,11 +177,16 @@ def trial_message(row: asyncpg.Record) -> api_pb2.Trial:
         end_reason=row["end_reason"],
     )
     if row["lt_steps"] is not None:
-        trial.latest_training.CopyFrom(metric_point("training", row["lt_steps"], row["lt_metrics"], row["lt_at"]))
+        trial.latest_training.CopyFrom(
+            metric_point("training", row["lt_steps"], row["lt_metrics"], row["lt_at"])
+        )
     if row["lv_steps"] is not None:
         trial.latest_validation.CopyFrom(
             metric_point("validation", row["lv_steps"], row["lv_metrics"], row["lv_at"])
         )
+    if row["lc_uuid"] is not None:
+        latest = {column: row[f"lc_{column}"] for column in _CHECKPOINT_COLUMNS}
+        trial.latest_checkpoint.CopyFrom(checkpoint_message(latest))
     return trial
 
 
@@ -179,7 +196,7 @@ def metric_point(group: str, steps_completed: int, metrics: str, reported_at_ns:
     )
 
 
-def checkpoint_message(row: asyncpg.Record) -> api_pb2.Checkpoint:
+def checkpoint_message(row: Mapping[str, Any]) -> api_pb2.Checkpoint:
     return api_pb2.Checkpoint(
         uuid=row["uuid"],
         trial_id=row["trial_id"],

@@ -76,7 +76,7 @@ async def _serve(servicer: Servicer, settings: GatewaySettings) -> tuple[grpc.ai
             ("grpc.so_reuseport", 0),
         ],
     )
-    api_pb2_grpc.add_DeterminedServicer_to_server(servicer, server)
+    api_pb2_grpc.add_DeterminedServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     address = f"{settings.gateway_host}:{settings.gateway_port}"
     try:
         port = server.add_insecure_port(address)

@@ -51,12 +51,16 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
 
     # -- cluster ---------------------------------------------------------------
 
-    async def GetMaster(self, request: api_pb2.GetMasterRequest, context: Context) -> api_pb2.GetMasterResponse:
+    async def GetMaster(
+        self, request: api_pb2.GetMasterRequest, context: Context
+    ) -> api_pb2.GetMasterResponse:
         return api_pb2.GetMasterResponse(
             version=_version(), cluster_id=self.settings.cluster_id, cluster_name=self.settings.cluster_name
         )
 
-    async def GetAgents(self, request: api_pb2.GetAgentsRequest, context: Context) -> api_pb2.GetAgentsResponse:
+    async def GetAgents(
+        self, request: api_pb2.GetAgentsRequest, context: Context
+    ) -> api_pb2.GetAgentsResponse:
         return api_pb2.GetAgentsResponse(agents=await self.queries.agents())
 
     # -- experiments ---------------------------------------------------------------
@@ -64,7 +68,9 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def CreateExperiment(
         self, request: api_pb2.CreateExperimentRequest, context: Context
     ) -> api_pb2.CreateExperimentResponse:
-        return await self.create_experiment(request, request_id=uuid.uuid4().hex, principal=current_principal())
+        return await self.create_experiment(
+            request, request_id=uuid.uuid4().hex, principal=current_principal()
+        )
 
     async def create_experiment(
         self, request: api_pb2.CreateExperimentRequest, *, request_id: str, principal: Principal
@@ -86,8 +92,13 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
 
         def created(experiment_id: int) -> Append:
             return commands.experiment_created(
-                experiment_id, request_id, config, owner=owner, context_hash=context_hash,
-                context_size=len(request.context_tgz), activate=request.activate,
+                experiment_id,
+                request_id,
+                config,
+                owner=owner,
+                context_hash=context_hash,
+                context_size=len(request.context_tgz),
+                activate=request.activate,
             )
 
         response.experiment_id = await self._append_next_experiment(created, principal.actor)
@@ -110,7 +121,9 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def _stored_experiment_id(self, sequence: int, append: Append) -> int:
         """The id the event at `sequence` created: a retried request may have
         been stored earlier, under another id (the store deduplicated it)."""
-        reading = cast(AsyncGenerator[StoredEvent, None], self.store.read(["experiment"], start_sequence=sequence))
+        reading = cast(
+            AsyncGenerator[StoredEvent, None], self.store.read(["experiment"], start_sequence=sequence)
+        )
         async with contextlib.aclosing(reading) as events:
             async for stored in events:
                 if stored.sequence == sequence and stored.envelope.event_id == append.msg_id:
@@ -160,7 +173,9 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.TrialLogsRequest, context: Context
     ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
         await self._found(self.queries.trial_status, request.trial_id, "trial")
-        async for response in trial_logs(self.store, request.trial_id, request.follow, self.queries.trial_status):
+        async for response in trial_logs(
+            self.store, request.trial_id, request.follow, self.queries.trial_status
+        ):
             yield response
 
     # -- reports from trial processes ------------------------------------------------------
@@ -168,27 +183,36 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def ReportMetrics(
         self, request: api_pb2.ReportMetricsRequest, context: Context
     ) -> api_pb2.ReportMetricsResponse:
-        principal = require_trial(request.trial_id)
-        append = commands.metrics_reported(request, await self._experiment_id(request.trial_id))
-        await self.store.append(append, actor=principal.actor)
+        await self._append_report(
+            request.trial_id, lambda experiment_id: commands.metrics_reported(request, experiment_id)
+        )
         return api_pb2.ReportMetricsResponse()
 
     async def ReportProgress(
         self, request: api_pb2.ReportProgressRequest, context: Context
     ) -> api_pb2.ReportProgressResponse:
-        principal = require_trial(request.trial_id)
-        append = commands.progress_reported(request, await self._experiment_id(request.trial_id))
-        await self.store.append(append, actor=principal.actor)
+        await self._append_report(
+            request.trial_id, lambda experiment_id: commands.progress_reported(request, experiment_id)
+        )
         return api_pb2.ReportProgressResponse()
 
     async def ReportCheckpoint(
         self, request: api_pb2.ReportCheckpointRequest, context: Context
     ) -> api_pb2.ReportCheckpointResponse:
-        principal = require_trial(request.trial_id)
-        experiment_id = await self._experiment_id(request.trial_id)
-        append = commands.checkpoint_reported(request, experiment_id, reported_at_ns=time.time_ns())
-        await self.store.append(append, actor=principal.actor)
+        reported_at_ns = time.time_ns()
+        await self._append_report(
+            request.trial_id,
+            lambda experiment_id: commands.checkpoint_reported(
+                request, experiment_id, reported_at_ns=reported_at_ns
+            ),
+        )
         return api_pb2.ReportCheckpointResponse()
+
+    async def _append_report(self, trial_id: int, report: Callable[[int], Append]) -> None:
+        """Appends what the calling trial process reports for its own trial;
+        `report` turns the trial's experiment id into the Append."""
+        principal = require_trial(trial_id)
+        await self.store.append(report(await self._experiment_id(trial_id)), actor=principal.actor)
 
     async def _experiment_id(self, trial_id: int) -> int:
         if trial_id not in self._experiment_of_trial:

@@ -1,7 +1,5 @@
 """The gateway's settings (environment, prefix DET_), validated at start-up."""
 
-from pathlib import Path
-
 from pydantic import Field
 
 from services.common.settings import CommonSettings
@@ -16,8 +14,6 @@ class GatewaySettings(CommonSettings):
     gateway_host: str = "0.0.0.0"
     # The default `shared_fs` host_path of experiments' checkpoint storage.
     checkpoint_path: str = "/tmp/determined-checkpoints"
-    cluster_id: str = ""
     cluster_name: str = "determined-es"
-    ready_file: Path | None = None
     # How long in-flight RPCs get to finish on SIGTERM.
     grace_period_s: float = 5.0

@@ -24,7 +24,7 @@ DEFAULT_SLOTS_PER_TRIAL = 1
 @dataclass(frozen=True)
 class Experiment:
     created: events_pb2.ExperimentCreated
-    config: dict
+    config: dict[str, Any]
     killed: bool = False
 
     @property
@@ -38,7 +38,7 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Ending:
-    state: int
+    state: TrialState
     reason: str
 
 

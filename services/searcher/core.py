@@ -53,7 +53,7 @@ class SearchPlan:
     max_concurrent_trials: int
 
     @classmethod
-    def from_config(cls, config: dict) -> "SearchPlan":
+    def from_config(cls, config: dict[str, Any]) -> "SearchPlan":
         searcher = config.get("searcher") or {}
         name = searcher.get("name", "single")
         if name == "single":
@@ -68,13 +68,13 @@ class SearchPlan:
 @dataclass(frozen=True)
 class Search:
     experiment_id: int
-    config: dict
+    config: dict[str, Any]
     active: bool
     killed: bool = False
     # Set once the experiment reached a terminal state: nothing more to do.
     ended: bool = False
     # Trial id -> its terminal state (UNSPECIFIED while it lives), in creation order.
-    trials: dict[int, int] = field(default_factory=dict)
+    trials: dict[int, TrialState] = field(default_factory=dict)
 
     @property
     def live_trials(self) -> int:
@@ -129,7 +129,7 @@ def evolve(state: SearcherState, envelope: Envelope) -> SearcherState:
 
 
 def _with_trial_state(
-    state: SearcherState, experiment_id: int, trial_id: int, trial_state: int
+    state: SearcherState, experiment_id: int, trial_id: int, trial_state: TrialState
 ) -> SearcherState:
     search = state.searches.get(experiment_id)
     if search is None:
@@ -215,7 +215,7 @@ def _ending(search: Search) -> list[Append]:
     return [_state_changed(search, *_shutdown_state(list(search.trials.values())))]
 
 
-def _shutdown_state(trial_states: list[int]) -> tuple[int, str]:
+def _shutdown_state(trial_states: list[TrialState]) -> tuple[ExperimentState, str]:
     """Determined's shutdown rule: COMPLETED unless every trial errored (ERROR)
     or every trial was canceled (CANCELED)."""
     if not trial_states:
@@ -227,7 +227,7 @@ def _shutdown_state(trial_states: list[int]) -> tuple[int, str]:
     return ExperimentState.EXPERIMENT_STATE_COMPLETED, "the search is done"
 
 
-def _state_changed(search: Search, experiment_state: int, reason: str) -> Append:
+def _state_changed(search: Search, experiment_state: ExperimentState, reason: str) -> Append:
     event = events_pb2.ExperimentStateChanged(
         experiment_id=search.experiment_id, state=experiment_state, reason=reason
     )

@@ -1,16 +1,29 @@
 """Helpers shared by the end-to-end tests: a local cluster started with the
 real `det deploy local cluster-up`, and the `det` CLI run as a subprocess.
-The session-scoped `cluster` fixture is in conftest.py."""
+The session-scoped `cluster` fixture is in conftest.py; test_restarts.py
+starts its own with `started_cluster`."""
 
+import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import asyncpg
 
 from deploy.local.servers import free_port
+from determined.proto import events_pb2
+from services.common.envelope import payload_of
+from services.common.eventstore import EventStore
+
+T = TypeVar("T")
 
 
 class Cluster:
@@ -23,9 +36,21 @@ class Cluster:
 
     def up(self) -> subprocess.CompletedProcess[str]:
         return det(
-            self.env, "deploy", "local", "cluster-up", "--data-dir", str(self.data_dir), "--no-gpu",
-            "--cpu-slots", "2", "--master-port", str(self.master_port),
-            "--nats-port", str(self.nats_port), "--postgres-port", str(self.postgres_port),
+            self.env,
+            "deploy",
+            "local",
+            "cluster-up",
+            "--data-dir",
+            str(self.data_dir),
+            "--no-gpu",
+            "--cpu-slots",
+            "2",
+            "--master-port",
+            str(self.master_port),
+            "--nats-port",
+            str(self.nats_port),
+            "--postgres-port",
+            str(self.postgres_port),
         )
 
     def down(self) -> subprocess.CompletedProcess[str]:
@@ -40,20 +65,81 @@ class Cluster:
     def json(self, *args: str) -> Any:
         return json.loads(self.det(*args, "--json").stdout)
 
+    def create(self, context: Path, config_text: str) -> int:
+        """Writes the config into the context folder and creates the experiment."""
+        (context / "config.yaml").write_text(config_text)
+        return created_id(self.det("experiment", "create", str(context / "config.yaml"), str(context)).stdout)
+
+    def trials(self, experiment_id: int) -> list[dict[str, Any]]:
+        return list(self.json("experiment", "list-trials", str(experiment_id)))
+
+    def experiment_state(self, experiment_id: int) -> str:
+        return str(self.json("experiment", "describe", str(experiment_id))["experiment"]["state"])
+
+    def logs(self, trial_id: int) -> str:
+        return self.det("trial", "logs", str(trial_id)).stdout
+
+    def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Rows of the cluster's read models."""
+
+        async def fetch() -> list[asyncpg.Record]:
+            url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/determined"
+            connection = await asyncpg.connect(url)
+            try:
+                return list(await connection.fetch(sql, *args))
+            finally:
+                await connection.close()
+
+        return asyncio.run(fetch())
+
+    def metric_events(self, trial_id: int) -> list[events_pb2.TrialMetricsReported]:
+        """The trial's TrialMetricsReported events, read from the log itself."""
+
+        async def read() -> list[events_pb2.TrialMetricsReported]:
+            store = await EventStore.connect(f"nats://127.0.0.1:{self.nats_port}", "det")
+            try:
+                payloads = [payload_of(s.envelope) async for s in store.read(["metrics"], follow=False)]
+            finally:
+                await store.close()
+            return [
+                p
+                for p in payloads
+                if isinstance(p, events_pb2.TrialMetricsReported) and p.trial_id == trial_id
+            ]
+
+        return asyncio.run(read())
+
+
+@contextmanager
+def started_cluster(prefix: str) -> Iterator[Cluster]:
+    """A cluster up for the block, then down and its data folder removed."""
+    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
+    data_dir = Path("/tmp") / f"{prefix}-{uuid.uuid4().hex[:8]}"
+    running = Cluster(data_dir)
+    started = running.up()
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield running
+    finally:
+        running.down()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
 
 def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "determined.cli", *args]
     return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
 
 
-def wait_for(condition: Any, what: str, deadline_s: float = 60.0) -> Any:
+def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 60.0) -> T:
+    """Polls `condition` until it returns something truthy, which it returns."""
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
+    while True:
         value = condition()
         if value:
             return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what}")
+        time.sleep(0.1)
 
 
 def created_id(output: str) -> int:

@@ -10,32 +10,19 @@
 Services are restarted with `deploy.local.cluster.restart_service`, as an operator would.
 """
 
-import asyncio
 import json
-import os
-import shutil
-import subprocess
-import sys
 import textwrap
-import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import asyncpg
 import pytest
+from e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.cluster import ClusterRecord, restart_service
-from deploy.local.servers import free_port
-from determined.proto import events_pb2
-from services.common.envelope import payload_of
-from services.common.eventstore import EventStore
 
 pytestmark = pytest.mark.e2e
-
-T = TypeVar("T")
 
 REPORTS = 3000
 METRICS_PER_REPORT = 10
@@ -90,98 +77,11 @@ def config(name: str, **overrides: Any) -> str:
     return json.dumps(document)  # JSON is YAML
 
 
-class Cluster:
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.master_port = free_port()
-        self.nats_port = free_port()
-        self.postgres_port = free_port()
-        self.env = dict(os.environ, DET_MASTER=f"localhost:{self.master_port}")
-
-    def up(self) -> subprocess.CompletedProcess[str]:
-        return det(
-            self.env, "deploy", "local", "cluster-up", "--data-dir", str(self.data_dir), "--no-gpu",
-            "--cpu-slots", "2", "--master-port", str(self.master_port),
-            "--nats-port", str(self.nats_port), "--postgres-port", str(self.postgres_port),
-        )
-
-    def down(self) -> subprocess.CompletedProcess[str]:
-        return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
-
-    def det(self, *args: str) -> str:
-        result = det(self.env, *args)
-        assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-        return result.stdout
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.det(*args, "--json"))
-
-    def create(self, context: Path, config_text: str) -> int:
-        (context / "config.yaml").write_text(config_text)
-        output = self.det("experiment", "create", str(context / "config.yaml"), str(context))
-        line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
-        return int(line.split()[-1])
-
-    def trials(self, experiment_id: int) -> list[dict[str, Any]]:
-        return list(self.json("experiment", "list-trials", str(experiment_id)))
-
-    def experiment_state(self, experiment_id: int) -> str:
-        return str(self.json("experiment", "describe", str(experiment_id))["experiment"]["state"])
-
-    def logs(self, trial_id: int) -> str:
-        return self.det("trial", "logs", str(trial_id))
-
-    def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        async def fetch() -> list[asyncpg.Record]:
-            url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/determined"
-            connection = await asyncpg.connect(url)
-            try:
-                return list(await connection.fetch(sql, *args))
-            finally:
-                await connection.close()
-
-        return asyncio.run(fetch())
-
-    def metric_events(self, trial_id: int) -> list[events_pb2.TrialMetricsReported]:
-        async def read() -> list[events_pb2.TrialMetricsReported]:
-            store = await EventStore.connect(f"nats://127.0.0.1:{self.nats_port}", "det")
-            try:
-                payloads = [payload_of(s.envelope) async for s in store.read(["metrics"], follow=False)]
-            finally:
-                await store.close()
-            return [p for p in payloads if isinstance(p, events_pb2.TrialMetricsReported) and p.trial_id == trial_id]
-
-        return asyncio.run(read())
-
-
-def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "determined.cli", *args]
-    return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=120)
-
-
-def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 30.0) -> T:
-    end = time.monotonic() + deadline_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what}")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
-    data_dir = Path("/tmp") / f"det-e2e-restarts-{uuid.uuid4().hex[:8]}"
-    running = Cluster(data_dir)
-    started = running.up()
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
+    """A cluster of this module's own: its services are restarted under it."""
+    with started_cluster("det-e2e-restarts") as running:
         yield running
-    finally:
-        running.down()
-        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def restart(cluster: Cluster, name: str) -> None:
@@ -216,7 +116,8 @@ def test_gateway_restart_mid_run_loses_no_metric(cluster: Cluster, tmp_path: Pat
     assert "gateway unreachable" in logs, logs
     rows = cluster.query(
         'SELECT steps_completed, metrics FROM read_model.metrics WHERE trial_id = $1 AND "group" = $2',
-        trial_id, "training",
+        trial_id,
+        "training",
     )
     assert sorted(row["steps_completed"] for row in rows) == list(range(1, REPORTS + 1))
     assert all(len(json.loads(row["metrics"])) == METRICS_PER_REPORT for row in rows)
@@ -229,7 +130,10 @@ def test_gateway_restart_mid_run_loses_no_metric(cluster: Cluster, tmp_path: Pat
 def test_scheduler_and_searcher_restarts_carry_the_search_on(cluster: Cluster, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(SHORT_TRAIN_PY)
     searcher = {
-        "name": "random", "metric": "validation_loss", "max_trials": 3, "max_concurrent_trials": 1,
+        "name": "random",
+        "metric": "validation_loss",
+        "max_trials": 3,
+        "max_concurrent_trials": 1,
         "max_length": {"batches": 10},
     }
     hyperparameters = {"x": {"type": "int", "minval": 1, "maxval": 100}}
@@ -271,7 +175,11 @@ def test_agent_restart_retries_the_running_trial(cluster: Cluster, tmp_path: Pat
         " ORDER BY trial_run_id",
         trial_id,
     )
-    assert (first["allocation_id"], first["exit_code"], first["error"]) == (f"{trial_id}.1", -1, "agent restarted")
+    assert (first["allocation_id"], first["exit_code"], first["error"]) == (
+        f"{trial_id}.1",
+        -1,
+        "agent restarted",
+    )
     assert second["allocation_id"] == f"{trial_id}.2" and second["exit_code"] is None
 
     cluster.det("experiment", "kill", str(experiment_id))

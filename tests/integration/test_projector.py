@@ -2,16 +2,14 @@
 applied already, and follows the log as it grows."""
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest
 
 from determined.proto import events_pb2
 from services.common.envelope import Append
 from services.common.eventstore import EventStore, StoredEvent
 from services.gateway.projector import Projector, load_position
-from services.gateway.tables import SCHEMA, create_schema
+from services.gateway.tables import SCHEMA
 
 
 def trial_created(trial_id: int) -> Append:
@@ -22,15 +20,6 @@ def trial_created(trial_id: int) -> Append:
 def progress(trial_id: int, value: float) -> Append:
     payload = events_pb2.TrialProgressReported(trial_id=trial_id, experiment_id=1, progress=value)
     return Append(f"trial/{trial_id}", payload, f"progress-{trial_id}-{value}")
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    created = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
-    async with created.acquire() as connection:
-        await create_schema(connection)
-    yield created
-    await created.close()
 
 
 async def test_resumes_from_the_stored_position(event_store: EventStore, pool: asyncpg.Pool) -> None:

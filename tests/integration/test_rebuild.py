@@ -4,7 +4,7 @@ which every message is delivered twice."""
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import cast
 
 import asyncpg
@@ -60,15 +60,6 @@ def history() -> list[tuple[str, Message]]:
         ("trial/3", ev.TrialProgressReported(trial_id=3, experiment_id=2, progress=0.25)),
         ("experiment/2", ev.ExperimentStateChanged(experiment_id=2, state=ev.EXPERIMENT_STATE_COMPLETED)),
     ]
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    created = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
-    async with created.acquire() as connection:
-        await create_schema(connection)
-    yield created
-    await created.close()
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ class Gateway:
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        self.stub = api_pb2_grpc.DeterminedStub(self._channel)
+        self.stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
 
     def call(self, method: Callable[..., T], request: Any, timeout: float | None = 60.0) -> T:
         try:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._client import CliError
+from determined.cli.experiment import TERMINAL_STATES
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
@@ -44,9 +45,7 @@ if TYPE_CHECKING:
 
 TEST_LENGTH = {"batches": 1}
 SUCCESS = "Model definition test succeeded! \N{PARTY POPPER}"
-STARTUP_HOOK = "startup-hook.sh"
 POLL_INTERVAL_S = 0.5
-TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
 # What the agent hands a trial (docs/CONTRACTS.md, "Trial processes"): none of it
 # may reach a local test run, or the harness would believe it is on a cluster.
 TRIAL_VARIABLES = (
@@ -223,7 +222,8 @@ def run_local(config_yaml: str, context_dir: Path | None) -> int:
     import subprocess
     import tempfile
 
-    from determined.common import context, expconf
+    from determined.common import expconf
+    from determined.common.entrypoint import STARTUP_HOOK
 
     rewritten, _ = _rewritten_yaml(config_yaml)
     with tempfile.TemporaryDirectory(prefix="det-test-mode-") as temporary:
@@ -239,13 +239,7 @@ def run_local(config_yaml: str, context_dir: Path | None) -> int:
                 f"entrypoint {config.entrypoint!r} is a legacy Trial class: legacy Trial classes are not "
                 "supported in local test mode yet; use a script entrypoint such as 'python3 train.py'"
             )
-        run_dir = folder / "context"
-        run_dir.mkdir()
-        if context_dir is not None:
-            try:
-                context.extract_context(context.pack_context(context_dir), run_dir)
-            except context.ContextError as problem:
-                raise CliError(str(problem)) from None
+        run_dir = _unpacked_context(context_dir, folder / "context")
         argv = entrypoint_argv(config.entrypoint, startup_hook=(run_dir / STARTUP_HOOK).is_file())
         _say(f"Test mode: running {_shown(config.entrypoint)} locally in {run_dir}")
         process = subprocess.Popen(argv, cwd=run_dir, env=local_environment(os.environ, config))
@@ -261,33 +255,38 @@ def run_local(config_yaml: str, context_dir: Path | None) -> int:
     return 1
 
 
+def _unpacked_context(context_dir: Path | None, run_dir: Path) -> Path:
+    """`run_dir` holding the context as an upload would pack it (`.detignore` and the size limit apply)."""
+    from determined.common import context
+
+    run_dir.mkdir()
+    if context_dir is not None:
+        try:
+            context.extract_context(context.pack_context(context_dir), run_dir)
+        except context.ContextError as problem:
+            raise CliError(str(problem)) from None
+    return run_dir
+
+
 def entrypoint_argv(entrypoint: str | list[str] | None, *, startup_hook: bool) -> list[str]:
-    """The command the agent would run: a string under `sh -c`, a list exec'd,
-    `startup-hook.sh` sourced first in the same shell."""
-    if isinstance(entrypoint, str):
-        argv = ["sh", "-c", entrypoint]
-    elif isinstance(entrypoint, list) and entrypoint:
-        argv = [str(part) for part in entrypoint]
-    else:
-        raise CliError(f"the experiment has no runnable entrypoint: {entrypoint!r}")
-    if startup_hook:
-        return ["bash", "-c", f'set -e; source ./{STARTUP_HOOK}; exec "$@"', "bash", *argv]
-    return argv
+    """The command the agent would run (`determined.common.entrypoint`)."""
+    from determined.common import entrypoint as shared
+
+    try:
+        return shared.entrypoint_argv(entrypoint, startup_hook=startup_hook)
+    except shared.EntrypointError as problem:
+        raise CliError(str(problem)) from None
 
 
 def local_environment(inherited: Mapping[str, str], config: ExperimentConfig) -> dict[str, str]:
     """This shell's environment without any trial variable, with the current
     Python's bin folder first on PATH (so `python3` can import determined) and
     the config's `environment.environment_variables` (the cpu ones)."""
+    from determined.common.entrypoint import configured_variables
+
     env = {name: value for name, value in inherited.items() if name not in TRIAL_VARIABLES}
     env["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable), inherited.get("PATH", "")) if p)
-    variables = (config.to_json_dict().get("environment") or {}).get("environment_variables") or []
-    if isinstance(variables, Mapping):
-        variables = variables.get("cpu") or []
-    for item in variables:
-        name, sep, value = str(item).partition("=")
-        if name and sep:
-            env[name] = value
+    env.update(configured_variables(config.to_json_dict(), "cpu"))
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

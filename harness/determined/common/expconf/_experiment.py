@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, ValidationInfo, model_validator
 
+from determined.common.entrypoint import is_legacy_trial
 from determined.common.expconf._base import ConfigModel, raise_problems
 from determined.common.expconf._errors import ConfigRuleError
 from determined.common.expconf._hyperparameters import Hyperparameters, hyperparameters_to_json, walk_ranges
@@ -23,7 +23,6 @@ from determined.common.expconf._sections import (
 )
 from determined.common.expconf._storage import CheckpointStorage
 
-LEGACY_TRIAL_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
 _DEPRECATED_DEFAULTS: dict[str, Any] = {
     "min_validation_period": batches(0),
     "min_checkpoint_period": batches(0),
@@ -102,7 +101,7 @@ class ExperimentConfig(ConfigModel):
     @property
     def is_legacy_trial(self) -> bool:
         """True for a ``module:Class`` entrypoint (a legacy Trial class)."""
-        return isinstance(self.entrypoint, str) and bool(LEGACY_TRIAL_ENTRYPOINT.match(self.entrypoint))
+        return is_legacy_trial(self.entrypoint)
 
     def launch_entrypoint(self) -> str | list[str] | None:
         """The command to run: a legacy ``module:Class`` entrypoint runs under the

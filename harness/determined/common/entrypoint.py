@@ -1,0 +1,45 @@
+"""How a trial's entrypoint is run: its command line and the variables the
+config adds to its environment. One definition for the agent
+(`services/agent/launch.py`) and the CLI's local test mode, so that a local
+test run starts the entrypoint exactly as a cluster would. Standard library
+only: the CLI imports it."""
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+STARTUP_HOOK = "startup-hook.sh"
+# `model_def:TrialClass`: a legacy Trial class rather than a command.
+LEGACY_TRIAL_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
+
+
+class EntrypointError(ValueError):
+    """An entrypoint that is neither a command string nor a non-empty list of strings."""
+
+
+def is_legacy_trial(entrypoint: object) -> bool:
+    return isinstance(entrypoint, str) and bool(LEGACY_TRIAL_ENTRYPOINT.match(entrypoint))
+
+
+def entrypoint_argv(entrypoint: object, *, startup_hook: bool) -> list[str]:
+    """The command to exec: a string runs under `sh -c`, a list is exec'd as
+    is; a startup hook is sourced first, in the same shell."""
+    if isinstance(entrypoint, str):
+        argv = ["sh", "-c", entrypoint]
+    elif isinstance(entrypoint, list) and entrypoint and all(isinstance(a, str) for a in entrypoint):
+        argv = list(entrypoint)
+    else:
+        raise EntrypointError(f"the experiment has no runnable entrypoint: {entrypoint!r}")
+    if startup_hook:
+        return ["bash", "-c", f'set -e; source ./{STARTUP_HOOK}; exec "$@"', "bash", *argv]
+    return argv
+
+
+def configured_variables(config: Mapping[str, Any], slot_type: str) -> dict[str, str]:
+    """The config's `environment.environment_variables`: a list of NAME=VALUE,
+    or a map of such lists by slot type (cpu / cuda)."""
+    variables = (config.get("environment") or {}).get("environment_variables") or []
+    if isinstance(variables, Mapping):
+        variables = variables.get(slot_type) or []
+    pairs = (str(item).partition("=") for item in variables)
+    return {name: value for name, sep, value in pairs if name and sep}

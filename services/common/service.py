@@ -1,0 +1,55 @@
+"""What every decider service's `__main__` does around its core: connect,
+replay and follow the log through the Shell, write the ready file once caught
+up, and stop cleanly on SIGTERM or SIGINT."""
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from services.common.decider import Core, Shell
+from services.common.eventstore import EventStore
+from services.common.logging import configure_logging
+from services.common.settings import CommonSettings
+
+S = TypeVar("S", bound=CommonSettings)
+
+log = structlog.get_logger()
+
+
+async def write_ready(path: Path | None) -> None:
+    """Says the service is ready: in its log, and in DET_READY_FILE when set."""
+    log.info("ready")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("ready\n")
+
+
+async def run_core(settings: CommonSettings, core: Core[Any], *, name: str) -> None:
+    """Rebuilds the core's state from the log, then decides until cancelled;
+    appends as `service:<name>`."""
+    store = await EventStore.connect(settings.nats_url, settings.namespace, name=name)
+    shell = Shell(store, core, f"service:{name}", on_caught_up=lambda: write_ready(settings.ready_file))
+    try:
+        await shell.run()
+    finally:
+        await store.close()
+
+
+def serve(name: str, settings: S, run: Callable[[S], Awaitable[None]]) -> None:
+    """Configures logging and runs `run(settings)` until SIGTERM/SIGINT cancels it."""
+    configure_logging(name, json=settings.log_json, log_file=settings.log_file, level=settings.log_level)
+    asyncio.run(_until_signalled(run(settings)))
+
+
+async def _until_signalled(run: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(run)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopped")
