@@ -46,7 +46,8 @@ TRIAL_CREATED = (
     " VALUES ($1, $2, $3, 'ACTIVE', $4, $5, $6, NULL, '', 0, 0, NULL) ON CONFLICT (id) DO NOTHING"
 )
 TRIAL_ENDED = (
-    f"UPDATE {S}.trials SET state = $2, end_reason = $3, ended_at_ns = COALESCE(ended_at_ns, $4)"
+    f"UPDATE {S}.trials SET state = $2, end_reason = $3, ended_at_ns = COALESCE(ended_at_ns, $4),"
+    " progress = CASE WHEN $2 = 'COMPLETED' THEN 1.0 ELSE progress END"
     " WHERE id = $1"
 )
 TRIAL_PROGRESS = f"UPDATE {S}.trials SET progress = $2 WHERE id = $1"

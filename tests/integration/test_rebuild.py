@@ -125,7 +125,8 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
     trials = await queries.trials(1)
     assert [(t.state, t.restarts) for t in trials] == [("COMPLETED", 1), ("CANCELED", 0)]
     assert trials[0].latest_validation.metrics_json == '{"loss": 0.3}'
-    assert [e.progress for e in await queries.experiments()] == [0.25, 1.0]
+    # Experiment 1: its COMPLETED trial counts as done (1.0), its CANCELED one at 0.
+    assert [e.progress for e in await queries.experiments()] == [0.5, 1.0]
 
 
 async def _read_all(store: EventStore) -> list[StoredEvent]:
