@@ -95,6 +95,19 @@ async def test_create_appends_and_projects(api: api_pb2_grpc.DeterminedStub, eve
     assert [e.id for e in listed.experiments] == [1]
 
 
+async def test_the_same_context_is_stored_once(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore
+) -> None:
+    request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG, context_tgz=b"same folder", activate=True)
+    await api.CreateExperiment(request)
+    await api.CreateExperiment(request)
+    first, second = await stored(event_store, "experiment")
+    digest = first.experiment_created.context_hash
+    assert second.experiment_created.context_hash == digest
+    bucket = await event_store.js.object_store(event_store.context_bucket)
+    assert [info.name for info in await bucket.list()] == [digest]
+
+
 async def test_bad_config_appends_nothing(api: api_pb2_grpc.DeterminedStub, event_store: EventStore) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         bad = "entrypoint: x\nsearcher: {name: nope}\nmax_restarts: -1\n"
