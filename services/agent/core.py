@@ -23,10 +23,18 @@ class AgentAllocation:
     # Assigned to an earlier run of this agent: its process is gone.
     orphaned: bool = False
     kill_requested: bool = False
+    # The assignment's event id and correlation id: the agent's events about
+    # this allocation answer it, so an operator can follow the chain.
+    assigned_event_id: str = ""
+    correlation_id: str = ""
 
     @property
     def allocation_id(self) -> str:
         return self.assigned.allocation_id
+
+    def answer(self, append: Append) -> Append:
+        """`append` as an answer to this allocation's assignment."""
+        return replace(append, causation_id=self.assigned_event_id, correlation_id=self.correlation_id)
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,9 @@ def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
             orphaned = {k: replace(v, orphaned=True) for k, v in state.allocations.items()}
             return replace(state, allocations=orphaned)
         case events_pb2.AllocationAssigned() if event.agent_id == agent_id:
-            allocation = AgentAllocation(event)
+            allocation = AgentAllocation(
+                event, assigned_event_id=envelope.event_id, correlation_id=envelope.correlation_id
+            )
             return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
         case events_pb2.AllocationKillRequested() if event.allocation_id in state.allocations:
             killed = replace(state.allocations[event.allocation_id], kill_requested=True)
@@ -70,7 +80,9 @@ def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
 
 def decide(state: AgentState) -> list[Append]:
     return [
-        allocation_exited(allocation.assigned, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED)
+        allocation.answer(
+            allocation_exited(allocation.assigned, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED)
+        )
         for allocation in state.allocations.values()
         if allocation.orphaned
     ]

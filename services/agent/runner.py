@@ -19,7 +19,7 @@ import structlog
 
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
-from services.agent.core import AgentState, allocation_exited, allocation_started
+from services.agent.core import AgentAllocation, AgentState, allocation_exited, allocation_started
 from services.agent.launch import STARTUP_HOOK, AgentError, AgentIdentity, entrypoint_argv, trial_environment
 from services.agent.logs import MAX_LINE_BYTES, LogShipper
 from services.common.envelope import Append
@@ -35,11 +35,15 @@ log = structlog.get_logger()
 class Running:
     """One allocation's process (None until started) and its watcher."""
 
-    assigned: events_pb2.AllocationAssigned
+    allocation: AgentAllocation
     task: asyncio.Task[None] | None = None
     process: asyncio.subprocess.Process | None = None
     kill_requested: bool = False
     killer: asyncio.Task[None] | None = None
+
+    @property
+    def assigned(self) -> events_pb2.AllocationAssigned:
+        return self.allocation.assigned
 
 
 @dataclass
@@ -59,7 +63,7 @@ class Runner:
                 continue
             running = self.table.get(allocation_id)
             if running is None:
-                running = self.table[allocation_id] = Running(allocation.assigned)
+                running = self.table[allocation_id] = Running(allocation)
                 running.task = asyncio.create_task(self._run(running), name=f"allocation-{allocation_id}")
             if allocation.kill_requested and not running.kill_requested:
                 self._kill(running)
@@ -90,11 +94,11 @@ class Runner:
             folder, argv = await self._prepare(assigned)
             if running.kill_requested:  # asked before it could start
                 await shipper.close()
-                await self._append(allocation_exited(assigned, -int(signal.SIGTERM), killed=True))
+                await self._answer(running, allocation_exited(assigned, -int(signal.SIGTERM), killed=True))
                 return
-            running.process = await self._spawn(assigned, folder, argv)
+            running.process = await self._spawn(running, folder, argv)
         except (AgentError, ContextError, NotFoundError, OSError) as error:
-            await self._fail(assigned, shipper, str(error))
+            await self._fail(running, shipper, str(error))
             return
         exit_code = await self._watch(running, running.process, shipper)
         log.info(
@@ -103,14 +107,15 @@ class Runner:
             exit_code=exit_code,
             killed=running.kill_requested,
         )
-        await self._append(allocation_exited(assigned, exit_code, killed=running.kill_requested))
+        await self._answer(running, allocation_exited(assigned, exit_code, killed=running.kill_requested))
 
-    async def _fail(self, assigned: events_pb2.AllocationAssigned, shipper: LogShipper, error: str) -> None:
+    async def _fail(self, running: Running, shipper: LogShipper, error: str) -> None:
         """The allocation could not start: the user reads why in the trial's logs."""
+        assigned = running.assigned
         log.warning("allocation_setup_failed", allocation_id=assigned.allocation_id, error=error)
         shipper.add("stderr", f"determined agent: {error}")
         await shipper.close()
-        await self._append(allocation_exited(assigned, SETUP_FAILED_EXIT_CODE, error=error))
+        await self._answer(running, allocation_exited(assigned, SETUP_FAILED_EXIT_CODE, error=error))
 
     async def _prepare(self, assigned: events_pb2.AllocationAssigned) -> tuple[Path, list[str]]:
         """Extracts the context into the allocation's folder; returns it and the
@@ -124,9 +129,8 @@ class Runner:
         argv = entrypoint_argv(config, startup_hook=(folder / STARTUP_HOOK).is_file())
         return folder, argv
 
-    async def _spawn(
-        self, assigned: events_pb2.AllocationAssigned, folder: Path, argv: list[str]
-    ) -> asyncio.subprocess.Process:
+    async def _spawn(self, running: Running, folder: Path, argv: list[str]) -> asyncio.subprocess.Process:
+        assigned = running.assigned
         token = mint_allocation_token(self.cluster_secret, assigned.trial_id, assigned.allocation_id)
         env = trial_environment(
             assigned, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ
@@ -142,7 +146,7 @@ class Runner:
             limit=MAX_LINE_BYTES,
         )
         log.info("allocation_started", allocation_id=assigned.allocation_id, pid=process.pid, argv=argv)
-        await self._append(allocation_started(assigned, process.pid))
+        await self._answer(running, allocation_started(assigned, process.pid))
         return process
 
     async def _watch(self, running: Running, process: asyncio.subprocess.Process, shipper: LogShipper) -> int:
@@ -171,8 +175,9 @@ class Runner:
         except TimeoutError:
             _signal_group(process.pid, signal.SIGKILL)
 
-    async def _append(self, append: Append) -> None:
-        await self.store.append(append, actor=self.actor)
+    async def _answer(self, running: Running, append: Append) -> None:
+        """Appends an event about an allocation, as an answer to its assignment."""
+        await self.store.append(running.allocation.answer(append), actor=self.actor)
 
 
 def _signal_group(pid: int, signum: int) -> None:

@@ -12,7 +12,7 @@ a crash harmless.
 """
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
 import structlog
@@ -52,15 +52,20 @@ class Shell(Generic[State]):
     async def run(self) -> None:
         state = self.core.initial_state()
         own_sequences: set[int] = set()
-        if not await self._has_events():
+        started = not await self._has_events()
+        if started:
             await self._caught_up()
         async for stored in self.store.read(self.core.kinds, start_sequence=1, follow=True):
             if stored.sequence in own_sequences:
                 own_sequences.discard(stored.sequence)
-            else:
-                state = self.core.evolve(state, stored.envelope)
-            if stored.caught_up:
-                state = await self._settle(state, own_sequences)
+                continue
+            state = self.core.evolve(state, stored.envelope)
+            if started or stored.caught_up:
+                # Once started, every decision answers the event just folded;
+                # the first settle after the replay answers no one event.
+                cause = stored.envelope if started else None
+                state = await self._settle(state, own_sequences, cause)
+                started = True
                 await self._caught_up()
         raise RuntimeError("the event log ended")  # follow=True never ends
 
@@ -72,8 +77,10 @@ class Shell(Generic[State]):
         if callback is not None:
             await callback()
 
-    async def _settle(self, state: State, own_sequences: set[int]) -> State:
-        """Decides and appends until the core has nothing more to say."""
+    async def _settle(self, state: State, own_sequences: set[int], cause: Envelope | None) -> State:
+        """Decides and appends until the core has nothing more to say. Each
+        append records its cause (the event it answers: the one just folded,
+        or our own previous append) and carries that cause's correlation id."""
         for _ in range(1000):
             appends = list(self.core.decide(state))
             if self.on_state is not None:
@@ -82,7 +89,7 @@ class Shell(Generic[State]):
                 return state
             for append in appends:
                 try:
-                    state = await self._append(state, append, own_sequences)
+                    state, cause = await self._append(state, _caused_by(append, cause), own_sequences)
                 except ConflictError as error:
                     # Another writer got there first; its event reaches us
                     # through the log and the next decision sees it.
@@ -90,8 +97,20 @@ class Shell(Generic[State]):
                     return state
         raise RuntimeError(f"{self.actor}: decisions did not settle")
 
-    async def _append(self, state: State, append: Append, own_sequences: set[int]) -> State:
+    async def _append(
+        self, state: State, append: Append, own_sequences: set[int]
+    ) -> tuple[State, Envelope]:
         sequence, envelope = await self.store.append(append, actor=self.actor)
         own_sequences.add(sequence)
         log.debug("appended", event_id=envelope.event_id, aggregate=envelope.aggregate, sequence=sequence)
-        return self.core.evolve(state, envelope)
+        return self.core.evolve(state, envelope), envelope
+
+
+def _caused_by(append: Append, cause: Envelope | None) -> Append:
+    if cause is None or append.causation_id:
+        return append
+    return replace(
+        append,
+        causation_id=cause.event_id,
+        correlation_id=append.correlation_id or cause.correlation_id or cause.event_id,
+    )
