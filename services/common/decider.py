@@ -64,7 +64,12 @@ class Shell(Generic[State]):
                 # Once started, every decision answers the event just folded;
                 # the first settle after the replay answers no one event.
                 cause = stored.envelope if started else None
-                state = await self._settle(state, own_sequences, cause)
+                with structlog.contextvars.bound_contextvars(
+                    event_id=stored.envelope.event_id,
+                    aggregate=stored.envelope.aggregate,
+                    correlation_id=stored.envelope.correlation_id,
+                ):
+                    state = await self._settle(state, own_sequences, cause)
                 started = True
                 await self._caught_up()
         raise RuntimeError("the event log ended")  # follow=True never ends

@@ -3,7 +3,7 @@ processes ask for, and the Appends that record it. The shell (servicer) hands
 in everything that is not pure: ids, the seed, the petname, the clock.
 
 Message ids are derived from the request, so a retried append is stored once:
-`create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`,
+`create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`, `kill-<experiment>`,
 `checkpoint-<uuid>`, `progress-<trial>-<value>`.
 """
 
@@ -76,12 +76,13 @@ def experiment_created(
     return Append(aggregate("experiment", experiment_id), payload, f"create-{request_id}", expected_version=0)
 
 
-def kill_requested(experiment_id: int, state: str, request_id: str) -> Append | None:
-    """The kill request, or None when the experiment has ended already."""
+def kill_requested(experiment_id: int, state: str) -> Append | None:
+    """The kill request, or None when the experiment has ended already. An
+    experiment is killed once: a repeated kill is stored once."""
     if state in TERMINAL_STATES:
         return None
     payload = events_pb2.ExperimentKillRequested(experiment_id=experiment_id)
-    return Append(aggregate("experiment", experiment_id), payload, f"kill-{request_id}")
+    return Append(aggregate("experiment", experiment_id), payload, f"kill-{experiment_id}")
 
 
 def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) -> Append:

@@ -67,11 +67,25 @@ LEFT JOIN LATERAL (
 ) lc ON true
 """
 _CHECKPOINTS = f"SELECT * FROM {S}.checkpoints"
+# The newest points of each group, read through the primary key (trial_id,
+# group, steps_completed, trial_run_id): the recursive part skips from one
+# group to the next, so a trial with a million points costs a few index probes.
 _RECENT_METRICS = f"""
-SELECT "group", steps_completed, metrics::text AS metrics, reported_at_ns FROM (
-  SELECT m.*, row_number() OVER (PARTITION BY "group" ORDER BY steps_completed DESC, trial_run_id DESC) AS n
-  FROM {S}.metrics m WHERE trial_id = $1
-) recent WHERE n <= $2 ORDER BY "group", steps_completed, trial_run_id
+WITH RECURSIVE groups AS (
+  (SELECT "group" FROM {S}.metrics WHERE trial_id = $1 ORDER BY "group" LIMIT 1)
+  UNION ALL
+  SELECT (SELECT m."group" FROM {S}.metrics m WHERE m.trial_id = $1 AND m."group" > g."group"
+          ORDER BY m."group" LIMIT 1)
+  FROM groups g WHERE g."group" IS NOT NULL
+)
+SELECT g."group", r.steps_completed, r.metrics::text AS metrics, r.reported_at_ns
+FROM groups g CROSS JOIN LATERAL (
+  SELECT steps_completed, trial_run_id, metrics, reported_at_ns FROM {S}.metrics m
+  WHERE m.trial_id = $1 AND m."group" = g."group"
+  ORDER BY steps_completed DESC, trial_run_id DESC LIMIT $2
+) r
+WHERE g."group" IS NOT NULL
+ORDER BY g."group", r.steps_completed, r.trial_run_id
 """
 RECENT_METRICS_PER_GROUP = 100
 

@@ -154,7 +154,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.KillExperimentRequest, context: Context
     ) -> api_pb2.KillExperimentResponse:
         state = await self._found(self.queries.experiment_state, request.experiment_id, "experiment")
-        append = commands.kill_requested(request.experiment_id, state, uuid.uuid4().hex)
+        append = commands.kill_requested(request.experiment_id, state)
         if append is not None:
             await self.store.append(append, actor=current_principal().actor)
         return api_pb2.KillExperimentResponse()

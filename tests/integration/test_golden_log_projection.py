@@ -1,4 +1,5 @@
-"""A recorded log projects into the read models a user expects to see."""
+"""Recorded logs project into the read models a user expects to see; the
+queries read them back as the CLI shows them."""
 
 import json
 
@@ -29,3 +30,17 @@ async def test_recorded_log_projects_the_experiments_users_saw(
     assert completed.latest_checkpoint.steps_completed == 100
     assert (failed.state, failed.restarts) == ("ERROR", 1)
     assert killed.state == "CANCELED"
+
+
+async def test_recent_metrics_are_the_newest_of_each_group(event_store: EventStore, pool: asyncpg.Pool) -> None:
+    rows = [(7, group, step, 1, json.dumps({"loss": step}), step) for group in ("b", "a") for step in range(1, 151)]
+    rows.append((8, "a", 1, 1, "{}", 1))  # another trial's point is never shown
+    await pool.executemany(
+        "INSERT INTO read_model.metrics (trial_id, \"group\", steps_completed, trial_run_id, metrics, reported_at_ns)"
+        " VALUES ($1, $2, $3, $4, $5::jsonb, $6)",
+        rows,
+    )
+    points = await Queries(pool).recent_metrics(7)
+    expected = [(group, step) for group in ("a", "b") for step in range(51, 151)]
+    assert [(p.group, p.steps_completed) for p in points] == expected
+    assert await Queries(pool).recent_metrics(9) == []

@@ -45,9 +45,9 @@ def test_created_event_expects_a_new_aggregate() -> None:
 
 
 def test_kill_of_an_ended_experiment_is_a_no_op() -> None:
-    assert commands.kill_requested(1, "COMPLETED", "r") is None
-    append = commands.kill_requested(1, "PAUSED", "r")
-    assert append is not None and append.aggregate == "experiment/1"
+    assert commands.kill_requested(1, "COMPLETED") is None
+    append = commands.kill_requested(1, "PAUSED")
+    assert append is not None and (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
 
 
 def test_metrics_message_id_names_the_batch() -> None:
