@@ -9,6 +9,7 @@ Message ids are derived from the request, so a retried append is stored once:
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,18 @@ def experiment_created(
         activate=activate,
     )
     return Append(aggregate("experiment", experiment_id), payload, f"create-{request_id}", expected_version=0)
+
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def checked_request_id(request_id: str) -> str:
+    """A client's request id ("" when it sent none); it becomes a message id."""
+    if request_id and not REQUEST_ID.fullmatch(request_id):
+        raise InvalidArgumentError(
+            "request_id must be 1 to 64 letters, digits, '-' or '_'"
+        )
+    return request_id
 
 
 def kill_requested(experiment_id: int, state: str) -> Append | None:

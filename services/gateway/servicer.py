@@ -68,9 +68,8 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def CreateExperiment(
         self, request: api_pb2.CreateExperimentRequest, context: Context
     ) -> api_pb2.CreateExperimentResponse:
-        return await self.create_experiment(
-            request, request_id=uuid.uuid4().hex, principal=current_principal()
-        )
+        request_id = commands.checked_request_id(request.request_id) or uuid.uuid4().hex
+        return await self.create_experiment(request, request_id=request_id, principal=current_principal())
 
     async def create_experiment(
         self, request: api_pb2.CreateExperimentRequest, *, request_id: str, principal: Principal

@@ -95,6 +95,20 @@ async def test_create_appends_and_projects(api: api_pb2_grpc.DeterminedStub, eve
     assert [e.id for e in listed.experiments] == [1]
 
 
+async def test_a_retried_create_answers_with_the_first_experiment(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore
+) -> None:
+    request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG, activate=True, request_id="cli-retry-1")
+    first = await api.CreateExperiment(request)
+    again = await api.CreateExperiment(request)
+    assert first.experiment_id == again.experiment_id == 1
+    assert len(await stored(event_store, "experiment")) == 1
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG, request_id="a b"))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "request_id" in (raised.value.details() or "")
+
+
 async def test_the_same_context_is_stored_once(
     api: api_pb2_grpc.DeterminedStub, event_store: EventStore
 ) -> None:

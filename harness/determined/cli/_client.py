@@ -5,17 +5,23 @@ starts fast. Errors from the gateway become CliError at this one choke point.
 """
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 DEFAULT_MASTER = "localhost:8080"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+RETRY_INTERVAL_S = 0.5
 
 T = TypeVar("T")
 
 
 class CliError(Exception):
     """Printed on stderr; the command exits 1."""
+
+
+class MasterUnavailableError(CliError):
+    """The master did not answer (not running, or restarting)."""
 
 
 def master_address(flag: str | None) -> str:
@@ -50,6 +56,18 @@ class Gateway:
         except self._grpc.RpcError as error:
             raise self._translate(error) from None
 
+    def call_retrying(self, method: Callable[..., T], request: Any, for_s: float) -> T:
+        """Like call, but retries for a while when the master does not answer:
+        only for requests that are safe to repeat (they carry a request id)."""
+        deadline = time.monotonic() + for_s
+        while True:
+            try:
+                return self.call(method, request)
+            except MasterUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(RETRY_INTERVAL_S)
+
     def stream(self, method: Callable[..., Iterator[T]], request: Any) -> Iterator[T]:
         try:
             yield from method(request)
@@ -59,7 +77,7 @@ class Gateway:
     def _translate(self, error: Any) -> CliError:
         code = error.code()
         if code == self._grpc.StatusCode.UNAVAILABLE:
-            return CliError(
+            return MasterUnavailableError(
                 f"could not reach the master at {self.address}: is a cluster running? "
                 "(start one with: det deploy local cluster-up)"
             )

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._client import CliError
-from determined.cli.experiment import TERMINAL_STATES
+from determined.cli.experiment import TERMINAL_STATES, submit
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
@@ -155,13 +155,9 @@ def _say(line: str, *, file: Any = None) -> None:
 
 def run_on_cluster(gateway: Gateway, config_yaml: str, context_tgz: bytes) -> int:
     """Create the test-mode experiment, wait for it to end and report; 0 on success."""
-    from determined.proto import api_pb2
 
     _, test_yaml = _rewritten_yaml(config_yaml)
-    response = gateway.call(
-        gateway.stub.CreateExperiment,
-        api_pb2.CreateExperimentRequest(config_yaml=test_yaml, context_tgz=context_tgz, activate=True),
-    )
+    response = submit(gateway, test_yaml, context_tgz, activate=True)
     for warning in response.warnings:
         if "max_length is deprecated" not in warning:  # test mode set it, not the user
             print(f"warning: {warning}", file=sys.stderr)

@@ -5,6 +5,7 @@ import io
 import sys
 import tarfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from determined.cli._output import (
 )
 
 POLL_INTERVAL_S = 0.2
+CREATE_RETRY_S = 10.0
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
 
 
@@ -68,7 +70,6 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def create_experiment(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
 
     if args.local and not args.test_mode:
         raise CliError("--local needs --test-mode (det experiment create --local --test-mode CONFIG CONTEXT)")
@@ -83,18 +84,24 @@ def create_experiment(args: argparse.Namespace) -> int:
         from determined.cli import _test_mode
 
         return _test_mode.run_on_cluster(gateway, config_yaml, context_tgz)
-    response = gateway.call(
-        gateway.stub.CreateExperiment,
-        api_pb2.CreateExperimentRequest(
-            config_yaml=config_yaml, context_tgz=context_tgz, activate=not args.paused
-        ),
-    )
+    response = submit(gateway, config_yaml, context_tgz, activate=not args.paused)
     for warning in response.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"Created experiment {response.experiment_id}", flush=True)
     if not args.follow:
         return 0
     return _follow_first_trial(gateway, response.experiment_id)
+
+
+def submit(gateway: Gateway, config_yaml: str, context_tgz: bytes, *, activate: bool) -> Any:
+    """CreateExperiment with a request id of its own, which makes it safe to
+    retry while the master restarts: a repeat answers with the same experiment."""
+    from determined.proto import api_pb2
+
+    request = api_pb2.CreateExperimentRequest(
+        config_yaml=config_yaml, context_tgz=context_tgz, activate=activate, request_id=uuid.uuid4().hex
+    )
+    return gateway.call_retrying(gateway.stub.CreateExperiment, request, for_s=CREATE_RETRY_S)
 
 
 def _read_config(path: Path, overrides: list[str]) -> str:

@@ -22,16 +22,18 @@ class GetMasterResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
 
 class CreateExperimentRequest(_message.Message):
-    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only")
+    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only", "request_id")
     CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TGZ_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     config_yaml: str
     context_tgz: bytes
     activate: bool
     validate_only: bool
-    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    request_id: str
+    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CreateExperimentResponse(_message.Message):
     __slots__ = ("experiment_id", "warnings", "config_json")
