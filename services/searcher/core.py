@@ -4,8 +4,9 @@ search is over.
 Folds ExperimentCreated / ExperimentStateChanged / ExperimentKillRequested and
 TrialCreated / TrialEnded; decides TrialCreated (the `single` and `random`
 methods) and the experiment's terminal ExperimentStateChanged. Randomness is
-a `random.Random` seeded from the experiment seed, the experiment id and the
-trial's index, so replaying the log decides the very same trials.
+a `random.Random` seeded from the experiment seed and the trial's index, so
+replaying the log decides the very same trials, and so does a rerun: a new
+experiment with the same `reproducibility.experiment_seed`.
 
 Errors:
 
@@ -183,10 +184,10 @@ def _trials_to_create(search: Search, first_trial_id: int) -> list[Append]:
 
 
 def _trial_created(search: Search, trial_id: int, index: int) -> Append:
-    """One new trial, drawn from an RNG seeded by (seed, experiment, index): the
-    same log always yields the same hyperparameters, request id and seed."""
+    """One new trial, drawn from an RNG seeded by (experiment seed, index): the
+    same seed always yields the same hyperparameters, request id and trial seed."""
     experiment_seed = (search.config.get("reproducibility") or {}).get("experiment_seed", 0)
-    rng = random.Random(f"{experiment_seed}/{search.experiment_id}/{index}")
+    rng = random.Random(f"{experiment_seed}/{index}")
     hparams = sample_hparams(search.config.get("hyperparameters") or {}, rng)
     request_id = uuid.UUID(int=rng.getrandbits(128), version=4)
     event = events_pb2.TrialCreated(

@@ -64,6 +64,13 @@ def test_creation_is_reproducible_and_depends_on_the_seed() -> None:
     assert len({a.payload.request_id for a in first}) == 3
 
 
+def test_a_rerun_with_the_same_seed_draws_the_same_trials() -> None:
+    _, appends = settle(given(experiment(1, name="random", max_trials=2), experiment(2, name="random", max_trials=2)))
+    first, rerun = [a.payload for a in appends[:2]], [a.payload for a in appends[2:]]
+    assert [(t.hparams_json, t.trial_seed) for t in first] == [(t.hparams_json, t.trial_seed) for t in rerun]
+    assert [t.trial_id for t in first + rerun] == [1, 2, 3, 4]
+
+
 def test_trial_ids_are_global_across_experiments() -> None:
     state, appends = settle(given(experiment(1), experiment(2, name="random", max_trials=2)))
     assert [(a.payload.experiment_id, a.payload.trial_id) for a in appends] == [(1, 1), (2, 2), (2, 3)]
