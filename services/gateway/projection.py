@@ -34,7 +34,7 @@ EXPERIMENT_CREATED = (
 )
 EXPERIMENT_STATE_CHANGED = (
     f"UPDATE {S}.experiments SET state = $2, ended_at_ns = CASE WHEN $3::bigint IS NULL THEN NULL"
-    " ELSE COALESCE(ended_at_ns, $3::bigint) END WHERE id = $1"
+    " ELSE COALESCE(ended_at_ns, $3::bigint) END, end_reason = $4 WHERE id = $1"
 )
 EXPERIMENT_KILL_REQUESTED = (
     f"UPDATE {S}.experiments SET state = 'STOPPING_KILLED'"
@@ -127,7 +127,8 @@ def apply_event(plan: Plan, envelope: Envelope) -> None:
         case events_pb2.ExperimentStateChanged():
             state = state_name(events_pb2.ExperimentState.Name(payload.state))
             ended_at = at if state in TERMINAL_STATES else None
-            plan.statements.append((EXPERIMENT_STATE_CHANGED, (payload.experiment_id, state, ended_at)))
+            ended = (payload.experiment_id, state, ended_at, payload.reason)
+            plan.statements.append((EXPERIMENT_STATE_CHANGED, ended))
         case events_pb2.ExperimentKillRequested():
             plan.statements.append((EXPERIMENT_KILL_REQUESTED, (payload.experiment_id,)))
         case events_pb2.TrialCreated():

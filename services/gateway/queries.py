@@ -172,6 +172,7 @@ def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
         num_trials=row["num_trials"],
         config_json=row["config_json"],
         context_hash=row["context_hash"],
+        end_reason=row["end_reason"],
     )
 
 

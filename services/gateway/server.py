@@ -16,7 +16,7 @@ from services.gateway.projector import Projector
 from services.gateway.queries import Queries
 from services.gateway.servicer import Servicer
 from services.gateway.settings import MAX_MESSAGE_BYTES, GatewaySettings
-from services.gateway.tables import create_schema
+from services.gateway.tables import ensure_schema
 
 log = structlog.get_logger()
 
@@ -38,13 +38,14 @@ class Gateway:
 
     @classmethod
     async def start(cls, settings: GatewaySettings) -> "Gateway":
-        """Connects, creates the schema if missing, starts projecting and
+        """Connects, creates (or rebuilds) the read models, starts projecting and
         listening. Raises PortInUseError when the port is taken."""
         store = await EventStore.connect(settings.nats_url, settings.namespace, name="gateway")
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         try:
             async with pool.acquire() as connection:
-                await create_schema(connection)
+                if await ensure_schema(connection):
+                    log.info("read_models_outdated", action="dropped; replaying the log from sequence 1")
             projector = Projector(store, pool)
             servicer = Servicer(settings, store, Queries(pool), projector)
             server, port = await _serve(servicer, settings)

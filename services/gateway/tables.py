@@ -9,6 +9,8 @@ trial put in the event), never the clock of the projector, so a rebuild gives
 identical rows.
 """
 
+import hashlib
+
 import asyncpg
 from sqlalchemy import (
     BigInteger,
@@ -49,6 +51,8 @@ experiments = Table(
     Column("smaller_is_better", Boolean, nullable=False),
     Column("config_json", Text, nullable=False),
     Column("context_hash", Text, nullable=False),
+    # Why it ended (e.g. which searcher it could not run); "" while running.
+    Column("end_reason", Text, nullable=False, server_default=""),
 )
 
 trials = Table(
@@ -129,6 +133,18 @@ projection_position = Table(
     Column("sequence", BigInteger, nullable=False),
 )
 
+# The shape of the read models as they were built: when it differs from this
+# code's, they are dropped and rebuilt from the log (see ensure_schema).
+schema_fingerprint = Table(
+    "schema_fingerprint",
+    metadata,
+    Column("fingerprint", Text, primary_key=True),
+)
+
+# Bump when the rows built from the same events change (a projection rule),
+# so that existing read models are rebuilt; a change of tables needs no bump.
+PROJECTION_RULES_VERSION = 2
+
 
 def ddl() -> list[str]:
     """The statements that create the schema and every table and index, each
@@ -142,11 +158,47 @@ def ddl() -> list[str]:
     return statements
 
 
+def fingerprint() -> str:
+    text = "\n".join([*ddl(), f"rules {PROJECTION_RULES_VERSION}"])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 async def create_schema(connection: asyncpg.Connection) -> None:
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
-        for statement in ddl():
-            await connection.execute(statement)
+        await _create(connection)
+
+
+async def ensure_schema(connection: asyncpg.Connection) -> bool:
+    """Creates the read models; when they were built in another shape (an
+    older version of this code), drops them first, so the projector replays
+    the log from sequence 1 into the new shape. True when it dropped them."""
+    async with connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
+        stored = await _stored_fingerprint(connection)
+        outdated = stored is not None and stored != fingerprint()
+        if outdated:
+            await drop_schema(connection)
+        await _create(connection)
+    return outdated
+
+
+async def _create(connection: asyncpg.Connection) -> None:
+    for statement in ddl():
+        await connection.execute(statement)
+    await connection.execute(
+        f"INSERT INTO {SCHEMA}.schema_fingerprint (fingerprint) VALUES ($1) ON CONFLICT DO NOTHING",
+        fingerprint(),
+    )
+
+
+async def _stored_fingerprint(connection: asyncpg.Connection) -> str | None:
+    """None when there are no read models yet; "" when they predate fingerprints."""
+    if not await connection.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", SCHEMA):
+        return None
+    if await connection.fetchval("SELECT to_regclass($1)", f"{SCHEMA}.schema_fingerprint") is None:
+        return ""
+    return str(await connection.fetchval(f"SELECT fingerprint FROM {SCHEMA}.schema_fingerprint LIMIT 1") or "")
 
 
 async def drop_schema(connection: asyncpg.Connection) -> None:

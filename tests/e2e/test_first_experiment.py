@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import Cluster, created_id, det, wait_for  # noqa: F401 - det: kept importable from here
+from e2e_cluster import Cluster, created_id, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -98,6 +98,16 @@ def test_a_failing_entrypoint_ends_the_experiment_in_error(cluster: Cluster, con
         "the experiment to end ERROR",
     )
     assert state
+
+
+def test_a_searcher_that_cannot_run_yet_says_why(cluster: Cluster, context_dir: Path) -> None:
+    config = CONST_YAML.replace("name: single", "name: adaptive_asha\n  max_trials: 4")
+    (context_dir / "adaptive.yaml").write_text(config)
+    created = cluster.det("e", "create", str(context_dir / "adaptive.yaml"), str(context_dir), "-f", check=False)
+    assert created.returncode == 1
+    assert "ended ERROR before a trial began: searcher 'adaptive_asha' is not supported" in created.stderr
+    described = cluster.det("e", "describe", str(created_id(created.stdout))).stdout
+    assert "Ended ERROR: searcher 'adaptive_asha' is not supported" in described
 
 
 def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) -> None:

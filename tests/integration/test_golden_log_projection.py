@@ -7,8 +7,9 @@ import asyncpg
 from golden_log import golden_log
 
 from services.common.eventstore import EventStore, StoredEvent
-from services.gateway.projector import Projector
+from services.gateway.projector import NAME, Projector, load_position
 from services.gateway.queries import Queries
+from services.gateway.tables import ensure_schema
 
 
 async def test_recorded_log_projects_the_experiments_users_saw(
@@ -44,3 +45,14 @@ async def test_recent_metrics_are_the_newest_of_each_group(event_store: EventSto
     expected = [(group, step) for group in ("a", "b") for step in range(51, 151)]
     assert [(p.group, p.steps_completed) for p in points] == expected
     assert await Queries(pool).recent_metrics(9) == []
+
+
+async def test_read_models_of_another_shape_are_rebuilt(event_store: EventStore, pool: asyncpg.Pool) -> None:
+    log = golden_log("three_experiments.jsonl")
+    await Projector(event_store, pool).apply([StoredEvent(n, e, caught_up=False) for n, e in enumerate(log, 1)])
+    async with pool.acquire() as connection:
+        assert not await ensure_schema(connection)  # same shape: kept
+        await connection.execute("UPDATE read_model.schema_fingerprint SET fingerprint = 'older code'")
+        assert await ensure_schema(connection)  # another shape: dropped, empty, at position 0
+        assert await connection.fetchval("SELECT count(*) FROM read_model.experiments") == 0
+    assert await load_position(pool, NAME) == 0

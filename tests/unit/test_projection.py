@@ -23,10 +23,10 @@ def test_experiment_created_reads_its_config() -> None:
 
 
 def test_states_lose_their_prefix_and_terminal_ones_end() -> None:
-    changed = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_COMPLETED)
+    changed = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_ERROR, reason="why")
     paused = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_PAUSED)
     plan = projection.plan_batch([envelope(changed, at=9), envelope(paused, at=10)])
-    assert [row for _, row in plan.statements] == [(1, "COMPLETED", 9), (1, "PAUSED", None)]
+    assert [row for _, row in plan.statements] == [(1, "ERROR", 9, "why"), (1, "PAUSED", None, "")]
     ended = ev.TrialEnded(trial_id=2, state=ev.TRIAL_STATE_ERROR, reason="r")
     assert projection.plan_batch([envelope(ended, at=4)]).statements == [
         (projection.TRIAL_ENDED, (2, "ERROR", "r", 4))

@@ -161,7 +161,8 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
         if found.trials:
             break
         if found.experiment.state in TERMINAL_STATES:
-            raise CliError(f"experiment {experiment_id} ended {found.experiment.state} before a trial began")
+            reason = f": {found.experiment.end_reason}" if found.experiment.end_reason else ""
+            raise CliError(f"experiment {experiment_id} ended {found.experiment.state} before a trial began{reason}")
         time.sleep(POLL_INTERVAL_S)
     trial_id = min(t.id for t in found.trials)
     print(f"Following first trial with ID {trial_id}", flush=True)
@@ -215,6 +216,8 @@ def describe_experiment(args: argparse.Namespace) -> int:
         [[e.id, e.state, f"{e.progress:.1%}", format_time(e.started_at_ns), format_time(e.ended_at_ns),
           e.name, e.searcher_name, e.searcher_metric, ", ".join(e.labels)]],
     )
+    if e.end_reason:
+        print(f"Ended {e.state}: {e.end_reason}")
     print()
     _print_trials(response.trials)
     return 0
