@@ -7,7 +7,7 @@
 - the agent, while a trial runs: the allocation is closed as "agent restarted" and the
   trial runs again on the new agent process.
 
-Services are restarted with `deploy.local.cluster.restart_service`, as an operator would.
+Services are restarted with `det deploy local restart-service`, as an operator would.
 """
 
 import json
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from e2e_cluster import Cluster, started_cluster, wait_for
 
-from deploy.local.cluster import ClusterRecord, restart_service
+from deploy.local.cluster import ClusterRecord
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +87,8 @@ def cluster() -> Iterator[Cluster]:
 def restart(cluster: Cluster, name: str) -> None:
     """Restarts one service; cluster.json then names its new process."""
     before = ClusterRecord.load(cluster.data_dir)
-    restart_service(cluster.data_dir, name)
+    restarted = cluster.det("deploy", "local", "restart-service", name, "--data-dir", str(cluster.data_dir))
+    assert restarted.stdout.strip() == f"Restarted the {name} service"
     after = ClusterRecord.load(cluster.data_dir)
     assert before is not None and after is not None
     assert after.pids[name] != before.pids[name] and name in after.running()

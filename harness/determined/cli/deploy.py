@@ -33,6 +33,13 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     _add_data_dir(down)
     down.set_defaults(run=cluster_down)
 
+    restart = verbs.add_parser(
+        "restart-service", help="restart one service; it rebuilds its state from the event log"
+    )
+    restart.add_argument("service", help="gateway, searcher, scheduler, checkpoint or agent")
+    _add_data_dir(restart)
+    restart.set_defaults(run=restart_service)
+
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None,
@@ -74,4 +81,16 @@ def cluster_down(args: argparse.Namespace) -> int:
         print(f"No cluster is running from {data_dir}")
         return 0
     print("Cluster stopped")
+    return 0
+
+
+def restart_service(args: argparse.Namespace) -> int:
+    from deploy.local import cluster
+
+    data_dir = args.data_dir or cluster.default_data_dir()
+    try:
+        cluster.restart_service(data_dir, args.service)
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    print(f"Restarted the {args.service} service")
     return 0
