@@ -2,8 +2,8 @@
 search is over.
 
 Folds ExperimentCreated / ExperimentStateChanged / ExperimentKillRequested and
-TrialCreated / TrialEnded; decides TrialCreated (the `single` and `random`
-methods) and the experiment's terminal ExperimentStateChanged. Randomness is
+TrialCreated / TrialEnded; decides TrialCreated (the `single`, `random` and
+`grid` methods) and the experiment's terminal ExperimentStateChanged. Randomness is
 a `random.Random` seeded from the experiment seed and the trial's index, so
 replaying the log decides the very same trials, and so does a rerun: a new
 experiment with the same `reproducibility.experiment_seed`.
@@ -22,7 +22,7 @@ from typing import Any
 
 from determined.proto import events_pb2
 from services.common.envelope import Append, Envelope, aggregate, payload_of
-from services.searcher.sampling import sample_hparams
+from services.searcher.sampling import grid_point, grid_size, sample_hparams
 
 ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
@@ -34,7 +34,7 @@ TERMINAL_EXPERIMENT_STATES = frozenset(
         ExperimentState.EXPERIMENT_STATE_ERROR,
     }
 )
-SUPPORTED_SEARCHERS = ("single", "random")
+SUPPORTED_SEARCHERS = ("single", "random", "grid")
 TRIAL_SEED_BOUND = 2**31
 
 
@@ -61,6 +61,9 @@ class SearchPlan:
             return cls(max_trials=1, max_concurrent_trials=1)
         if name == "random":
             return cls(int(searcher.get("max_trials", 1)), int(searcher.get("max_concurrent_trials") or 0))
+        if name == "grid":
+            points = grid_size(config.get("hyperparameters") or {})
+            return cls(points, int(searcher.get("max_concurrent_trials") or 0))
         raise UnsupportedSearcherError(
             f"searcher {name!r} is not supported (yet): use one of {SUPPORTED_SEARCHERS}"
         )
@@ -188,7 +191,7 @@ def _trial_created(search: Search, trial_id: int, index: int) -> Append:
     same seed always yields the same hyperparameters, request id and trial seed."""
     experiment_seed = (search.config.get("reproducibility") or {}).get("experiment_seed", 0)
     rng = random.Random(f"{experiment_seed}/{index}")
-    hparams = sample_hparams(search.config.get("hyperparameters") or {}, rng)
+    hparams = _hparams(search.config, index, rng)
     request_id = uuid.UUID(int=rng.getrandbits(128), version=4)
     event = events_pb2.TrialCreated(
         trial_id=trial_id,
@@ -199,6 +202,15 @@ def _trial_created(search: Search, trial_id: int, index: int) -> Append:
     )
     msg_id = f"trial-created-{search.experiment_id}-{index}"
     return Append(aggregate("trial", trial_id), event, msg_id, expected_version=0)
+
+
+def _hparams(config: dict[str, Any], index: int, rng: random.Random) -> dict[str, Any]:
+    """A grid search takes its points in order, last point first (as Determined
+    does); the others sample."""
+    hyperparameters = config.get("hyperparameters") or {}
+    if (config.get("searcher") or {}).get("name") == "grid":
+        return grid_point(hyperparameters, grid_size(hyperparameters) - 1 - index)
+    return sample_hparams(hyperparameters, rng)
 
 
 def _ending(search: Search) -> list[Append]:

@@ -50,6 +50,21 @@ def grid_points(hyperparameters_json: Mapping[str, Any]) -> list[dict[str, Any]]
     return [_assemble(routes, values) for values in itertools.product(*(values for _, values in axes))]
 
 
+def grid_size(hyperparameters_json: Mapping[str, Any]) -> int:
+    """How many points `grid_points` has, without building them."""
+    return math.prod(len(values) for _, values in _axes(hyperparameters_json, ()))
+
+
+def grid_point(hyperparameters_json: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """`grid_points(...)[index]`, without building the others."""
+    axes = _axes(hyperparameters_json, ())
+    chosen: list[Any] = []
+    for _, values in reversed(axes):  # the last axis varies fastest
+        index, position = divmod(index, len(values))
+        chosen.append(values[position])
+    return _assemble([route for route, _ in axes], tuple(reversed(chosen)))
+
+
 def _axes(hparams: Mapping[str, Any], prefix: Route) -> list[tuple[Route, list[Any]]]:
     axes: list[tuple[Route, list[Any]]] = []
     for name in sorted(hparams):

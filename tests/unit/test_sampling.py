@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from determined.common.expconf import load_config
-from services.searcher.sampling import axis_values, grid_points, sample_hparams
+from services.searcher.sampling import axis_values, grid_point, grid_points, grid_size, sample_hparams
 
 STORED = load_config(
     {
@@ -115,3 +115,14 @@ def test_grid_size_is_the_product_of_axis_sizes() -> None:
     stored = load_config((Path(__file__).parent / "seed_configs" / "grid.yaml").read_text()).to_json_dict()
 
     assert len(grid_points(stored["hyperparameters"])) == 3 * 2 * 3 * 2
+
+
+def test_one_grid_point_is_the_same_as_in_the_whole_grid() -> None:
+    hyperparameters = {
+        "a": {"type": "int", "minval": 0, "maxval": 2, "count": 3},
+        "b": {"type": "categorical", "vals": [10, 20]},
+        "n": {"type": "object", "vals": {"c": {"type": "const", "val": "x"}, "d": {"type": "categorical", "vals": [1, 2]}}},
+    }
+    points = grid_points(hyperparameters)
+    assert grid_size(hyperparameters) == len(points) == 12
+    assert [grid_point(hyperparameters, i) for i in range(12)] == points

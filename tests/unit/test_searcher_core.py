@@ -71,6 +71,19 @@ def test_a_rerun_with_the_same_seed_draws_the_same_trials() -> None:
     assert [t.trial_id for t in first + rerun] == [1, 2, 3, 4]
 
 
+def test_grid_runs_every_point_last_first_within_its_concurrency() -> None:
+    grid_hparams = {"x": {"type": "int", "minval": 1, "maxval": 3, "count": 3}}
+    config = {"searcher": {"name": "grid", "metric": "loss", "max_concurrent_trials": 2},
+              "hyperparameters": grid_hparams, "reproducibility": {"experiment_seed": 1}}
+    created = ev.ExperimentCreated(experiment_id=1, config_json=json.dumps(config), activate=True)
+    state, first = settle(given(created))
+    assert [json.loads(a.payload.hparams_json) for a in first] == [{"x": 3}, {"x": 2}]
+    state, rest = settle(given(ended(1, ev.TRIAL_STATE_COMPLETED), state=state))
+    assert [json.loads(a.payload.hparams_json) for a in rest] == [{"x": 1}]
+    _, last = settle(given(ended(2, ev.TRIAL_STATE_COMPLETED), ended(3, ev.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.payload.state for a in last] == [ev.EXPERIMENT_STATE_COMPLETED]
+
+
 def test_trial_ids_are_global_across_experiments() -> None:
     state, appends = settle(given(experiment(1), experiment(2, name="random", max_trials=2)))
     assert [(a.payload.experiment_id, a.payload.trial_id) for a in appends] == [(1, 1), (2, 2), (2, 3)]
