@@ -110,6 +110,16 @@ def test_a_searcher_that_cannot_run_yet_says_why(cluster: Cluster, context_dir: 
     assert "Ended ERROR: searcher 'adaptive_asha' is not supported" in described
 
 
+def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp_path_factory: Any) -> None:
+    shared = tmp_path_factory.mktemp("shared")
+    (shared / "labels.txt").write_text("cat,dog\n")
+    (context_dir / "train.py").write_text("print('labels:', open('labels.txt').read().strip(), flush=True)\n")
+    created = cluster.det(
+        "e", "create", str(context_dir / "const.yaml"), str(context_dir), "-i", str(shared / "labels.txt"), "-f"
+    )
+    assert "labels: cat,dog" in created.stdout
+
+
 def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) -> None:
     (context_dir / "train.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir))

@@ -182,3 +182,28 @@ def test_links_inside_the_folder_are_packed_as_their_files(tmp_path: Path) -> No
 
     assert (tmp_path / "out" / "alias.py").read_text() == "x = 1"
     assert not (tmp_path / "out" / "dangling.py").exists()
+
+
+def test_included_files_and_folders_land_at_the_root_under_their_names(tmp_path: Path) -> None:
+    context = _tree(tmp_path / "ctx", {"train.py": "x"})
+    data = _tree(tmp_path / "shared" / "data", {"a.csv": "1", "cache.bin": "0", ".detignore": "*.bin\n"})
+    config = _tree(tmp_path / "conf", {"model.json": "{}"}) / "model.json"
+    archive = pack_context(context, includes=[data, config])
+    assert _names(archive) == ["train.py", "data", "data/a.csv", "model.json"]
+
+
+def test_includes_alone_make_a_context(tmp_path: Path) -> None:
+    only = _tree(tmp_path / "lib", {"util.py": "u"})
+    assert _names(pack_context(None, includes=[only])) == ["lib", "lib/util.py"]
+
+
+def test_an_include_may_not_shadow_a_root_entry(tmp_path: Path) -> None:
+    context = _tree(tmp_path / "ctx", {"data/x": "1"})
+    other = _tree(tmp_path / "elsewhere" / "data", {"y": "2"})
+    with pytest.raises(ContextError, match="more than one entry named 'data' at the root"):
+        pack_context(context, includes=[other])
+
+
+def test_a_missing_include_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ContextError, match="included path .*nope.* does not exist"):
+        pack_context(None, includes=[tmp_path / "nope"])

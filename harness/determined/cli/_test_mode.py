@@ -212,7 +212,7 @@ def _show_trial_logs(gateway: Gateway, trials: Any) -> None:
 # On this machine
 
 
-def run_local(config_yaml: str, context_dir: Path | None) -> int:
+def run_local(config_yaml: str, context_dir: Path | None, includes: list[Path]) -> int:
     """Run the entrypoint of the test-mode config in a temporary copy of the
     context, off-cluster; 0 when it exits 0."""
     import subprocess
@@ -235,7 +235,7 @@ def run_local(config_yaml: str, context_dir: Path | None) -> int:
                 f"entrypoint {config.entrypoint!r} is a legacy Trial class: legacy Trial classes are not "
                 "supported in local test mode yet; use a script entrypoint such as 'python3 train.py'"
             )
-        run_dir = _unpacked_context(context_dir, folder / "context")
+        run_dir = _unpacked_context(context_dir, includes, folder / "context")
         argv = entrypoint_argv(config.entrypoint, startup_hook=(run_dir / STARTUP_HOOK).is_file())
         _say(f"Test mode: running {_shown(config.entrypoint)} locally in {run_dir}")
         process = subprocess.Popen(argv, cwd=run_dir, env=local_environment(os.environ, config))
@@ -251,14 +251,15 @@ def run_local(config_yaml: str, context_dir: Path | None) -> int:
     return 1
 
 
-def _unpacked_context(context_dir: Path | None, run_dir: Path) -> Path:
-    """`run_dir` holding the context as an upload would pack it (`.detignore` and the size limit apply)."""
+def _unpacked_context(context_dir: Path | None, includes: list[Path], run_dir: Path) -> Path:
+    """`run_dir` holding the context as an upload would pack it (`.detignore`,
+    `-i/--include` and the size limit apply)."""
     from determined.common import context
 
     run_dir.mkdir()
-    if context_dir is not None:
+    if context_dir is not None or includes:
         try:
-            context.extract_context(context.pack_context(context_dir), run_dir)
+            context.extract_context(context.pack_context(context_dir, includes=includes), run_dir)
         except context.ContextError as problem:
             raise CliError(str(problem)) from None
     return run_dir

@@ -32,6 +32,10 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     create.add_argument("config_file", type=Path, help="experiment configuration (YAML)")
     create.add_argument("context", type=Path, nargs="?", help="folder uploaded as the trial's working dir")
     create.add_argument(
+        "-i", "--include", action="append", default=[], type=Path, metavar="PATH",
+        help="also upload this file or folder, under its own name at the root (repeatable)",
+    )
+    create.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field, e.g. --config searcher.max_trials=4 (repeatable)",
     )
@@ -77,8 +81,8 @@ def create_experiment(args: argparse.Namespace) -> int:
     if args.local:
         from determined.cli import _test_mode
 
-        return _test_mode.run_local(config_yaml, args.context)
-    context_tgz = _pack_context(args.context) if args.context is not None else b""
+        return _test_mode.run_local(config_yaml, args.context, args.include)
+    context_tgz = _pack_context(args.context, args.include)
     gateway = Gateway(master_address(args.master))
     if args.test_mode:
         from determined.cli import _test_mode
@@ -126,17 +130,21 @@ def _read_config(path: Path, overrides: list[str]) -> str:
     return text
 
 
-def _pack_context(folder: Path) -> bytes:
+def _pack_context(folder: Path | None, includes: list[Path]) -> bytes:
+    """The context archive to upload (b"" when there is nothing to send)."""
     from determined.common import context
 
+    if folder is None and not includes:
+        return b""
     try:
-        data = context.pack_context(folder)
+        data = context.pack_context(folder, includes=includes)
     except context.ContextError as problem:
         raise CliError(str(problem)) from None
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
         members = [m for m in archive.getmembers() if m.isfile()]
     size = sum(m.size for m in members)
-    print(f"Preparing files ({folder.resolve()}) to send to master... "
+    sources = ", ".join(str(path.resolve()) for path in ([folder] if folder else []) + includes)
+    print(f"Preparing files ({sources}) to send to master... "
           f"{_human_size(size)} and {len(members)} files", flush=True)
     return data
 

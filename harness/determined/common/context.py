@@ -16,6 +16,7 @@ import posixpath
 import stat
 import tarfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -45,16 +46,49 @@ class _Entry:
     size: int
 
 
-def pack_context(folder: Path | str, *, max_size: int = MAX_CONTEXT_SIZE) -> bytes:
-    """A tar.gz of ``folder`` without ignored files. Raises ContextError when the
-    folder is missing or the files left add up to more than ``max_size``."""
-    root = Path(folder)
-    if not root.is_dir():
-        what = "does not exist" if not root.exists() else "is not a directory"
-        raise ContextError(f"context folder {str(root)!r} {what}")
-    entries = list(_walk(root, "", _ignore_spec(root)))
+def pack_context(
+    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_SIZE
+) -> bytes:
+    """A tar.gz of ``folder`` without ignored files, plus each of ``includes`` (a
+    file or a folder, as Determined's ``-i/--include``) under its own name at
+    the root. Raises ContextError when a path is missing, two entries would
+    share a name at the root, or the files left add up to more than ``max_size``."""
+    entries: list[_Entry] = []
+    if folder is not None:
+        root = _existing(Path(folder), "context folder", must_be_dir=True)
+        entries += _walk(root, "", _ignore_spec(root))
+    for include in map(Path, includes):
+        entries += _included(_existing(include, "included path", must_be_dir=False))
+    _check_unique_roots(entries)
     _check_size(entries, max_size)
     return _tar_gz(entries)
+
+
+def _existing(path: Path, what: str, *, must_be_dir: bool) -> Path:
+    if not path.exists():
+        raise ContextError(f"{what} {str(path)!r} does not exist")
+    if must_be_dir and not path.is_dir():
+        raise ContextError(f"{what} {str(path)!r} is not a directory")
+    return path
+
+
+def _included(path: Path) -> list[_Entry]:
+    """An included folder keeps its name and its own root ``.detignore``."""
+    name = path.resolve().name
+    if not path.is_dir():
+        return [_Entry(path, name, False, path.stat().st_size)]
+    inside = [e for e in _walk(path, name + "/", _ignore_spec(path)) if e.name != f"{name}/{DETIGNORE}"]
+    return [_Entry(path, name, True, 0), *inside]
+
+
+def _check_unique_roots(entries: list[_Entry]) -> None:
+    roots = [entry.name for entry in entries if "/" not in entry.name]
+    duplicates = sorted({name for name in roots if roots.count(name) > 1})
+    if duplicates:
+        raise ContextError(
+            f"more than one entry named {', '.join(map(repr, duplicates))} at the root of the context "
+            "(the context folder and -i/--include paths must not share names)"
+        )
 
 
 def _ignore_spec(root: Path) -> GitIgnoreSpec:
