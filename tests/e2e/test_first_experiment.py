@@ -120,6 +120,29 @@ def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp
     assert "labels: cat,dog" in created.stdout
 
 
+def test_a_script_for_older_releases_drives_its_length_from_searcher_operations(
+    cluster: Cluster, context_dir: Path
+) -> None:
+    (context_dir / "train.py").write_text(textwrap.dedent(
+        """
+        import determined as det
+        with det.core.init() as core_context:
+            for op in core_context.searcher.operations():
+                for epoch in range(op.length):
+                    core_context.train.report_training_metrics(steps_completed=epoch + 1, metrics={"loss": 1.0})
+                    op.report_progress(epoch + 1)
+                core_context.train.report_validation_metrics(steps_completed=op.length, metrics={"validation_loss": 1.0})
+                op.report_completed(1.0)
+        print("trained for", op.length, "epochs", flush=True)
+        """
+    ))
+    (context_dir / "old.yaml").write_text(CONST_YAML.replace("batches: 50", "epochs: 3"))
+    created = cluster.det("e", "create", str(context_dir / "old.yaml"), str(context_dir), "-f")
+    assert "trained for 3 epochs" in created.stdout
+    [trial] = cluster.json("e", "list-trials", str(created_id(created.stdout)))
+    assert (trial["state"], trial["total_batches"], trial["progress"]) == ("COMPLETED", 3, 1.0)
+
+
 def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) -> None:
     (context_dir / "train.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir))

@@ -76,12 +76,14 @@ def test_invalid_hp_ends_the_script_with_exit_code_zero(tmp_path: pathlib.Path) 
     assert exit_info.value.code == 0
 
 
-def test_the_searcher_placeholder_explains_itself(tmp_path: pathlib.Path) -> None:
-    with (
-        det.core.init(checkpoint_storage=str(tmp_path)) as core_context,
-        pytest.raises(ValueError, match="deprecated.*searcher.operations"),
-    ):
-        core_context.searcher.operations()
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_off_cluster_the_searcher_gives_one_operation_of_length_one(tmp_path: pathlib.Path) -> None:
+    lengths = []
+    with det.core.init(checkpoint_storage=str(tmp_path)) as core_context:
+        for op in core_context.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(0.5)
+    assert lengths == [1]
 
 
 def test_single_process_collectives_and_multi_process_ones_not_yet() -> None:

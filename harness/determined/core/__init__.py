@@ -9,7 +9,7 @@ from determined.core._context import Context, init
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
-from determined.core._searcher import SearcherContext
+from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
 from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
 
 __all__ = [
@@ -24,7 +24,10 @@ __all__ = [
     "PreemptContext",
     "PreemptMode",
     "SearcherContext",
+    "SearcherMode",
+    "SearcherOperation",
     "TensorboardMode",
     "TrainContext",
+    "Unit",
     "init",
 ]

@@ -30,6 +30,7 @@ class Context:
         distributed: DistributedContext,
         preempt: PreemptContext,
         train: TrainContext,
+        searcher: SearcherContext,
         info: _info.ClusterInfo | None,
         shipper: MetricsShipper | None = None,
         client: TrialClient | None = None,
@@ -38,7 +39,7 @@ class Context:
         self.distributed = distributed
         self.preempt = preempt
         self.train = train
-        self.searcher = SearcherContext()
+        self.searcher = searcher
         self.info = info
         self._metrics = shipper
         self._client = client
@@ -119,11 +120,14 @@ def _trial_context(
         )
 
     storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
+    train = TrainContext(shipper, client, trial.trial_id)
+    max_length = (trial._config.get("searcher") or {}).get("max_length")
     return Context(
         checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
         distributed=distributed,
         preempt=PreemptContext(PreemptionWatcher(), distributed, preempt_mode),
-        train=TrainContext(shipper, client, trial.trial_id),
+        train=train,
+        searcher=SearcherContext(max_length, train.report_progress, distributed.rank == 0),
         info=info,
         shipper=shipper,
         client=client,
@@ -136,6 +140,7 @@ def _dummy_context(
     checkpoint_storage: str | dict[str, Any] | None,
 ) -> Context:
     distributed = distributed or DummyDistributedContext()
+    train = DummyTrainContext()
     root = (
         _checkpoint.storage_root(checkpoint_storage)
         if checkpoint_storage
@@ -145,7 +150,9 @@ def _dummy_context(
         checkpoint=CheckpointContext(root, distributed, _log_checkpoint),
         distributed=distributed,
         preempt=DummyPreemptContext(distributed),
-        train=DummyTrainContext(),
+        train=train,
+        # Off-cluster, as in Determined: one operation of length 1.
+        searcher=SearcherContext(1, train.report_progress, distributed.rank == 0),
         info=info,
     )
 
