@@ -133,13 +133,15 @@ class EventStore:
                 raise
             # The server checks the expected sequence before duplicates: a
             # retry of an append that did land looks like a conflict.
-            stored = await self._last_event(append.aggregate)
+            stored = await self.last_event(append.aggregate)
             if stored is not None and stored.envelope.event_id == append.msg_id:
                 return stored.sequence, stored.envelope
             raise ConflictError(f"{append.aggregate}: {error.description}") from error
         return ack.seq, envelope
 
-    async def _last_event(self, aggregate_name: str) -> StoredEvent | None:
+    async def last_event(self, aggregate_name: str) -> StoredEvent | None:
+        """The aggregate's newest event; its sequence is the version an append
+        that must not race passes as expected_version."""
         try:
             msg = await self.js.get_last_msg(self.events_stream, self.subject(aggregate_name))
         except nats.js.errors.NotFoundError:

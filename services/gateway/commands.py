@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from determined.common import expconf
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
-from services.gateway.errors import InvalidArgumentError
+from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
 from services.gateway.projection import TERMINAL_STATES
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
@@ -75,6 +75,22 @@ def experiment_created(
         activate=activate,
     )
     return Append(aggregate("experiment", experiment_id), payload, f"create-{request_id}", expected_version=0)
+
+
+def activated(experiment_id: int, state: str, version: int) -> Append | None:
+    """The activation of a PAUSED experiment, decided against the experiment's
+    `version` (so two racing activations append once); None when it is active
+    already."""
+    if state in TERMINAL_STATES or state.startswith("STOPPING"):
+        raise FailedPreconditionError(f"experiment {experiment_id} is {state} and cannot be activated")
+    if state != "PAUSED":
+        return None
+    payload = events_pb2.ExperimentStateChanged(
+        experiment_id=experiment_id, state=events_pb2.EXPERIMENT_STATE_ACTIVE, reason="activated by a user"
+    )
+    return Append(
+        aggregate("experiment", experiment_id), payload, f"activate-{experiment_id}-{version}", version
+    )
 
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -158,6 +158,25 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             await self.store.append(append, actor=current_principal().actor)
         return api_pb2.KillExperimentResponse()
 
+    async def ActivateExperiment(
+        self, request: api_pb2.ActivateExperimentRequest, context: Context
+    ) -> api_pb2.ActivateExperimentResponse:
+        experiment_id = request.experiment_id
+        stored = await self.store.last_event(f"experiment/{experiment_id}")
+        if stored is None:
+            raise NotFoundError(f"experiment {experiment_id} not found")
+        await self.projector.wait_for(stored.sequence)  # decide on a state at least this new
+        state = await self._found(self.queries.experiment_state, experiment_id, "experiment")
+        append = commands.activated(experiment_id, state, stored.sequence)
+        if append is not None:
+            try:
+                await self.store.append(append, actor=current_principal().actor)
+            except ConflictError as error:
+                raise FailedPreconditionError(
+                    f"experiment {experiment_id} changed meanwhile; try again"
+                ) from error
+        return api_pb2.ActivateExperimentResponse()
+
     # -- trials ------------------------------------------------------------------------
 
     async def GetTrial(self, request: api_pb2.GetTrialRequest, context: Context) -> api_pb2.GetTrialResponse:

@@ -143,6 +143,18 @@ def test_a_script_for_older_releases_drives_its_length_from_searcher_operations(
     assert (trial["state"], trial["total_batches"], trial["progress"]) == ("COMPLETED", 3, 1.0)
 
 
+def test_a_paused_experiment_runs_once_activated(cluster: Cluster, context_dir: Path) -> None:
+    created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir), "--paused")
+    experiment_id = created_id(created.stdout)
+    described = cluster.json("e", "describe", str(experiment_id))
+    assert (described["experiment"]["state"], described["trials"]) == ("PAUSED", [])
+    assert cluster.det("e", "activate", str(experiment_id)).stdout.strip() == f"Activated experiment {experiment_id}"
+    wait_for(
+        lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "COMPLETED",
+        "the activated experiment to complete",
+    )
+
+
 def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) -> None:
     (context_dir / "train.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir))

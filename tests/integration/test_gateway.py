@@ -109,6 +109,22 @@ async def test_a_retried_create_answers_with_the_first_experiment(
     assert "request_id" in (raised.value.details() or "")
 
 
+async def test_a_paused_experiment_is_activated_once(
+    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
+) -> None:
+    await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG, activate=False))
+    request = api_pb2.ActivateExperimentRequest(experiment_id=1)
+    await api.ActivateExperiment(request)
+    assert await gateway.projector.catch_up()
+    await api.ActivateExperiment(request)  # active already: nothing more
+    kinds = [e.WhichOneof("payload") for e in await stored(event_store, "experiment")]
+    assert kinds == ["experiment_created", "experiment_state_changed"]
+    assert (await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=1))).experiment.state == "ACTIVE"
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await api.ActivateExperiment(api_pb2.ActivateExperimentRequest(experiment_id=9))
+    assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 async def test_the_same_context_is_stored_once(
     api: api_pb2_grpc.DeterminedStub, event_store: EventStore
 ) -> None:

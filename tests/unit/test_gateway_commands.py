@@ -7,7 +7,7 @@ import pytest
 
 from determined.proto import api_pb2, events_pb2
 from services.gateway import commands
-from services.gateway.errors import InvalidArgumentError
+from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
 
 CONFIG = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n"
 
@@ -48,6 +48,17 @@ def test_kill_of_an_ended_experiment_is_a_no_op() -> None:
     assert commands.kill_requested(1, "COMPLETED") is None
     append = commands.kill_requested(1, "PAUSED")
     assert append is not None and (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
+
+
+def test_only_a_paused_experiment_is_activated_against_its_version() -> None:
+    append = commands.activated(3, "PAUSED", version=17)
+    assert append is not None
+    assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "activate-3-17", 17)
+    assert append.payload.state == events_pb2.EXPERIMENT_STATE_ACTIVE
+    assert commands.activated(3, "ACTIVE", version=17) is None
+    for ended in ("COMPLETED", "CANCELED", "STOPPING_KILLED"):
+        with pytest.raises(FailedPreconditionError, match=f"is {ended} and cannot be activated"):
+            commands.activated(3, ended, version=17)
 
 
 def test_metrics_message_id_names_the_batch() -> None:

@@ -68,6 +68,10 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     trials.add_argument("--json", action="store_true")
     trials.set_defaults(run=list_trials)
 
+    activate = verbs.add_parser("activate", aliases=["unpause"], help="start a PAUSED experiment")
+    activate.add_argument("experiment_id", type=int)
+    activate.set_defaults(run=activate_experiment)
+
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
     kill.add_argument("experiment_id", type=int)
     kill.set_defaults(run=kill_experiment)
@@ -267,6 +271,18 @@ def _print_trials(trials: Any) -> None:
             for t in trials
         ],
     )
+
+
+def activate_experiment(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    gateway.call(
+        gateway.stub.ActivateExperiment,
+        api_pb2.ActivateExperimentRequest(experiment_id=args.experiment_id),
+    )
+    print(f"Activated experiment {args.experiment_id}")
+    return 0
 
 
 def kill_experiment(args: argparse.Namespace) -> int:

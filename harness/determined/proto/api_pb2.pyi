@@ -204,6 +204,16 @@ class KillExperimentResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ActivateExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ActivateExperimentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class GetTrialRequest(_message.Message):
     __slots__ = ("trial_id",)
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]

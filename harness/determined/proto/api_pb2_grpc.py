@@ -64,6 +64,11 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.KillExperimentRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.KillExperimentResponse.FromString,
                 _registered_method=True)
+        self.ActivateExperiment = channel.unary_unary(
+                '/determined.api.Determined/ActivateExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.ActivateExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ActivateExperimentResponse.FromString,
+                _registered_method=True)
         self.GetTrial = channel.unary_unary(
                 '/determined.api.Determined/GetTrial',
                 request_serializer=determined_dot_proto_dot_api__pb2.GetTrialRequest.SerializeToString,
@@ -130,6 +135,12 @@ class DeterminedServicer:
         raise NotImplementedError('Method not implemented!')
 
     def KillExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ActivateExperiment(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -204,6 +215,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.KillExperiment,
                     request_deserializer=determined_dot_proto_dot_api__pb2.KillExperimentRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.KillExperimentResponse.SerializeToString,
+            ),
+            'ActivateExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.ActivateExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ActivateExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ActivateExperimentResponse.SerializeToString,
             ),
             'GetTrial': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTrial,
@@ -398,6 +414,33 @@ class Determined:
             '/determined.api.Determined/KillExperiment',
             determined_dot_proto_dot_api__pb2.KillExperimentRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.KillExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ActivateExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ActivateExperiment',
+            determined_dot_proto_dot_api__pb2.ActivateExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ActivateExperimentResponse.FromString,
             options,
             channel_credentials,
             insecure,
