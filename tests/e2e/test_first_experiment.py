@@ -87,6 +87,13 @@ def test_first_experiment_runs_and_can_be_inspected(cluster: Cluster, context_di
     assert "checkpoint_storage" in config
 
 
+def test_the_agent_reports_its_slots(cluster: Cluster) -> None:
+    [agent] = cluster.json("agent", "list")
+    slots = cluster.json("slot", "list")
+    assert len(agent["slots"]) == len(slots) == 2  # the cluster runs with --no-gpu --cpu-slots 2
+    assert {(s["agent_id"], s["type"]) for s in slots} == {(agent["agent_id"], "cpu")}
+
+
 def test_a_failing_entrypoint_ends_the_experiment_in_error(cluster: Cluster, context_dir: Path) -> None:
     (context_dir / "train.py").write_text("raise SystemExit('boom: the model exploded')\n")
     created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir), "-f", check=False)

@@ -8,11 +8,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from determined.cli import deploy, experiment, trial
+from determined.cli import agent, deploy, experiment, trial
 from determined.cli._client import CliError
 from determined.cli._output import error
 
-COMMAND_MODULES = (experiment, trial, deploy)
+COMMAND_MODULES = (experiment, trial, agent, deploy)
 
 
 def build_parser() -> argparse.ArgumentParser:
