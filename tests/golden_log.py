@@ -1,5 +1,6 @@
 """Reading the golden event logs under tests/golden/ (see its README)."""
 
+import json
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -10,5 +11,10 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def golden_log(name: str) -> list[Envelope]:
-    lines = (GOLDEN / name).read_text().splitlines()
-    return [json_format.Parse(line, Envelope()) for line in lines if line.strip()]
+    """The envelopes of a log recorded with `python -m services.eventlog`."""
+    envelopes = []
+    for line in (GOLDEN / name).read_text().splitlines():
+        fields = json.loads(line)
+        fields.pop("sequence", None)
+        envelopes.append(json_format.ParseDict(fields, Envelope()))
+    return envelopes

@@ -1,0 +1,1 @@
+"""`python -m services.eventlog`: the event log as JSON lines, for operators."""

@@ -1,0 +1,62 @@
+"""Prints the event log as JSON lines, one event per line with its stream
+sequence, to audit or debug a cluster (and to record the golden logs under
+tests/golden/). It reads JetStream directly: run it where NATS is reachable.
+
+    python -m services.eventlog [--nats-url URL] [--kind experiment --kind trial ...]
+                                [--from-sequence N] [--follow]
+
+Each line is the envelope in protobuf's JSON form (field names as in
+events.proto) plus "sequence"; follow a chain with its correlation_id, and
+an event's reason with its causation_id.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncGenerator
+from typing import cast
+
+from google.protobuf import json_format
+
+from services.common.eventstore import EventStore, StoredEvent
+
+
+def envelope_line(stored: StoredEvent) -> str:
+    fields = json_format.MessageToDict(stored.envelope, preserving_proto_field_name=True)
+    return json.dumps({"sequence": stored.sequence, **fields})
+
+
+async def print_events(store: EventStore, kinds: list[str] | None, start: int, follow: bool) -> None:
+    if not follow and await store.last_sequence() < start:
+        return
+    reading = cast(AsyncGenerator[StoredEvent, None], store.read(kinds, start_sequence=start, follow=follow))
+    async with contextlib.aclosing(reading) as events:
+        async for stored in events:
+            sys.stdout.write(envelope_line(stored) + "\n")
+            sys.stdout.flush()
+
+
+async def run(options: argparse.Namespace) -> None:
+    store = await EventStore.connect(options.nats_url, options.namespace, name="eventlog")
+    try:
+        await print_events(store, options.kind or None, options.from_sequence, options.follow)
+    finally:
+        await store.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
+    parser.add_argument("--namespace", default="det")
+    parser.add_argument("--kind", action="append", help="only these aggregate kinds (experiment, trial, ...)")
+    parser.add_argument("--from-sequence", type=int, default=1)
+    parser.add_argument("--follow", action="store_true", help="keep printing new events")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(parser.parse_args()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
