@@ -19,7 +19,9 @@ from determined.cli._output import (
 )
 
 POLL_INTERVAL_S = 0.2
-CREATE_RETRY_S = 10.0
+# Long enough to ride out a gateway restart (about 1 s), short enough not to keep a
+# user without a running cluster waiting.
+CREATE_RETRY_S = 2.0
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
 
 
