@@ -45,8 +45,6 @@ class Ending:
 @dataclass(frozen=True)
 class Trial:
     created: events_pb2.TrialCreated
-    # Position in the queue: the order trials were created in.
-    order: int
     run_id: int = 0
     restarts: int = 0
     # The open allocation's id, "" when none runs.
@@ -82,6 +80,8 @@ class Checkpoint:
 @dataclass(frozen=True)
 class SchedulerState:
     experiments: dict[int, Experiment] = field(default_factory=dict)
+    # In TrialCreated order, the queue's order: a trial is added once and
+    # replacing a key keeps its place.
     trials: dict[int, Trial] = field(default_factory=dict)
     # Agent id -> its slot ids, as last registered.
     agents: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -119,7 +119,7 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
         case events_pb2.ExperimentKillRequested():
             return _on_kill(state, event.experiment_id)
         case events_pb2.TrialCreated():
-            return _with_trial(state, Trial(event, order=len(state.trials)))
+            return _with_trial(state, Trial(event))
         case events_pb2.TrialEnded():
             return _update_trial(state, event.trial_id, ended=True, allocation_id="")
         case events_pb2.AgentRegistered():
@@ -210,7 +210,7 @@ def _with_trial(state: SchedulerState, trial: Trial) -> SchedulerState:
 
 def decide(state: SchedulerState) -> list[Append]:
     appends: list[Append] = []
-    for trial in sorted(state.trials.values(), key=lambda t: t.order):
+    for trial in state.trials.values():
         if trial.ended:
             continue
         experiment = state.experiments.get(trial.created.experiment_id)
@@ -261,7 +261,7 @@ def _assignments(state: SchedulerState) -> list[Append]:
     free = _free_slots(state)
     largest = max((len(slots) for slots in state.agents.values()), default=0)
     appends: list[Append] = []
-    for trial in sorted(state.trials.values(), key=lambda t: t.order):
+    for trial in state.trials.values():
         experiment = state.experiments.get(trial.created.experiment_id)
         if not trial.pending or experiment is None or experiment.killed:
             continue
