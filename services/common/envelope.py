@@ -71,3 +71,38 @@ _FIELD_BY_TYPE: dict[str, str] = {
     field.message_type.full_name: field.name
     for field in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields
 }
+
+
+# Every event type (its Envelope oneof field) and the kind of aggregate whose
+# subject it is appended to. A core reads the kinds of every event it folds
+# (tests/unit/test_subject_kinds.py checks this for each core).
+SUBJECT_KINDS: dict[str, str] = {
+    "experiment_created": "experiment",
+    "experiment_state_changed": "experiment",
+    "experiment_kill_requested": "experiment",
+    "experiment_progress_changed": "experiment",
+    "trial_created": "trial",
+    "trial_ended": "trial",
+    "trial_progress_reported": "trial",
+    "trial_kill_requested": "trial",
+    "trial_stop_requested": "trial",
+    "trial_length_set": "trial",
+    "trial_status_reported": "trial",
+    "trial_validation_reported": "validation",
+    "trial_metrics_reported": "metrics",
+    "checkpoint_reported": "checkpoint",
+    "agent_registered": "agent",
+    "allocation_requested": "allocation",
+    "allocation_assigned": "allocation",
+    "allocation_started": "allocation",
+    "allocation_stop_requested": "allocation",
+    "allocation_stop_acknowledged": "allocation",
+    "allocation_kill_requested": "allocation",
+    "allocation_canceled": "allocation",
+    "allocation_exited": "allocation",
+}
+
+
+def subject_kind(payload: Message) -> str:
+    """The aggregate kind an event of this type is appended under."""
+    return SUBJECT_KINDS[payload_field(payload)]

@@ -121,7 +121,7 @@ class Checkpoint(_message.Message):
     def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class Trial(_message.Message):
-    __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason")
+    __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason", "rung", "searcher_length", "status", "runs")
     ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,10 @@ class Trial(_message.Message):
     NUM_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
+    RUNG_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     id: int
     experiment_id: int
     state: str
@@ -152,7 +156,11 @@ class Trial(_message.Message):
     num_checkpoints: int
     trial_seed: int
     end_reason: str
-    def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ...) -> None: ...
+    rung: int
+    searcher_length: int
+    status: str
+    runs: int
+    def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ..., rung: _Optional[int] = ..., searcher_length: _Optional[int] = ..., status: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...
 
 class GetExperimentsRequest(_message.Message):
     __slots__ = ("limit", "offset")
@@ -211,6 +219,26 @@ class ActivateExperimentRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
 
 class ActivateExperimentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PauseExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class PauseExperimentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class KillTrialRequest(_message.Message):
+    __slots__ = ("trial_id",)
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
+
+class KillTrialResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
@@ -328,3 +356,63 @@ class ReportCheckpointRequest(_message.Message):
 class ReportCheckpointResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ReportStatusRequest(_message.Message):
+    __slots__ = ("trial_id", "status")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    status: str
+    def __init__(self, trial_id: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+
+class ReportStatusResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchAllocationRequest(_message.Message):
+    __slots__ = ("allocation_id", "stop", "searcher_length", "timeout_s")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    stop: bool
+    searcher_length: int
+    timeout_s: float
+    def __init__(self, allocation_id: _Optional[str] = ..., stop: _Optional[bool] = ..., searcher_length: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class WatchAllocationResponse(_message.Message):
+    __slots__ = ("stop", "reason", "searcher_length", "searcher_stopped")
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    stop: bool
+    reason: str
+    searcher_length: int
+    searcher_stopped: bool
+    def __init__(self, stop: _Optional[bool] = ..., reason: _Optional[str] = ..., searcher_length: _Optional[int] = ..., searcher_stopped: _Optional[bool] = ...) -> None: ...
+
+class AcknowledgeStopRequest(_message.Message):
+    __slots__ = ("allocation_id",)
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    def __init__(self, allocation_id: _Optional[str] = ...) -> None: ...
+
+class AcknowledgeStopResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBestValidationRequest(_message.Message):
+    __slots__ = ("trial_id",)
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
+
+class GetBestValidationResponse(_message.Message):
+    __slots__ = ("found", "metric")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    metric: float
+    def __init__(self, found: _Optional[bool] = ..., metric: _Optional[float] = ...) -> None: ...

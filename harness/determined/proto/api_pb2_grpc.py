@@ -69,6 +69,11 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.ActivateExperimentRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.ActivateExperimentResponse.FromString,
                 _registered_method=True)
+        self.PauseExperiment = channel.unary_unary(
+                '/determined.api.Determined/PauseExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.PauseExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.PauseExperimentResponse.FromString,
+                _registered_method=True)
         self.GetTrial = channel.unary_unary(
                 '/determined.api.Determined/GetTrial',
                 request_serializer=determined_dot_proto_dot_api__pb2.GetTrialRequest.SerializeToString,
@@ -78,6 +83,11 @@ class DeterminedStub:
                 '/determined.api.Determined/TrialLogs',
                 request_serializer=determined_dot_proto_dot_api__pb2.TrialLogsRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.TrialLogsResponse.FromString,
+                _registered_method=True)
+        self.KillTrial = channel.unary_unary(
+                '/determined.api.Determined/KillTrial',
+                request_serializer=determined_dot_proto_dot_api__pb2.KillTrialRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.KillTrialResponse.FromString,
                 _registered_method=True)
         self.GetAgents = channel.unary_unary(
                 '/determined.api.Determined/GetAgents',
@@ -98,6 +108,26 @@ class DeterminedStub:
                 '/determined.api.Determined/ReportCheckpoint',
                 request_serializer=determined_dot_proto_dot_api__pb2.ReportCheckpointRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.ReportCheckpointResponse.FromString,
+                _registered_method=True)
+        self.ReportStatus = channel.unary_unary(
+                '/determined.api.Determined/ReportStatus',
+                request_serializer=determined_dot_proto_dot_api__pb2.ReportStatusRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ReportStatusResponse.FromString,
+                _registered_method=True)
+        self.WatchAllocation = channel.unary_unary(
+                '/determined.api.Determined/WatchAllocation',
+                request_serializer=determined_dot_proto_dot_api__pb2.WatchAllocationRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.WatchAllocationResponse.FromString,
+                _registered_method=True)
+        self.AcknowledgeStop = channel.unary_unary(
+                '/determined.api.Determined/AcknowledgeStop',
+                request_serializer=determined_dot_proto_dot_api__pb2.AcknowledgeStopRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.AcknowledgeStopResponse.FromString,
+                _registered_method=True)
+        self.GetBestValidation = channel.unary_unary(
+                '/determined.api.Determined/GetBestValidation',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetBestValidationRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetBestValidationResponse.FromString,
                 _registered_method=True)
 
 
@@ -146,6 +176,12 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTrial(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -153,6 +189,12 @@ class DeterminedServicer:
         raise NotImplementedError('Method not implemented!')
 
     def TrialLogs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillTrial(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,6 +220,32 @@ class DeterminedServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportStatus(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchAllocation(self, request, context):
+        """Long poll: answers as soon as what the allocation should do differs from
+        what the caller knows (or after timeout_s with the same answer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcknowledgeStop(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBestValidation(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -221,6 +289,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     request_deserializer=determined_dot_proto_dot_api__pb2.ActivateExperimentRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.ActivateExperimentResponse.SerializeToString,
             ),
+            'PauseExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.PauseExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.PauseExperimentResponse.SerializeToString,
+            ),
             'GetTrial': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTrial,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialRequest.FromString,
@@ -230,6 +303,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.TrialLogs,
                     request_deserializer=determined_dot_proto_dot_api__pb2.TrialLogsRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.TrialLogsResponse.SerializeToString,
+            ),
+            'KillTrial': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillTrial,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.KillTrialRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.KillTrialResponse.SerializeToString,
             ),
             'GetAgents': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAgents,
@@ -250,6 +328,26 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.ReportCheckpoint,
                     request_deserializer=determined_dot_proto_dot_api__pb2.ReportCheckpointRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.ReportCheckpointResponse.SerializeToString,
+            ),
+            'ReportStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportStatus,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ReportStatusRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ReportStatusResponse.SerializeToString,
+            ),
+            'WatchAllocation': grpc.unary_unary_rpc_method_handler(
+                    servicer.WatchAllocation,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.WatchAllocationRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.WatchAllocationResponse.SerializeToString,
+            ),
+            'AcknowledgeStop': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeStop,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.AcknowledgeStopRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.AcknowledgeStopResponse.SerializeToString,
+            ),
+            'GetBestValidation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBestValidation,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetBestValidationRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetBestValidationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -452,6 +550,33 @@ class Determined:
             _registered_method=True)
 
     @staticmethod
+    def PauseExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/PauseExperiment',
+            determined_dot_proto_dot_api__pb2.PauseExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.PauseExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetTrial(request,
             target,
             options=(),
@@ -495,6 +620,33 @@ class Determined:
             '/determined.api.Determined/TrialLogs',
             determined_dot_proto_dot_api__pb2.TrialLogsRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.TrialLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillTrial(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/KillTrial',
+            determined_dot_proto_dot_api__pb2.KillTrialRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.KillTrialResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -603,6 +755,114 @@ class Determined:
             '/determined.api.Determined/ReportCheckpoint',
             determined_dot_proto_dot_api__pb2.ReportCheckpointRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.ReportCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ReportStatus',
+            determined_dot_proto_dot_api__pb2.ReportStatusRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ReportStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchAllocation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/WatchAllocation',
+            determined_dot_proto_dot_api__pb2.WatchAllocationRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.WatchAllocationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeStop(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/AcknowledgeStop',
+            determined_dot_proto_dot_api__pb2.AcknowledgeStopRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.AcknowledgeStopResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBestValidation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetBestValidation',
+            determined_dot_proto_dot_api__pb2.GetBestValidationRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetBestValidationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "checkpoint_reported", "agent_registered", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "checkpoint_reported", "agent_registered", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -64,16 +64,26 @@ class Envelope(_message.Message):
     EXPERIMENT_CREATED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_STATE_CHANGED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_PROGRESS_CHANGED_FIELD_NUMBER: _ClassVar[int]
     TRIAL_CREATED_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ENDED_FIELD_NUMBER: _ClassVar[int]
     TRIAL_PROGRESS_REPORTED_FIELD_NUMBER: _ClassVar[int]
     TRIAL_METRICS_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_LENGTH_SET_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_VALIDATION_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_STATUS_REPORTED_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_REPORTED_FIELD_NUMBER: _ClassVar[int]
     AGENT_REGISTERED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_STARTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_EXITED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_STOP_ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_CANCELED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -83,17 +93,27 @@ class Envelope(_message.Message):
     experiment_created: ExperimentCreated
     experiment_state_changed: ExperimentStateChanged
     experiment_kill_requested: ExperimentKillRequested
+    experiment_progress_changed: ExperimentProgressChanged
     trial_created: TrialCreated
     trial_ended: TrialEnded
     trial_progress_reported: TrialProgressReported
     trial_metrics_reported: TrialMetricsReported
+    trial_kill_requested: TrialKillRequested
+    trial_stop_requested: TrialStopRequested
+    trial_length_set: TrialLengthSet
+    trial_validation_reported: TrialValidationReported
+    trial_status_reported: TrialStatusReported
     checkpoint_reported: CheckpointReported
     agent_registered: AgentRegistered
     allocation_assigned: AllocationAssigned
     allocation_started: AllocationStarted
     allocation_kill_requested: AllocationKillRequested
     allocation_exited: AllocationExited
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ...) -> None: ...
+    allocation_requested: AllocationRequested
+    allocation_stop_requested: AllocationStopRequested
+    allocation_stop_acknowledged: AllocationStopAcknowledged
+    allocation_canceled: AllocationCanceled
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -129,19 +149,29 @@ class ExperimentKillRequested(_message.Message):
     experiment_id: int
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
 
+class ExperimentProgressChanged(_message.Message):
+    __slots__ = ("experiment_id", "progress")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    progress: float
+    def __init__(self, experiment_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
+
 class TrialCreated(_message.Message):
-    __slots__ = ("trial_id", "experiment_id", "request_id", "hparams_json", "trial_seed")
+    __slots__ = ("trial_id", "experiment_id", "request_id", "hparams_json", "trial_seed", "length")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     experiment_id: int
     request_id: str
     hparams_json: str
     trial_seed: int
-    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ...) -> None: ...
+    length: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class TrialEnded(_message.Message):
     __slots__ = ("trial_id", "experiment_id", "state", "reason")
@@ -154,6 +184,64 @@ class TrialEnded(_message.Message):
     state: TrialState
     reason: str
     def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[_Union[TrialState, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TrialKillRequested(_message.Message):
+    __slots__ = ("trial_id", "experiment_id")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
+
+class TrialStopRequested(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "reason", "rung")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RUNG_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    reason: str
+    rung: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., reason: _Optional[str] = ..., rung: _Optional[int] = ...) -> None: ...
+
+class TrialLengthSet(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "rung", "length")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNG_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    rung: int
+    length: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., rung: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class TrialStatusReported(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "status")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    status: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+
+class TrialValidationReported(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "trial_run_id", "steps_completed", "metrics_json", "reported_at_ns")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    trial_run_id: int
+    steps_completed: int
+    metrics_json: str
+    reported_at_ns: int
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metrics_json: _Optional[str] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
 
 class TrialProgressReported(_message.Message):
     __slots__ = ("trial_id", "experiment_id", "progress")
@@ -236,8 +324,70 @@ class AgentRegistered(_message.Message):
     slots: _containers.RepeatedCompositeFieldContainer[Slot]
     def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ...) -> None: ...
 
+class TrialLaunch(_message.Message):
+    __slots__ = ("experiment_id", "trial_id", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "searcher_length")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    LATEST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    trial_id: int
+    trial_run_id: int
+    config_json: str
+    hparams_json: str
+    context_hash: str
+    trial_seed: int
+    latest_checkpoint: str
+    steps_completed: int
+    owner: str
+    searcher_length: int
+    def __init__(self, experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., searcher_length: _Optional[int] = ...) -> None: ...
+
+class AllocationRequested(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "task_type", "slots", "resource_pool", "job_id", "weight", "priority", "max_slots", "preemptible", "owner", "trial")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    task_type: str
+    slots: int
+    resource_pool: str
+    job_id: str
+    weight: float
+    priority: int
+    max_slots: int
+    preemptible: bool
+    owner: str
+    trial: TrialLaunch
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ...) -> None: ...
+
+class Placement(_message.Message):
+    __slots__ = ("agent_id", "slot_ids")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_IDS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    slot_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class AllocationAssigned(_message.Message):
-    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner")
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "task_id", "placements")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +401,8 @@ class AllocationAssigned(_message.Message):
     LATEST_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     STEPS_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     trial_id: int
     experiment_id: int
@@ -264,7 +416,9 @@ class AllocationAssigned(_message.Message):
     latest_checkpoint: str
     steps_completed: int
     owner: str
-    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    task_id: str
+    placements: _containers.RepeatedCompositeFieldContainer[Placement]
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., task_id: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ...) -> None: ...
 
 class AllocationStarted(_message.Message):
     __slots__ = ("allocation_id", "trial_id", "agent_id", "pid")
@@ -279,19 +433,49 @@ class AllocationStarted(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class AllocationKillRequested(_message.Message):
-    __slots__ = ("allocation_id", "trial_id", "agent_id", "reason")
+    __slots__ = ("allocation_id", "trial_id", "agent_id", "reason", "task_id")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     trial_id: int
     agent_id: str
     reason: str
-    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    task_id: str
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., reason: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class AllocationStopRequested(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "reason")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    reason: str
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AllocationStopAcknowledged(_message.Message):
+    __slots__ = ("allocation_id", "task_id")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class AllocationCanceled(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "reason")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    reason: str
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocationExited(_message.Message):
-    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "exit_code", "killed", "error")
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "exit_code", "killed", "error", "task_id", "agent_lost")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -299,6 +483,8 @@ class AllocationExited(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     KILLED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_LOST_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     trial_id: int
     experiment_id: int
@@ -306,7 +492,9 @@ class AllocationExited(_message.Message):
     exit_code: int
     killed: bool
     error: str
-    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    task_id: str
+    agent_lost: bool
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_lost: _Optional[bool] = ...) -> None: ...
 
 class LogLine(_message.Message):
     __slots__ = ("timestamp_ns", "stdtype", "log")
