@@ -4,7 +4,7 @@ Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_AGENT_ID (default: the host
 name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU, or
 DET_AGENT_GPUS=0 says not to look),
 DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
-DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_READY_FILE, DET_LOG_*.
+DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S, DET_READY_FILE, DET_LOG_*.
 """
 
 import socket
@@ -34,6 +34,9 @@ class AgentSettings(CommonSettings):
     agent_cpu_slots: int = 1
     agent_gpus: bool = True
     agent_kill_grace_s: float = 10.0
+    # How long a stopped allocation may take to checkpoint and exit, when its
+    # config sets no preemption_timeout (Determined's default: an hour).
+    agent_stop_grace_s: float = 3600.0
     master_address: str = "127.0.0.1:8080"
 
 
@@ -58,6 +61,7 @@ async def run(settings: AgentSettings) -> None:
         slot_type=slots[0].type if slots else "cpu",
         actor=ACTOR,
         kill_grace_s=settings.agent_kill_grace_s,
+        stop_grace_s=settings.agent_stop_grace_s,
     )
     shell = Shell(
         store,

@@ -1,27 +1,49 @@
 """The agent's pure core: the allocations assigned to this agent and what
 became of them.
 
+What an allocation runs is in its request (AllocationRequested's spec); the
+scheduler's AllocationAssigned says which agents' slots it got. The core keeps
+the specs of pending requests until they are placed, then the allocations
+placed on this agent until they exit.
+
 It decides one thing itself: an allocation assigned before this agent's
 latest registration (a previous run of the agent) that never exited has no
-process any more, so it is closed as "agent restarted" and the scheduler
-retries it. Starting and killing processes is the shell's business
-(`runner.py`), driven by this state.
+process any more, so it is closed as "agent restarted" (`agent_lost`: not the
+task's fault) and its task runs it again. Starting, stopping and killing
+processes is the shell's business (`runner.py`), driven by this state.
 """
 
 from dataclasses import dataclass, field, replace
 
 from determined.proto import events_pb2
-from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
+from services.common.upcast import upcast
 
 AGENT_RESTARTED = "agent restarted"
 AGENT_RESTARTED_EXIT_CODE = -1
 
 
 @dataclass(frozen=True)
+class PendingRequest:
+    """A request not yet placed, and the ids that its events answer."""
+
+    requested: events_pb2.AllocationRequested
+    event_id: str
+    correlation_id: str
+    # A stop or kill may reach the log just before the assignment.
+    stop_requested: bool = False
+    kill_requested: bool = False
+
+
+@dataclass(frozen=True)
 class AgentAllocation:
-    assigned: events_pb2.AllocationAssigned
+    requested: events_pb2.AllocationRequested
+    agent_id: str
+    # This agent's slots of it.
+    slot_ids: tuple[int, ...]
     # Assigned to an earlier run of this agent: its process is gone.
     orphaned: bool = False
+    stop_requested: bool = False
     kill_requested: bool = False
     # The assignment's event id and correlation id: the agent's events about
     # this allocation answer it, so an operator can follow the chain.
@@ -30,7 +52,11 @@ class AgentAllocation:
 
     @property
     def allocation_id(self) -> str:
-        return self.assigned.allocation_id
+        return self.requested.allocation_id
+
+    @property
+    def launch(self) -> events_pb2.TrialLaunch:
+        return self.requested.trial
 
     def answer(self, append: Append) -> Append:
         """`append` as an answer to this allocation's assignment."""
@@ -39,20 +65,35 @@ class AgentAllocation:
 
 @dataclass(frozen=True)
 class AgentState:
+    # Requests (of trials) not yet placed anywhere.
+    pending: dict[str, PendingRequest] = field(default_factory=dict)
     # Allocations of this agent that have not exited.
     allocations: dict[str, AgentAllocation] = field(default_factory=dict)
+
+
+AGENT_FOLDS = (
+    "agent_registered",
+    "allocation_requested",
+    "allocation_assigned",
+    "allocation_canceled",
+    "allocation_stop_requested",
+    "allocation_kill_requested",
+    "allocation_exited",
+)
 
 
 @dataclass
 class AgentCore:
     agent_id: str
-    kinds: list[str] = field(default_factory=lambda: ["agent", "allocation"])
+    kinds: list[str] = field(default_factory=lambda: kinds_of(AGENT_FOLDS))
 
     def initial_state(self) -> AgentState:
         return AgentState()
 
     def evolve(self, state: AgentState, envelope: Envelope) -> AgentState:
-        return evolve(self.agent_id, state, envelope)
+        for event in upcast(envelope):
+            state = evolve(self.agent_id, state, event)
+        return state
 
     def decide(self, state: AgentState) -> list[Append]:
         return decide(state)
@@ -64,24 +105,60 @@ def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
         case events_pb2.AgentRegistered() if event.agent_id == agent_id:
             orphaned = {k: replace(v, orphaned=True) for k, v in state.allocations.items()}
             return replace(state, allocations=orphaned)
-        case events_pb2.AllocationAssigned() if event.agent_id == agent_id:
-            allocation = AgentAllocation(
-                event, assigned_event_id=envelope.event_id, correlation_id=envelope.correlation_id
-            )
-            return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
-        case events_pb2.AllocationKillRequested() if event.allocation_id in state.allocations:
-            killed = replace(state.allocations[event.allocation_id], kill_requested=True)
-            return replace(state, allocations={**state.allocations, event.allocation_id: killed})
+        case events_pb2.AllocationRequested() if event.HasField("trial"):
+            pending = PendingRequest(event, envelope.event_id, envelope.correlation_id)
+            return replace(state, pending={**state.pending, event.allocation_id: pending})
+        case events_pb2.AllocationAssigned():
+            return _on_assigned(agent_id, state, event, envelope)
+        case events_pb2.AllocationCanceled():
+            return replace(state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id})
+        case events_pb2.AllocationStopRequested():
+            return _update(state, event.allocation_id, stop_requested=True)
+        case events_pb2.AllocationKillRequested():
+            return _update(state, event.allocation_id, kill_requested=True)
         case events_pb2.AllocationExited() if event.allocation_id in state.allocations:
             allocations = {k: v for k, v in state.allocations.items() if k != event.allocation_id}
             return replace(state, allocations=allocations)
     return state
 
 
+def _on_assigned(
+    agent_id: str, state: AgentState, event: events_pb2.AllocationAssigned, envelope: Envelope
+) -> AgentState:
+    request = state.pending.get(event.allocation_id)
+    state = replace(state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id})
+    slot_ids = [tuple(p.slot_ids) for p in event.placements if p.agent_id == agent_id]
+    if request is None or not slot_ids:
+        return state
+    allocation = AgentAllocation(
+        request.requested,
+        agent_id,
+        slot_ids[0],
+        stop_requested=request.stop_requested,
+        kill_requested=request.kill_requested,
+        assigned_event_id=envelope.event_id,
+        correlation_id=envelope.correlation_id or request.correlation_id,
+    )
+    return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
+
+
+def _update(state: AgentState, allocation_id: str, **changes: bool) -> AgentState:
+    """Flags a pending request or one of this agent's allocations."""
+    if allocation_id in state.pending:
+        pending = replace(state.pending[allocation_id], **changes)
+        return replace(state, pending={**state.pending, allocation_id: pending})
+    if allocation_id in state.allocations:
+        allocation = replace(state.allocations[allocation_id], **changes)
+        return replace(state, allocations={**state.allocations, allocation_id: allocation})
+    return state
+
+
 def decide(state: AgentState) -> list[Append]:
     return [
         allocation.answer(
-            allocation_exited(allocation.assigned, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED)
+            allocation_exited(
+                allocation, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED, agent_lost=True
+            )
         )
         for allocation in state.allocations.values()
         if allocation.orphaned
@@ -89,29 +166,43 @@ def decide(state: AgentState) -> list[Append]:
 
 
 def allocation_exited(
-    assigned: events_pb2.AllocationAssigned, exit_code: int, *, killed: bool = False, error: str = ""
+    allocation: AgentAllocation,
+    exit_code: int,
+    *,
+    killed: bool = False,
+    error: str = "",
+    agent_lost: bool = False,
 ) -> Append:
     """The one exit of an allocation (its msg id makes a second one a no-op)."""
     event = events_pb2.AllocationExited(
-        allocation_id=assigned.allocation_id,
-        trial_id=assigned.trial_id,
-        experiment_id=assigned.experiment_id,
-        agent_id=assigned.agent_id,
+        allocation_id=allocation.allocation_id,
+        trial_id=allocation.launch.trial_id,
+        experiment_id=allocation.launch.experiment_id,
+        agent_id=allocation.agent_id,
         exit_code=exit_code,
         killed=killed,
         error=error,
+        task_id=allocation.requested.task_id,
+        agent_lost=agent_lost,
     )
     return Append(
-        aggregate("allocation", assigned.allocation_id), event, f"allocation-exited-{assigned.allocation_id}"
+        aggregate("allocation", allocation.allocation_id),
+        event,
+        f"allocation-exited-{allocation.allocation_id}",
     )
 
 
-def allocation_started(assigned: events_pb2.AllocationAssigned, pid: int) -> Append:
+def allocation_started(allocation: AgentAllocation, pid: int) -> Append:
     event = events_pb2.AllocationStarted(
-        allocation_id=assigned.allocation_id, trial_id=assigned.trial_id, agent_id=assigned.agent_id, pid=pid
+        allocation_id=allocation.allocation_id,
+        trial_id=allocation.launch.trial_id,
+        agent_id=allocation.agent_id,
+        pid=pid,
     )
     return Append(
-        aggregate("allocation", assigned.allocation_id), event, f"allocation-started-{assigned.allocation_id}"
+        aggregate("allocation", allocation.allocation_id),
+        event,
+        f"allocation-started-{allocation.allocation_id}",
     )
 
 

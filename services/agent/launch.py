@@ -16,7 +16,7 @@ from typing import Any
 
 from determined.common import entrypoint as shared
 from determined.common.entrypoint import STARTUP_HOOK, configured_variables, is_legacy_trial
-from determined.proto import events_pb2
+from services.agent.core import AgentAllocation
 
 # STARTUP_HOOK is re-exported for runner.py.
 __all__ = [
@@ -63,7 +63,7 @@ def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
 
 
 def trial_environment(
-    assigned: events_pb2.AllocationAssigned,
+    allocation: AgentAllocation,
     identity: AgentIdentity,
     *,
     session_token: str,
@@ -73,7 +73,8 @@ def trial_environment(
     """The trial's environment: the agent's own minus every DET_ setting (the
     cluster secret must never reach user code), plus the contract's variables
     and the config's `environment.environment_variables`."""
-    config = json.loads(assigned.config_json or "{}")
+    launch = allocation.launch
+    config = json.loads(launch.config_json or "{}")
     env = {k: v for k, v in inherited.items() if not k.startswith("DET_")}
     env["PATH"] = os.pathsep.join(p for p in (identity.python_bin_dir, inherited.get("PATH", "")) if p)
     env.update(configured_variables(config, slot_type))
@@ -81,20 +82,21 @@ def trial_environment(
         DET_MASTER=identity.master_address,
         DET_CLUSTER_ID=identity.cluster_id,
         DET_AGENT_ID=identity.agent_id,
-        DET_SLOT_IDS=json.dumps(list(assigned.slot_ids)),
-        DET_TASK_ID=str(assigned.trial_id),
-        DET_ALLOCATION_ID=assigned.allocation_id,
+        DET_SLOT_IDS=json.dumps(list(allocation.slot_ids)),
+        DET_TASK_ID=allocation.requested.task_id,
+        DET_ALLOCATION_ID=allocation.allocation_id,
         DET_SESSION_TOKEN=session_token,
-        DET_TASK_TYPE="TRIAL",
-        DET_EXPERIMENT_ID=str(assigned.experiment_id),
-        DET_TRIAL_ID=str(assigned.trial_id),
-        DET_TRIAL_RUN_ID=str(assigned.trial_run_id),
-        DET_TRIAL_SEED=str(assigned.trial_seed),
-        DET_EXPERIMENT_CONFIG=assigned.config_json,
-        DET_HPARAMS=assigned.hparams_json,
-        DET_STEPS_COMPLETED=str(assigned.steps_completed),
+        DET_TASK_TYPE=allocation.requested.task_type,
+        DET_EXPERIMENT_ID=str(launch.experiment_id),
+        DET_TRIAL_ID=str(launch.trial_id),
+        DET_TRIAL_RUN_ID=str(launch.trial_run_id),
+        DET_TRIAL_SEED=str(launch.trial_seed),
+        DET_EXPERIMENT_CONFIG=launch.config_json,
+        DET_HPARAMS=launch.hparams_json,
+        DET_STEPS_COMPLETED=str(launch.steps_completed),
+        DET_SEARCHER_LENGTH=str(launch.searcher_length),
         PYTHONUNBUFFERED="1",
     )
-    if assigned.latest_checkpoint:
-        env["DET_LATEST_CHECKPOINT"] = assigned.latest_checkpoint
+    if launch.latest_checkpoint:
+        env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
     return env

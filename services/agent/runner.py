@@ -1,10 +1,12 @@
 """The agent's side effects: starting, watching and killing trial processes.
 
 `Runner.on_state` is the Shell's hook: after each fold it starts a process for
-every allocation of this agent that has none yet and signals those asked to
-stop. Each process is watched by its own task, which appends
-AllocationStarted and AllocationExited itself (their msg ids make a repeat
-harmless); the exit folds back into the core's state through the log.
+every allocation of this agent that has none yet, kills those asked to die,
+and gives those asked to stop their grace period (the experiment config's
+`preemption_timeout`, else the agent's `stop_grace_s`): a process still
+running after it is killed. Each process is watched by its own task, which
+appends AllocationStarted and AllocationExited itself (their msg ids make a
+repeat harmless); the exit folds back into the core's state through the log.
 """
 
 import asyncio
@@ -20,6 +22,7 @@ import structlog
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
 from services.agent.core import AgentAllocation, AgentState, allocation_exited, allocation_started
+from services.common.config import experiment_config
 from services.agent.launch import STARTUP_HOOK, AgentError, AgentIdentity, entrypoint_argv, trial_environment
 from services.agent.logs import MAX_LINE_BYTES, LogShipper
 from services.common.envelope import Append
@@ -40,10 +43,11 @@ class Running:
     process: asyncio.subprocess.Process | None = None
     kill_requested: bool = False
     killer: asyncio.Task[None] | None = None
+    stop_timer: asyncio.Task[None] | None = None
 
     @property
-    def assigned(self) -> events_pb2.AllocationAssigned:
-        return self.allocation.assigned
+    def launch(self) -> events_pb2.TrialLaunch:
+        return self.allocation.launch
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Runner:
     slot_type: str
     actor: str
     kill_grace_s: float = 10.0
+    stop_grace_s: float = 3600.0
     table: dict[str, Running] = field(default_factory=dict)
 
     async def on_state(self, state: AgentState) -> list[Append]:
@@ -67,6 +72,8 @@ class Runner:
                 running.task = asyncio.create_task(self._run(running), name=f"allocation-{allocation_id}")
             if allocation.kill_requested and not running.kill_requested:
                 self._kill(running)
+            elif allocation.stop_requested and running.stop_timer is None:
+                running.stop_timer = asyncio.create_task(self._kill_after_grace(running))
         for allocation_id in [a for a in self.table if a not in state.allocations]:
             del self.table[allocation_id]  # its exit is folded: the process is gone
         return []
@@ -77,24 +84,25 @@ class Runner:
         for running in self.table.values():
             if running.process is not None and running.process.returncode is None:
                 _signal_group(running.process.pid, signal.SIGKILL)
-            if running.task is not None:
-                running.task.cancel()
+            for task in (running.task, running.stop_timer):
+                if task is not None:
+                    task.cancel()
 
     # -- one allocation -----------------------------------------------------------
 
     async def _run(self, running: Running) -> None:
-        assigned = running.assigned
+        allocation = running.allocation
         shipper = LogShipper(
             self.store.publish_logs,
-            trial_id=assigned.trial_id,
-            allocation_id=assigned.allocation_id,
+            trial_id=running.launch.trial_id,
+            allocation_id=allocation.allocation_id,
             agent_id=self.identity.agent_id,
         )
         try:
-            folder, argv = await self._prepare(assigned)
+            folder, argv = await self._prepare(running.launch, allocation.allocation_id)
             if running.kill_requested:  # asked before it could start
                 await shipper.close()
-                await self._answer(running, allocation_exited(assigned, -int(signal.SIGTERM), killed=True))
+                await self._answer(running, allocation_exited(allocation, -int(signal.SIGTERM), killed=True))
                 return
             running.process = await self._spawn(running, folder, argv)
         except (AgentError, ContextError, NotFoundError, OSError) as error:
@@ -103,37 +111,37 @@ class Runner:
         exit_code = await self._watch(running, running.process, shipper)
         log.info(
             "allocation_exited",
-            allocation_id=assigned.allocation_id,
+            allocation_id=allocation.allocation_id,
             exit_code=exit_code,
             killed=running.kill_requested,
         )
-        await self._answer(running, allocation_exited(assigned, exit_code, killed=running.kill_requested))
+        await self._answer(running, allocation_exited(allocation, exit_code, killed=running.kill_requested))
 
     async def _fail(self, running: Running, shipper: LogShipper, error: str) -> None:
         """The allocation could not start: the user reads why in the trial's logs."""
-        assigned = running.assigned
-        log.warning("allocation_setup_failed", allocation_id=assigned.allocation_id, error=error)
+        allocation = running.allocation
+        log.warning("allocation_setup_failed", allocation_id=allocation.allocation_id, error=error)
         shipper.add("stderr", f"determined agent: {error}")
         await shipper.close()
-        await self._answer(running, allocation_exited(assigned, SETUP_FAILED_EXIT_CODE, error=error))
+        await self._answer(running, allocation_exited(allocation, SETUP_FAILED_EXIT_CODE, error=error))
 
-    async def _prepare(self, assigned: events_pb2.AllocationAssigned) -> tuple[Path, list[str]]:
+    async def _prepare(self, launch: events_pb2.TrialLaunch, allocation_id: str) -> tuple[Path, list[str]]:
         """Extracts the context into the allocation's folder; returns it and the
         command to run there."""
-        folder = self.work_dir / assigned.allocation_id
+        folder = self.work_dir / allocation_id
         folder.mkdir(parents=True, exist_ok=True)
-        if assigned.context_hash:
-            data = await self.store.get_context(assigned.context_hash)
+        if launch.context_hash:
+            data = await self.store.get_context(launch.context_hash)
             await asyncio.to_thread(extract_context, data, folder)
-        config = json.loads(assigned.config_json or "{}")
+        config = json.loads(launch.config_json or "{}")
         argv = entrypoint_argv(config, startup_hook=(folder / STARTUP_HOOK).is_file())
         return folder, argv
 
     async def _spawn(self, running: Running, folder: Path, argv: list[str]) -> asyncio.subprocess.Process:
-        assigned = running.assigned
-        token = mint_allocation_token(self.cluster_secret, assigned.trial_id, assigned.allocation_id)
+        allocation = running.allocation
+        token = mint_allocation_token(self.cluster_secret, running.launch.trial_id, allocation.allocation_id)
         env = trial_environment(
-            assigned, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ
+            allocation, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ
         )
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -145,8 +153,8 @@ class Runner:
             start_new_session=True,  # its own process group, killed as one
             limit=MAX_LINE_BYTES,
         )
-        log.info("allocation_started", allocation_id=assigned.allocation_id, pid=process.pid, argv=argv)
-        await self._answer(running, allocation_started(assigned, process.pid))
+        log.info("allocation_started", allocation_id=allocation.allocation_id, pid=process.pid, argv=argv)
+        await self._answer(running, allocation_started(allocation, process.pid))
         return process
 
     async def _watch(self, running: Running, process: asyncio.subprocess.Process, shipper: LogShipper) -> int:
@@ -161,6 +169,15 @@ class Runner:
         exit_code = await process.wait()
         await shipper.close()
         return exit_code
+
+    async def _kill_after_grace(self, running: Running) -> None:
+        """A stop request's deadline: the process had its grace period to
+        checkpoint and exit; past it, it is killed (what it reported stays)."""
+        timeout = experiment_config(running.launch.config_json).preemption_timeout
+        await asyncio.sleep(self.stop_grace_s if timeout is None else timeout)
+        if running.process is None or running.process.returncode is None:
+            log.info("allocation_stop_grace_expired", allocation_id=running.allocation.allocation_id)
+            self._kill(running)
 
     def _kill(self, running: Running) -> None:
         running.kill_requested = True

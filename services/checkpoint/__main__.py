@@ -8,7 +8,7 @@ Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_READY_FILE, DET_LOG_*.
 
 from dataclasses import dataclass, field
 
-from services.common.envelope import Append, Envelope
+from services.common.envelope import Append, Envelope, kinds_of
 from services.common.service import run_core, serve
 from services.common.settings import CommonSettings
 
@@ -21,7 +21,7 @@ class CheckpointSettings(CommonSettings):
 class FollowingCore:
     """Reads checkpoints and decides nothing: the place GC will grow into."""
 
-    kinds: list[str] = field(default_factory=lambda: ["checkpoint"])
+    kinds: list[str] = field(default_factory=lambda: kinds_of(("checkpoint_reported",)))
 
     def initial_state(self) -> None:
         return None

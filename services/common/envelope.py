@@ -106,3 +106,8 @@ SUBJECT_KINDS: dict[str, str] = {
 def subject_kind(payload: Message) -> str:
     """The aggregate kind an event of this type is appended under."""
     return SUBJECT_KINDS[payload_field(payload)]
+
+
+def kinds_of(folds: tuple[str, ...]) -> list[str]:
+    """The aggregate kinds a core must read to see every event type it folds."""
+    return sorted({SUBJECT_KINDS[event_type] for event_type in folds})

@@ -28,13 +28,22 @@ async def write_ready(path: Path | None) -> None:
         path.write_text("ready\n")
 
 
-async def run_core(settings: CommonSettings, core: Core[Any], *, name: str) -> None:
-    """Rebuilds the core's state from the log, then decides until cancelled;
-    appends as `service:<name>`."""
+async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> None:
+    """Rebuilds each core's state from the log, then decides until cancelled;
+    appends as `service:<name>`. Each core has its own Shell (its own reading
+    of the log); the service is ready once every one has caught up."""
     store = await EventStore.connect(settings.nats_url, settings.namespace, name=name)
-    shell = Shell(store, core, f"service:{name}", on_caught_up=lambda: write_ready(settings.ready_file))
+    waiting = len(cores)
+
+    async def caught_up() -> None:
+        nonlocal waiting
+        waiting -= 1
+        if waiting == 0:
+            await write_ready(settings.ready_file)
+
+    shells = [Shell(store, core, f"service:{name}", on_caught_up=caught_up) for core in cores]
     try:
-        await shell.run()
+        await asyncio.gather(*(shell.run() for shell in shells))
     finally:
         await store.close()
 

@@ -1,17 +1,18 @@
-"""The searcher's pure core: which trials an experiment has, and when its
-search is over.
+"""The searcher's pure core: which trials an experiment has, which the search
+is done with, and when the search is over.
 
-Folds ExperimentCreated / ExperimentStateChanged / ExperimentKillRequested and
-TrialCreated / TrialEnded; decides TrialCreated (the `single`, `random` and
-`grid` methods) and the experiment's terminal ExperimentStateChanged. Randomness is
-a `random.Random` seeded from the experiment seed and the trial's index, so
-replaying the log decides the very same trials, and so does a rerun: a new
-experiment with the same `reproducibility.experiment_seed`.
+Each experiment's search method (services/searcher/methods) is fed the
+events other parts append — the experiment starting, validations, trials
+ending — and answers with actions. Actions wait in the state until the core
+decides them as events (TrialCreated, TrialStopRequested, TrialLengthSet);
+the searcher's own events only confirm them. So replaying the log feeds the
+method the same events in the same order and rebuilds the same state, and a
+restarted searcher decides nothing twice.
 
-Errors:
-
-    SearcherError
-    └── UnsupportedSearcherError   a searcher name this core cannot run
+Randomness: a trial's hyperparameters (when the method does not choose
+them), request id and trial seed come from a `random.Random` seeded by the
+experiment seed and the trial's request number, so a rerun with the same
+`reproducibility.experiment_seed` draws the same trials.
 """
 
 import json
@@ -20,9 +21,22 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
-from services.common.envelope import Append, Envelope, aggregate, payload_of
-from services.searcher.sampling import grid_point, grid_size, sample_hparams
+from services.common.config import experiment_config
+from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
+from services.searcher.methods.base import (
+    Action,
+    Create,
+    Decided,
+    ExitReason,
+    SearcherMetricError,
+    SearchMethod,
+    SetLength,
+    Stop,
+)
+from services.searcher.methods.factory import UnsupportedSearcherError, search_method
+from services.searcher.sampling import sample_hparams
 
 ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
@@ -34,67 +48,83 @@ TERMINAL_EXPERIMENT_STATES = frozenset(
         ExperimentState.EXPERIMENT_STATE_ERROR,
     }
 )
-SUPPORTED_SEARCHERS = ("single", "random", "grid")
 TRIAL_SEED_BOUND = 2**31
-
-
-class SearcherError(Exception):
-    pass
-
-
-class UnsupportedSearcherError(SearcherError):
-    pass
+# Progress is announced in steps of a hundredth (and at 1.0).
+PROGRESS_STEP = 0.01
 
 
 @dataclass(frozen=True)
-class SearchPlan:
-    """How many trials a search wants in all, and at most at once (0 = no cap)."""
+class TrialRequest:
+    """One trial the method asked for, drawn when it asked."""
 
-    max_trials: int
-    max_concurrent_trials: int
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "SearchPlan":
-        searcher = config.get("searcher") or {}
-        name = searcher.get("name", "single")
-        if name == "single":
-            return cls(max_trials=1, max_concurrent_trials=1)
-        if name == "random":
-            return cls(int(searcher.get("max_trials", 1)), int(searcher.get("max_concurrent_trials") or 0))
-        if name == "grid":
-            points = grid_size(config.get("hyperparameters") or {})
-            return cls(points, int(searcher.get("max_concurrent_trials") or 0))
-        raise UnsupportedSearcherError(
-            f"searcher {name!r} is not supported (yet): use one of {SUPPORTED_SEARCHERS}"
-        )
+    request: int
+    request_id: str
+    hparams_json: str
+    trial_seed: int
+    length: int
+    trial_id: int = 0
+    # Its terminal state once it ended (UNSPECIFIED while it lives).
+    ended_state: int = TrialState.TRIAL_STATE_UNSPECIFIED
+    # Stopped by the searcher: later validations are not the method's business.
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
 class Search:
     experiment_id: int
-    config: dict[str, Any]
-    active: bool
+    config: ExperimentConfig | None
+    method: SearchMethod | None
+    # Why the experiment cannot be searched (an unsupported searcher).
+    error: str = ""
+    active: bool = False
+    started: bool = False
     killed: bool = False
-    # Set once the experiment reached a terminal state: nothing more to do.
-    ended: bool = False
-    # Trial id -> its terminal state (UNSPECIFIED while it lives), in creation order.
-    trials: dict[int, TrialState] = field(default_factory=dict)
+    requests: dict[int, TrialRequest] = field(default_factory=dict)
+    # Decided by the method, not yet in the log: request -> action.
+    stops: dict[int, Stop] = field(default_factory=dict)
+    lengths: tuple[SetLength, ...] = ()
+    announced_progress: float = 0.0
+
+    def request_of(self, trial_id: int) -> TrialRequest | None:
+        return next((r for r in self.requests.values() if r.trial_id == trial_id), None)
+
+    @property
+    def pending_creates(self) -> list[TrialRequest]:
+        return [r for r in self.requests.values() if not r.trial_id]
 
     @property
     def live_trials(self) -> int:
-        return sum(1 for state in self.trials.values() if state == TrialState.TRIAL_STATE_UNSPECIFIED)
+        return sum(1 for r in self.requests.values() if r.trial_id and not _exited(r))
+
+
+def _exited(request: TrialRequest) -> bool:
+    return request.ended_state != TrialState.TRIAL_STATE_UNSPECIFIED
 
 
 @dataclass(frozen=True)
 class SearcherState:
+    # Searches of experiments that have not ended: an ended one leaves.
     searches: dict[int, Search] = field(default_factory=dict)
     # Trial ids are global across experiments: the next is one more than this.
     max_trial_id: int = 0
 
 
+SEARCHER_FOLDS = (
+    "experiment_created",
+    "experiment_state_changed",
+    "experiment_kill_requested",
+    "experiment_progress_changed",
+    "trial_created",
+    "trial_stop_requested",
+    "trial_length_set",
+    "trial_validation_reported",
+    "trial_ended",
+)
+
+
 @dataclass
 class SearcherCore:
-    kinds: list[str] = field(default_factory=lambda: ["experiment", "trial"])
+    kinds: list[str] = field(default_factory=lambda: kinds_of(SEARCHER_FOLDS))
 
     def initial_state(self) -> SearcherState:
         return SearcherState()
@@ -106,136 +136,270 @@ class SearcherCore:
         return decide(state)
 
 
+# -- evolve -----------------------------------------------------------------------
+
+
 def evolve(state: SearcherState, envelope: Envelope) -> SearcherState:
     event = payload_of(envelope)
-    match event:
-        case events_pb2.ExperimentCreated():
-            search = Search(event.experiment_id, json.loads(event.config_json or "{}"), active=event.activate)
-            return _with_search(state, search)
-        case events_pb2.ExperimentStateChanged():
-            return _on_state_changed(state, event)
-        case events_pb2.ExperimentKillRequested():
-            return _update(state, event.experiment_id, killed=True)
-        case events_pb2.TrialCreated():
-            state = replace(state, max_trial_id=max(state.max_trial_id, event.trial_id))
-            return _with_trial_state(
-                state, event.experiment_id, event.trial_id, TrialState.TRIAL_STATE_UNSPECIFIED
-            )
-        case events_pb2.TrialEnded():
-            known = (
-                event.experiment_id in state.searches
-                and event.trial_id in state.searches[event.experiment_id].trials
-            )
-            return (
-                _with_trial_state(state, event.experiment_id, event.trial_id, event.state) if known else state
-            )
-    return state
-
-
-def _with_trial_state(
-    state: SearcherState, experiment_id: int, trial_id: int, trial_state: TrialState
-) -> SearcherState:
-    search = state.searches.get(experiment_id)
+    if isinstance(event, events_pb2.ExperimentCreated):
+        return _with_search(state, _new_search(event))
+    if isinstance(event, events_pb2.TrialCreated):
+        state = replace(state, max_trial_id=max(state.max_trial_id, event.trial_id))
+    experiment_id = getattr(event, "experiment_id", None)
+    search = state.searches.get(experiment_id) if isinstance(experiment_id, int) else None
     if search is None:
         return state
-    return _with_search(state, replace(search, trials={**search.trials, trial_id: trial_state}))
+    match event:
+        case events_pb2.ExperimentStateChanged() if event.state in TERMINAL_EXPERIMENT_STATES:
+            return replace(state, searches={k: v for k, v in state.searches.items() if k != experiment_id})
+        case events_pb2.ExperimentStateChanged():
+            return _with_search(state, _on_state_changed(search, event.state))
+        case _:
+            return _with_search(state, _on_search_event(search, event))
 
 
-def _on_state_changed(state: SearcherState, event: events_pb2.ExperimentStateChanged) -> SearcherState:
-    if event.state in TERMINAL_EXPERIMENT_STATES:
-        return _update(state, event.experiment_id, ended=True)
-    if event.state == ExperimentState.EXPERIMENT_STATE_ACTIVE:
-        return _update(state, event.experiment_id, active=True)
-    if event.state == ExperimentState.EXPERIMENT_STATE_PAUSED:
-        return _update(state, event.experiment_id, active=False)
-    return state
+def _new_search(event: events_pb2.ExperimentCreated) -> Search:
+    """The experiment's search; one that cannot run (a searcher this core
+    does not know, a stored config today's model refuses) ends it ERROR."""
+    try:
+        config = experiment_config(event.config_json)
+    except InvalidConfigError as exc:
+        error = "the stored experiment config is not valid any more: " + "; ".join(exc.errors)
+        return Search(event.experiment_id, None, None, error=error)
+    try:
+        method: SearchMethod | None = search_method(config)
+        error = ""
+    except UnsupportedSearcherError as exc:
+        method, error = None, str(exc)
+    return _start(Search(event.experiment_id, config, method, error=error, active=event.activate))
 
 
-def _update(state: SearcherState, experiment_id: int, **changes: Any) -> SearcherState:
-    search = state.searches.get(experiment_id)
-    return state if search is None else _with_search(state, replace(search, **changes))
+def _on_state_changed(search: Search, experiment_state: int) -> Search:
+    if experiment_state == ExperimentState.EXPERIMENT_STATE_ACTIVE:
+        return _start(replace(search, active=True))
+    if experiment_state == ExperimentState.EXPERIMENT_STATE_PAUSED:
+        return replace(search, active=False)
+    return search
+
+
+def _start(search: Search) -> Search:
+    """The method's initial trials, the first time the experiment is active."""
+    if search.started or not search.active or search.method is None:
+        return search
+    return _apply(replace(search, started=True), search.method.initial_trials())
+
+
+def _on_search_event(search: Search, event: Any) -> Search:
+    match event:
+        case events_pb2.ExperimentKillRequested():
+            return replace(search, killed=True)
+        case events_pb2.ExperimentProgressChanged():
+            return replace(search, announced_progress=event.progress)
+        case events_pb2.TrialCreated():
+            return _on_trial_created(search, event)
+        case events_pb2.TrialStopRequested():
+            request = search.request_of(event.trial_id)
+            stops = {k: v for k, v in search.stops.items() if request is None or k != request.request}
+            return replace(search, stops=stops)
+        case events_pb2.TrialLengthSet():
+            request = search.request_of(event.trial_id)
+            lengths = tuple(
+                s for s in search.lengths if request is None or (s.request, s.rung) != (request.request, event.rung)
+            )
+            return replace(search, lengths=lengths)
+        case events_pb2.TrialValidationReported():
+            return _on_validation(search, event)
+        case events_pb2.TrialEnded():
+            return _on_trial_ended(search, event)
+    return search
+
+
+def _on_trial_created(search: Search, event: events_pb2.TrialCreated) -> Search:
+    request = next((r for r in search.requests.values() if r.request_id == event.request_id), None)
+    if request is None:
+        return search
+    return _with_request(search, replace(request, trial_id=event.trial_id))
+
+
+def _on_validation(search: Search, event: events_pb2.TrialValidationReported) -> Search:
+    """Feeds the method a validation of a trial it still searches with. A
+    validation without the searcher's metric is the trial's problem, not the
+    search's: the harness refuses to send one, and the method ignores it."""
+    request = search.request_of(event.trial_id)
+    if search.method is None or request is None or _exited(request) or request.stopped:
+        return search
+    try:
+        metrics = json.loads(event.metrics_json or "{}")
+        decided = search.method.validation_reported(request.request, metrics, event.steps_completed)
+    except (SearcherMetricError, ValueError):
+        return search
+    return _apply(search, decided)
+
+
+def _on_trial_ended(search: Search, event: events_pb2.TrialEnded) -> Search:
+    request = search.request_of(event.trial_id)
+    if search.method is None or request is None or _exited(request):
+        return search
+    search = _with_request(search, replace(request, ended_state=event.state or TrialState.TRIAL_STATE_COMPLETED))
+    reason = _EARLY_EXIT_REASONS.get(event.state)
+    if reason is not None and search.method is not None:
+        search = _apply(search, search.method.trial_exited_early(request.request, reason))
+    assert search.method is not None
+    return _apply(search, search.method.trial_exited(request.request))
+
+
+_EARLY_EXIT_REASONS = {
+    TrialState.TRIAL_STATE_ERROR: ExitReason.ERRORED,
+    TrialState.TRIAL_STATE_CANCELED: ExitReason.USER_CANCELED,
+}
+
+
+def _apply(search: Search, decided: Decided) -> Search:
+    """The method's next value, with its actions waiting to be decided."""
+    search = replace(search, method=decided.method)
+    for action in decided.actions:
+        search = _queue(search, action)
+    return search
+
+
+def _queue(search: Search, action: Action) -> Search:
+    match action:
+        case Create():
+            return _queue_create(search, action)
+        case Stop():
+            request = search.requests[action.request]
+            search = _with_request(search, replace(request, stopped=True))
+            return replace(search, stops={**search.stops, action.request: action})
+        case SetLength():
+            return replace(search, lengths=(*search.lengths, action))
+    return search
+
+
+def _queue_create(search: Search, create: Create) -> Search:
+    """Draws the trial now, from an RNG seeded by (experiment seed, request):
+    the same seed always yields the same hyperparameters, request id and seed."""
+    assert search.method is not None and search.config is not None
+    request = len(search.requests)
+    experiment_seed = search.config.reproducibility.experiment_seed or 0
+    rng = random.Random(f"{experiment_seed}/{request}")
+    hparams = dict(create.hparams) if create.hparams is not None else _sampled(search.config, rng)
+    trial = TrialRequest(
+        request=request,
+        request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        hparams_json=json.dumps(hparams, sort_keys=True),
+        trial_seed=rng.randrange(TRIAL_SEED_BOUND),
+        length=create.length,
+    )
+    search = replace(search, method=search.method.trial_created(request, create))
+    return _with_request(search, trial)
+
+
+def _sampled(config: ExperimentConfig, rng: random.Random) -> dict[str, Any]:
+    hyperparameters: dict[str, Any] = config.to_json_dict()["hyperparameters"]
+    return sample_hparams(hyperparameters, rng)
+
+
+def _with_request(search: Search, request: TrialRequest) -> Search:
+    return replace(search, requests={**search.requests, request.request: request})
 
 
 def _with_search(state: SearcherState, search: Search) -> SearcherState:
     return replace(state, searches={**state.searches, search.experiment_id: search})
 
 
+# -- decide -----------------------------------------------------------------------
+
+
 def decide(state: SearcherState) -> list[Append]:
     appends: list[Append] = []
     next_trial_id = state.max_trial_id + 1
     for search in state.searches.values():
-        if search.ended:
-            continue
-        created = _trials_to_create(search, next_trial_id)
+        created = _trials_created(search, next_trial_id)
         next_trial_id += len(created)
-        appends += created or _ending(search)
+        appends += created + _stops(search) + _lengths(search) + _progress(search)
+        if not created:
+            appends += _ending(search)
     return appends
 
 
-def _trials_to_create(search: Search, first_trial_id: int) -> list[Append]:
+def _trials_created(search: Search, first_trial_id: int) -> list[Append]:
     if not search.active or search.killed:
         return []
-    try:
-        plan = SearchPlan.from_config(search.config)
-    except UnsupportedSearcherError:
-        return []
-    room = plan.max_trials - len(search.trials)
-    if plan.max_concurrent_trials:
-        room = min(room, plan.max_concurrent_trials - search.live_trials)
-    first_index = len(search.trials)
-    return [_trial_created(search, first_trial_id + n, first_index + n) for n in range(max(room, 0))]
+    return [_trial_created(search, r, first_trial_id + n) for n, r in enumerate(search.pending_creates)]
 
 
-def _trial_created(search: Search, trial_id: int, index: int) -> Append:
-    """One new trial, drawn from an RNG seeded by (experiment seed, index): the
-    same seed always yields the same hyperparameters, request id and trial seed."""
-    experiment_seed = (search.config.get("reproducibility") or {}).get("experiment_seed", 0)
-    rng = random.Random(f"{experiment_seed}/{index}")
-    hparams = _hparams(search.config, index, rng)
-    request_id = uuid.UUID(int=rng.getrandbits(128), version=4)
+def _trial_created(search: Search, request: TrialRequest, trial_id: int) -> Append:
     event = events_pb2.TrialCreated(
         trial_id=trial_id,
         experiment_id=search.experiment_id,
-        request_id=str(request_id),
-        hparams_json=json.dumps(hparams, sort_keys=True),
-        trial_seed=rng.randrange(TRIAL_SEED_BOUND),
+        request_id=request.request_id,
+        hparams_json=request.hparams_json,
+        trial_seed=request.trial_seed,
+        length=request.length,
     )
-    msg_id = f"trial-created-{search.experiment_id}-{index}"
+    msg_id = f"trial-created-{search.experiment_id}-{request.request}"
     return Append(aggregate("trial", trial_id), event, msg_id, expected_version=0)
 
 
-def _hparams(config: dict[str, Any], index: int, rng: random.Random) -> dict[str, Any]:
-    """A grid search takes its points in order, last point first (as Determined
-    does); the others sample."""
-    hyperparameters = config.get("hyperparameters") or {}
-    if (config.get("searcher") or {}).get("name") == "grid":
-        return grid_point(hyperparameters, grid_size(hyperparameters) - 1 - index)
-    return sample_hparams(hyperparameters, rng)
+def _stops(search: Search) -> list[Append]:
+    appends = []
+    for stop in search.stops.values():
+        trial_id = search.requests[stop.request].trial_id
+        if trial_id:
+            event = events_pb2.TrialStopRequested(
+                trial_id=trial_id, experiment_id=search.experiment_id, reason=stop.reason, rung=stop.rung
+            )
+            appends.append(Append(aggregate("trial", trial_id), event, f"trial-stop-{trial_id}"))
+    return appends
+
+
+def _lengths(search: Search) -> list[Append]:
+    appends = []
+    for length in search.lengths:
+        trial_id = search.requests[length.request].trial_id
+        if trial_id:
+            event = events_pb2.TrialLengthSet(
+                trial_id=trial_id, experiment_id=search.experiment_id, rung=length.rung, length=length.length
+            )
+            msg_id = f"trial-length-{trial_id}-{length.rung}"
+            appends.append(Append(aggregate("trial", trial_id), event, msg_id))
+    return appends
+
+
+def _progress(search: Search) -> list[Append]:
+    """The search's progress, once it moved by a hundredth."""
+    if search.method is None:
+        return []
+    progress = round(min(max(search.method.progress(), 0.0), 1.0), 2)
+    if progress < search.announced_progress + PROGRESS_STEP:
+        return []
+    event = events_pb2.ExperimentProgressChanged(experiment_id=search.experiment_id, progress=progress)
+    msg_id = f"experiment-progress-{search.experiment_id}-{round(progress * 100)}"
+    return [Append(aggregate("experiment", search.experiment_id), event, msg_id)]
 
 
 def _ending(search: Search) -> list[Append]:
-    """The experiment's terminal state once every trial it will have is closed."""
-    if search.live_trials:
+    """The experiment's terminal state once every trial the search asked for
+    has exited and it asks for nothing more (Determined's shutdown rule)."""
+    if search.error:
+        return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_ERROR, search.error)]
+    if search.live_trials or (search.pending_creates and not search.killed):
         return []
     if search.killed:
         return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_CANCELED, "killed by user")]
-    try:
-        plan = SearchPlan.from_config(search.config)
-    except UnsupportedSearcherError as error:
-        return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_ERROR, str(error))]
-    if not search.active or len(search.trials) < plan.max_trials:
+    if not search.started:
         return []
-    return [_state_changed(search, *_shutdown_state(list(search.trials.values())))]
+    return [_state_changed(search, *_shutdown_state(search))]
 
 
-def _shutdown_state(trial_states: list[TrialState]) -> tuple[ExperimentState, str]:
-    """Determined's shutdown rule: COMPLETED unless every trial errored (ERROR)
-    or every trial was canceled (CANCELED)."""
-    if not trial_states:
+def _shutdown_state(search: Search) -> tuple[ExperimentState, str]:
+    """COMPLETED unless every trial errored (ERROR) or was canceled (CANCELED)."""
+    states = [r.ended_state for r in search.requests.values()]
+    if not states:
         return ExperimentState.EXPERIMENT_STATE_COMPLETED, "the search wanted no trials"
-    if all(s == TrialState.TRIAL_STATE_ERROR for s in trial_states):
+    if all(s == TrialState.TRIAL_STATE_ERROR for s in states):
         return ExperimentState.EXPERIMENT_STATE_ERROR, "every trial failed"
-    if all(s == TrialState.TRIAL_STATE_CANCELED for s in trial_states):
+    if all(s == TrialState.TRIAL_STATE_CANCELED for s in states):
         return ExperimentState.EXPERIMENT_STATE_CANCELED, "every trial was canceled"
     return ExperimentState.EXPERIMENT_STATE_COMPLETED, "the search is done"
 

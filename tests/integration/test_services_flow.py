@@ -52,7 +52,7 @@ async def cluster(
 
 def config(entrypoint: object, **extra: object) -> dict[str, object]:
     return {
-        "searcher": {"name": "single", "metric": "loss", "max_trials": 1},
+        "searcher": {"name": "single", "metric": "loss"},
         "hyperparameters": {"lr": {"type": "const", "val": 0.5}},
         "resources": {"slots_per_trial": 1},
         "reproducibility": {"experiment_seed": 3},

@@ -1,59 +1,372 @@
 """The agent's pure core and its launch contract (command line, environment)."""
 
+import itertools
 import json
 
 import pytest
 from google.protobuf.message import Message
 
 from determined.proto import events_pb2 as ev
-from services.agent.core import AgentCore, AgentState
+from services.agent.core import (
+    AGENT_RESTARTED,
+    AGENT_RESTARTED_EXIT_CODE,
+    AgentAllocation,
+    AgentCore,
+    AgentState,
+    agent_registered,
+    allocation_exited,
+    allocation_started,
+)
 from services.agent.launch import AgentIdentity, EntrypointError, entrypoint_argv, trial_environment
 from services.agent.slots import detect_slots
-from services.common.envelope import Append, wrap
+from services.common.envelope import Append, Envelope, aggregate, wrap
 
 core = AgentCore("a")
+_event_ids = itertools.count()
 
 
-def given(*payloads: Message, state: AgentState | None = None) -> AgentState:
+def envelope(payload: Message, event_id: str | None = None, correlation_id: str = "") -> Envelope:
+    key = "agent_id" if isinstance(payload, ev.AgentRegistered) else "allocation_id"
+    kind = "agent" if key == "agent_id" else "allocation"
+    append = Append(
+        aggregate(kind, getattr(payload, key)),
+        payload,
+        event_id or f"given-{next(_event_ids)}",
+        correlation_id=correlation_id,
+    )
+    return wrap(append, actor="test", occurred_at_ns=0)
+
+
+def given(*payloads: Message | Envelope, state: AgentState | None = None) -> AgentState:
     state = state or core.initial_state()
-    for n, payload in enumerate(payloads):
-        state = core.evolve(state, wrap(Append("x/1", payload, f"given-{n}"), actor="test", occurred_at_ns=0))
+    for payload in payloads:
+        state = core.evolve(state, payload if isinstance(payload, Envelope) else envelope(payload))
     return state
 
 
-def assigned(allocation_id: str, agent_id: str = "a", **extra: object) -> ev.AllocationAssigned:
+def settle(state: AgentState) -> tuple[AgentState, list[Append]]:
+    """Decides and folds until nothing more is decided, like the Shell."""
+    decided: list[Append] = []
+    for _ in range(100):
+        appends = core.decide(state)
+        if not appends:
+            return state, decided
+        decided += appends
+        state = given(*[a.payload for a in appends], state=state)
+    raise AssertionError("decisions did not settle")
+
+
+def registered(agent_id: str = "a") -> ev.AgentRegistered:
+    return ev.AgentRegistered(agent_id=agent_id, hostname=agent_id, slots=[ev.Slot(slot_id=0, type="cpu")])
+
+
+def requested(allocation_id: str, slots: int = 1, **launch: object) -> ev.AllocationRequested:
+    task_id, _, run = allocation_id.partition(".")
+    fields: dict[str, object] = {
+        "experiment_id": 4,
+        "trial_id": int(task_id),
+        "trial_run_id": int(run),
+        **launch,
+    }
+    return ev.AllocationRequested(
+        allocation_id=allocation_id,
+        task_id=task_id,
+        task_type="TRIAL",
+        slots=slots,
+        job_id="experiment/4",
+        trial=ev.TrialLaunch(**fields),
+    )
+
+
+def assigned(allocation_id: str, *placements: tuple[str, list[int]]) -> ev.AllocationAssigned:
+    placements = placements or (("a", [0]),)
     return ev.AllocationAssigned(
-        allocation_id=allocation_id, trial_id=int(allocation_id.split(".")[0]), agent_id=agent_id, **extra
+        allocation_id=allocation_id,
+        task_id=allocation_id.split(".")[0],
+        placements=[ev.Placement(agent_id=agent_id, slot_ids=slots) for agent_id, slots in placements],
     )
 
 
-def test_tracks_only_this_agents_open_allocations() -> None:
+def placed(allocation_id: str, *placements: tuple[str, list[int]]) -> list[Message]:
+    """The request, then its assignment (to agent a's slot 0 unless told)."""
+    return [requested(allocation_id), assigned(allocation_id, *placements)]
+
+
+def exited(allocation_id: str, code: int = 0) -> ev.AllocationExited:
+    return ev.AllocationExited(allocation_id=allocation_id, exit_code=code, agent_id="a")
+
+
+# -- what the core keeps --------------------------------------------------------------
+
+
+def test_keeps_pending_requests_until_placed_and_only_this_agents_allocations() -> None:
     state = given(
-        ev.AgentRegistered(agent_id="a"), assigned("1.1"), assigned("2.1", agent_id="b"), assigned("3.1")
+        registered(),
+        requested("1.1"),
+        requested("2.1"),
+        requested("3.1"),
+        requested("4.1"),
+        assigned("1.1"),
+        assigned("2.1", ("b", [0])),
     )
-    state = given(
-        ev.AllocationExited(allocation_id="3.1"), ev.AllocationKillRequested(allocation_id="1.1"), state=state
-    )
+    assert list(state.pending) == ["3.1", "4.1"]
     assert list(state.allocations) == ["1.1"]
-    assert state.allocations["1.1"].kill_requested
+    state = given(ev.AllocationCanceled(allocation_id="3.1", task_id="3"), state=state)
+    assert list(state.pending) == ["4.1"]
     assert core.decide(state) == []
+
+
+def test_an_allocation_keeps_its_request_and_this_agents_slots() -> None:
+    request = requested("7.2", slots=3, config_json='{"x": 1}', hparams_json='{"lr": 1}', searcher_length=50)
+    state = given(registered(), request, assigned("7.2", ("b", [0]), ("a", [2, 3]), ("c", [1])))
+    allocation = state.allocations["7.2"]
+    assert allocation.requested == request and allocation.launch == request.trial
+    assert (allocation.allocation_id, allocation.agent_id, allocation.slot_ids) == ("7.2", "a", (2, 3))
+    assert not (allocation.orphaned or allocation.stop_requested or allocation.kill_requested)
+    other = AgentCore("b")
+    state_b = other.initial_state()
+    for payload in (request, assigned("7.2", ("b", [0]), ("a", [2, 3]))):
+        state_b = other.evolve(state_b, envelope(payload))
+    assert (state_b.allocations["7.2"].agent_id, state_b.allocations["7.2"].slot_ids) == ("b", (0,))
+
+
+def test_a_zero_slot_allocation_is_kept_too() -> None:
+    state = given(requested("1.1", slots=0), assigned("1.1", ("a", [])))
+    assert state.allocations["1.1"].slot_ids == ()
+
+
+def test_stop_and_kill_requests_mark_the_allocation_and_its_exit_removes_it() -> None:
+    state = given(registered(), *placed("1.1"), *placed("2.1"), *placed("3.1"))
+    state = given(
+        ev.AllocationStopRequested(allocation_id="1.1", task_id="1", reason="experiment paused"),
+        ev.AllocationKillRequested(allocation_id="2.1", trial_id=2, task_id="2"),
+        exited("3.1"),
+        state=state,
+    )
+    assert list(state.allocations) == ["1.1", "2.1"]
+    assert state.allocations["1.1"].stop_requested and not state.allocations["1.1"].kill_requested
+    assert state.allocations["2.1"].kill_requested and not state.allocations["2.1"].stop_requested
+    state = given(ev.AllocationKillRequested(allocation_id="1.1", trial_id=1, task_id="1"), state=state)
+    assert state.allocations["1.1"].stop_requested and state.allocations["1.1"].kill_requested
+    assert core.decide(state) == []
+    state = given(exited("1.1", -15), exited("2.1", -15), state=state)
+    assert state.allocations == {} and state.pending == {}
+
+
+def test_a_kill_before_the_start_is_kept_for_the_runner() -> None:
+    state = given(registered(), *placed("1.1"), ev.AllocationKillRequested(allocation_id="1.1", task_id="1"))
+    assert state.allocations["1.1"].kill_requested  # the runner exits it as killed without starting it
+    assert core.decide(state) == []
+
+
+def test_stop_kill_and_exit_of_other_allocations_are_ignored() -> None:
+    state = given(registered(), *placed("1.1"), requested("2.1"), *placed("3.1", ("b", [0])))
+    before = state
+    state = given(
+        ev.AllocationStopRequested(allocation_id="3.1", task_id="3"),
+        ev.AllocationKillRequested(allocation_id="3.1", task_id="3"),
+        exited("3.1"),
+        exited("9.1"),
+        ev.AllocationStarted(allocation_id="1.1", pid=5),
+        ev.AllocationStopAcknowledged(allocation_id="1.1", task_id="1"),
+        state=state,
+    )
+    assert state == before
+
+
+def test_a_stop_or_kill_that_reached_the_log_before_the_assignment_is_kept() -> None:
+    state = given(
+        registered(),
+        requested("1.1"),
+        requested("2.1"),
+        ev.AllocationStopRequested(allocation_id="1.1", task_id="1"),
+        ev.AllocationKillRequested(allocation_id="2.1", task_id="2"),
+        *placed("1.1")[1:],
+        *placed("2.1")[1:],
+    )
+    assert state.allocations["1.1"].stop_requested and not state.allocations["1.1"].kill_requested
+    assert state.allocations["2.1"].kill_requested
+
+
+def test_an_assignment_of_an_unknown_request_is_ignored() -> None:
+    state = given(registered(), assigned("1.1"))
+    assert state.allocations == {} and state.pending == {}
+
+
+def test_requests_of_other_task_types_are_not_kept() -> None:
+    command = ev.AllocationRequested(allocation_id="c.1", task_id="c", task_type="COMMAND", slots=1)
+    state = given(registered(), command, assigned("c.1"))
+    assert state.pending == {} and state.allocations == {}
+
+
+def test_unknown_payloads_are_skipped() -> None:
+    state = given(registered(), *placed("1.1"))
+    assert core.evolve(state, Envelope(event_id="future", aggregate="allocation/1.1")) == state
+
+
+# -- orphans ----------------------------------------------------------------------------
 
 
 def test_a_restart_closes_what_the_previous_run_left_open() -> None:
-    state = given(ev.AgentRegistered(agent_id="a"), assigned("1.1", experiment_id=4), assigned("2.1"))
-    state = given(ev.AllocationExited(allocation_id="2.1"), ev.AgentRegistered(agent_id="b"), state=state)
-    assert core.decide(state) == []
-    state = given(ev.AgentRegistered(agent_id="a"), assigned("3.1"), state=state)
+    state = given(registered(), *placed("1.1"), *placed("2.1"))
+    state = given(exited("2.1"), registered("b"), state=state)
+    assert core.decide(state) == []  # another agent's registration
+    state = given(registered(), *placed("3.1"), state=state)
+    assert state.allocations["1.1"].orphaned and not state.allocations["3.1"].orphaned
     [append] = core.decide(state)
-    exited = append.payload
+    closed = append.payload
+    assert isinstance(closed, ev.AllocationExited)
     assert (append.aggregate, append.msg_id) == ("allocation/1.1", "allocation-exited-1.1")
-    assert (exited.exit_code, exited.error, exited.experiment_id, exited.agent_id) == (
-        -1,
-        "agent restarted",
-        4,
-        "a",
+    assert closed == ev.AllocationExited(
+        allocation_id="1.1",
+        trial_id=1,
+        experiment_id=4,
+        agent_id="a",
+        exit_code=AGENT_RESTARTED_EXIT_CODE,
+        killed=False,
+        error=AGENT_RESTARTED,
+        task_id="1",
+        agent_lost=True,
     )
-    assert core.decide(given(exited, state=state)) == []
+    assert (closed.exit_code, closed.error) == (-1, "agent restarted")
+    state, appends = settle(state)
+    assert [a.msg_id for a in appends] == ["allocation-exited-1.1"]
+    assert list(state.allocations) == ["3.1"]
+
+
+def test_every_open_allocation_of_an_earlier_run_is_closed_even_one_asked_to_stop_or_die() -> None:
+    state = given(
+        registered(),
+        *placed("1.1"),
+        *placed("2.1"),
+        *placed("3.1"),
+        ev.AllocationStopRequested(allocation_id="1.1", task_id="1"),
+        ev.AllocationKillRequested(allocation_id="2.1", task_id="2"),
+        registered(),
+        registered(),  # restarted twice before it caught up
+    )
+    state, appends = settle(state)
+    assert [a.msg_id for a in appends] == [
+        "allocation-exited-1.1",
+        "allocation-exited-2.1",
+        "allocation-exited-3.1",
+    ]
+    assert all(a.payload.agent_lost for a in appends)
+    assert state.allocations == {}
+
+
+def test_a_request_placed_after_the_restart_is_not_an_orphan() -> None:
+    state = given(registered(), requested("1.1"), registered(), assigned("1.1"))
+    assert not state.allocations["1.1"].orphaned and core.decide(state) == []
+
+
+def test_the_agents_events_answer_the_assignment() -> None:
+    assignment = envelope(assigned("1.1"), event_id="allocation-assigned-1.1", correlation_id="create-4")
+    state = given(registered(), requested("1.1"), assignment)
+    allocation = state.allocations["1.1"]
+    assert (allocation.assigned_event_id, allocation.correlation_id) == (
+        "allocation-assigned-1.1",
+        "create-4",
+    )
+    state = given(registered(), state=state)
+    [append] = core.decide(state)
+    assert (append.causation_id, append.correlation_id) == ("allocation-assigned-1.1", "create-4")
+
+
+def test_an_assignment_without_a_correlation_takes_the_requests() -> None:
+    request = envelope(requested("1.1"), event_id="allocation-requested-1.1", correlation_id="create-4")
+    assignment = envelope(assigned("1.1"), event_id="allocation-assigned-1.1")
+    assignment.correlation_id = ""
+    state = given(request, assignment)
+    assert state.allocations["1.1"].correlation_id == "create-4"
+
+
+def test_an_old_shape_assignment_reads_as_its_request_and_placement() -> None:
+    old = ev.AllocationAssigned(
+        allocation_id="7.2",
+        trial_id=7,
+        experiment_id=3,
+        agent_id="a",
+        slot_ids=[0, 1],
+        trial_run_id=2,
+        config_json='{"entrypoint": "python3 train.py"}',
+        hparams_json='{"lr": 1}',
+        context_hash="ctx",
+        trial_seed=9,
+        latest_checkpoint="ck-1",
+        steps_completed=100,
+        owner="alice",
+    )
+    state = given(registered(), envelope(old, event_id="allocation-assigned-7.2", correlation_id="create-3"))
+    allocation = state.allocations["7.2"]
+    assert (allocation.agent_id, allocation.slot_ids) == ("a", (0, 1))
+    assert (allocation.requested.task_id, allocation.requested.task_type) == ("7", "TRIAL")
+    launch = allocation.launch
+    assert (launch.experiment_id, launch.trial_id, launch.trial_run_id, launch.trial_seed) == (3, 7, 2, 9)
+    assert (launch.latest_checkpoint, launch.steps_completed, launch.owner) == ("ck-1", 100, "alice")
+    assert (allocation.assigned_event_id, allocation.correlation_id) == (
+        "allocation-assigned-7.2",
+        "create-3",
+    )
+    assert state.pending == {}
+    elsewhere = ev.AllocationAssigned()
+    elsewhere.CopyFrom(old)
+    elsewhere.agent_id = "b"
+    assert given(registered(), elsewhere).allocations == {}  # placed on another agent
+    [append] = core.decide(given(registered(), state=state))
+    assert (append.payload.experiment_id, append.payload.trial_id, append.payload.agent_lost) == (3, 7, True)
+
+
+# -- the events the runner appends -------------------------------------------------------
+
+
+def allocation_of(allocation_id: str = "1.1") -> AgentAllocation:
+    return given(registered(), *placed(allocation_id)).allocations[allocation_id]
+
+
+def test_the_runners_events() -> None:
+    allocation = allocation_of("5.2")
+    started = allocation_started(allocation, 42)
+    assert (started.aggregate, started.msg_id) == ("allocation/5.2", "allocation-started-5.2")
+    assert started.payload == ev.AllocationStarted(allocation_id="5.2", trial_id=5, agent_id="a", pid=42)
+    killed = allocation_exited(allocation, -15, killed=True)
+    assert (killed.aggregate, killed.msg_id) == ("allocation/5.2", "allocation-exited-5.2")
+    assert killed.payload == ev.AllocationExited(
+        allocation_id="5.2",
+        trial_id=5,
+        experiment_id=4,
+        agent_id="a",
+        exit_code=-15,
+        killed=True,
+        task_id="5",
+    )
+    failed = allocation_exited(allocation, 1, error="no such context")
+    assert (failed.payload.error, failed.payload.killed, failed.payload.agent_lost) == (
+        "no such context",
+        False,
+        False,
+    )
+    answer = allocation.answer(killed)
+    assert (answer.causation_id, answer.correlation_id) == (
+        allocation.assigned_event_id,
+        allocation.correlation_id,
+    )
+    assert answer.payload == killed.payload and answer.msg_id == killed.msg_id
+
+
+def test_a_registration_per_start_of_the_agent() -> None:
+    slots = [ev.Slot(slot_id=0, type="cpu", device="cpu0")]
+    first = agent_registered("a", "host", slots, "boot-1")
+    again = agent_registered("a", "host", slots, "boot-2")
+    assert (first.aggregate, first.msg_id, again.msg_id) == (
+        "agent/a",
+        "agent-registered-a-boot-1",
+        "agent-registered-a-boot-2",
+    )
+    assert first.payload == ev.AgentRegistered(agent_id="a", hostname="host", slots=slots)
+
+
+# -- launch contract ----------------------------------------------------------------------
 
 
 def test_entrypoint_forms() -> None:
@@ -74,17 +387,18 @@ def test_entrypoint_forms() -> None:
 
 def test_trial_environment_follows_the_contract() -> None:
     config = {"environment": {"environment_variables": {"cpu": ["A=1", "B=x=y"], "cuda": ["A=2"]}}}
-    allocation = assigned(
+    request = requested(
         "7.2",
+        slots=2,
         experiment_id=3,
-        slot_ids=[0, 1],
-        trial_run_id=2,
         trial_seed=9,
         config_json=json.dumps(config),
         hparams_json='{"lr": 1}',
         steps_completed=100,
         latest_checkpoint="ck-1",
+        searcher_length=250,
     )
+    allocation = given(request, assigned("7.2", ("a", [0, 1]))).allocations["7.2"]
     identity = AgentIdentity("a", "cluster-1", "gw:8080", "/venv/bin")
     inherited = {
         "PATH": "/usr/bin",
@@ -109,8 +423,16 @@ def test_trial_environment_follows_the_contract() -> None:
         "ck-1",
         "1",
     )
-    plain = trial_environment(assigned("1.1"), identity, session_token="t", slot_type="cuda", inherited={})
+    assert env["DET_SEARCHER_LENGTH"] == "250"
+    plain = trial_environment(
+        allocation_of("1.1"), identity, session_token="t", slot_type="cuda", inherited={}
+    )
     assert "DET_LATEST_CHECKPOINT" not in plain and plain["PATH"] == "/venv/bin"
+    assert (plain["DET_STEPS_COMPLETED"], plain["DET_SEARCHER_LENGTH"], plain["DET_SLOT_IDS"]) == (
+        "0",
+        "0",
+        "[0]",
+    )
 
 
 def test_slots_are_gpus_when_nvml_sees_some_else_cpus() -> None:
@@ -120,4 +442,8 @@ def test_slots_are_gpus_when_nvml_sees_some_else_cpus() -> None:
 
 
 def test_gpus_can_be_left_out() -> None:
-    assert [(s.slot_id, s.type) for s in detect_slots(3, use_gpus=False)] == [(0, "cpu"), (1, "cpu"), (2, "cpu")]
+    assert [(s.slot_id, s.type) for s in detect_slots(3, use_gpus=False)] == [
+        (0, "cpu"),
+        (1, "cpu"),
+        (2, "cpu"),
+    ]

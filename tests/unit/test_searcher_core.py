@@ -20,11 +20,15 @@ def given(*payloads: Message, state: SearcherState | None = None) -> SearcherSta
     return state
 
 
-def settle(state: SearcherState) -> tuple[SearcherState, list[Append]]:
+def settle(state: SearcherState, progress: bool = False) -> tuple[SearcherState, list[Append]]:
+    """Decides and folds until nothing more is decided, like the Shell; the
+    decisions returned leave out progress announcements unless asked."""
     decided: list[Append] = []
     while appends := core.decide(state):
         decided += appends
         state = given(*[a.payload for a in appends], state=state)
+    if not progress:
+        decided = [a for a in decided if not isinstance(a.payload, ev.ExperimentProgressChanged)]
     return state, decided
 
 
@@ -150,6 +154,16 @@ def test_a_paused_experiment_creates_nothing_until_activated() -> None:
 def test_an_unsupported_searcher_errors_the_experiment() -> None:
     [append] = core.decide(given(experiment(name="bayesian")))
     assert append.payload.state == ES.EXPERIMENT_STATE_ERROR and "bayesian" in append.payload.reason
+    [append] = core.decide(given(experiment(name="sync_halving", max_trials=2)))
+    assert append.payload.state == ES.EXPERIMENT_STATE_ERROR and "sync_halving" in append.payload.reason
+
+
+def test_progress_is_announced_in_hundredths() -> None:
+    state, _ = settle(given(experiment(name="random", max_trials=4, max_concurrent_trials=1)))
+    state, appends = settle(given(ended(1, TS.TRIAL_STATE_COMPLETED), state=state), progress=True)
+    [progress] = [a for a in appends if isinstance(a.payload, ev.ExperimentProgressChanged)]
+    assert (progress.payload.progress, progress.msg_id) == (0.25, "experiment-progress-1-25")
+    assert not [a for a in core.decide(state) if isinstance(a.payload, ev.ExperimentProgressChanged)]
 
 
 def test_replaying_a_whole_history_decides_nothing_again() -> None:
@@ -159,4 +173,65 @@ def test_replaying_a_whole_history_decides_nothing_again() -> None:
     for trial_id in (1, 2):
         state, appends = settle(given(ended(trial_id, TS.TRIAL_STATE_COMPLETED), state=state))
         history += [ended(trial_id, TS.TRIAL_STATE_COMPLETED), *[a.payload for a in appends]]
+    assert core.decide(given(*history)) == []
+
+
+def validation(trial_id: int, x: float, batches: int, experiment_id: int = 1) -> ev.TrialValidationReported:
+    return ev.TrialValidationReported(
+        trial_id=trial_id,
+        experiment_id=experiment_id,
+        steps_completed=batches,
+        metrics_json=json.dumps({"loss": x, "batches": batches}),
+    )
+
+
+def asha(**searcher: object) -> ev.ExperimentCreated:
+    fields = {"num_rungs": 2, "divisor": 4, "max_trials": 3, "max_concurrent_trials": 2,
+              "time_metric": "batches", "max_time": 16, **searcher}  # fmt: skip
+    return experiment(name="async_halving", **fields)
+
+
+def test_asha_promotes_stops_and_replaces_trials_through_events() -> None:
+    state, appends = settle(given(asha()))
+    assert [(a.payload.trial_id, a.payload.length) for a in appends] == [(1, 4), (2, 4)]
+    # The first trial to reach rung 0 survives it and is told to train to rung 1.
+    state, appends = settle(given(validation(1, 0.5, 4), state=state))
+    assert [(type(a.payload).__name__, a.msg_id, a.payload.length) for a in appends] == [
+        ("TrialLengthSet", "trial-length-1-1", 16)
+    ]
+    # A worse one is cut there, and a new trial replaces it.
+    state, appends = settle(given(validation(2, 0.9, 4), state=state))
+    created, stop = appends
+    assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == ("trial-stop-2", "cut at rung 0 (4 batches)", 0)
+    assert (created.payload.trial_id, created.msg_id) == (3, "trial-created-1-2")
+    # A stopped trial's later validations are not the search's business.
+    _, appends = settle(given(validation(2, 0.1, 8), state=state))
+    assert appends == []
+
+
+def test_asha_ignores_a_validation_without_its_metric() -> None:
+    state, _ = settle(given(asha()))
+    missing = ev.TrialValidationReported(trial_id=1, experiment_id=1, steps_completed=4, metrics_json='{"acc": 1}')
+    _, appends = settle(given(missing, state=state))
+    assert appends == []
+
+
+def test_asha_ends_once_every_trial_exited() -> None:
+    state, _ = settle(given(asha(max_trials=2)))
+    state, _ = settle(given(validation(1, 0.5, 4), validation(2, 0.4, 4), state=state))
+    state, appends = settle(given(validation(1, 0.5, 16), state=state))
+    assert [a.payload.reason for a in appends] == ["reached the top rung (16 batches)"]
+    state, appends = settle(given(ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert appends == []
+    _, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.payload.state for a in appends] == [ES.EXPERIMENT_STATE_COMPLETED]
+
+
+def test_replaying_an_asha_history_decides_nothing_again() -> None:
+    history: list[Message] = [asha()]
+    state, appends = settle(given(*history), progress=True)
+    history += [a.payload for a in appends]
+    for event in (validation(1, 0.5, 4), validation(2, 0.9, 4), validation(3, 0.1, 4)):
+        state, appends = settle(given(event, state=state), progress=True)
+        history += [event, *[a.payload for a in appends]]
     assert core.decide(given(*history)) == []

@@ -1,0 +1,389 @@
+"""The trial lifecycle's pure core: a trial is a task that owns its runs.
+
+It asks for slots (AllocationRequested, one per run, with everything the run
+needs: hyperparameters, the checkpoint to resume from), asks a running
+allocation to stop (AllocationStopRequested: searcher stop, pause) or to die
+(AllocationKillRequested: kill), and decides what an allocation's end means
+for the trial (Determined's task/allocation split):
+
+- exit 0 after the trial acknowledged a stop request: stopped, to be resumed
+  later from its latest checkpoint (no restart counted);
+- exit 0 otherwise: the trial's code finished, the trial COMPLETED;
+- killed after a stop request (past its grace period): stopped as well;
+- the agent went away under it: run again, no restart counted;
+- any other failure: a restart, until more than `max_restarts` (ERROR);
+- nothing running and the searcher is done with it: COMPLETED; killed by a
+  user: CANCELED; its experiment paused: it waits.
+
+It runs in the searcher's process, beside the search core, with its own
+consumer. The scheduler knows none of this: it reads requests and exits.
+"""
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from determined.common.expconf import ExperimentConfig, InvalidConfigError
+from determined.proto import events_pb2
+from services.common.config import experiment_config
+from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
+from services.common.upcast import TRIAL_TASK, upcast
+
+ExperimentState = events_pb2.ExperimentState
+TrialState = events_pb2.TrialState
+
+TERMINAL_EXPERIMENT_STATES = frozenset(
+    {
+        ExperimentState.EXPERIMENT_STATE_COMPLETED,
+        ExperimentState.EXPERIMENT_STATE_CANCELED,
+        ExperimentState.EXPERIMENT_STATE_ERROR,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    created: events_pb2.ExperimentCreated
+    config: ExperimentConfig
+    paused: bool
+    killed: bool = False
+
+
+@dataclass(frozen=True)
+class Run:
+    """The trial's open allocation."""
+
+    allocation_id: str
+    stop_requested: bool = False
+    stop_acknowledged: bool = False
+    kill_requested: bool = False
+
+
+@dataclass(frozen=True)
+class Ending:
+    state: TrialState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    uuid: str
+    steps_completed: int
+
+
+@dataclass(frozen=True)
+class Trial:
+    created: events_pb2.TrialCreated
+    # The newest run requested (allocation "<trial>.<run_id>").
+    run_id: int = 0
+    run: Run | None = None
+    restarts: int = 0
+    searcher_length: int = 0
+    # Set by TrialStopRequested: the searcher is done with the trial.
+    searcher_stop: str | None = None
+    kill_requested: bool = False
+    # What an exit decided, appended as TrialEnded by `decide`.
+    ending: Ending | None = None
+    checkpoint: Checkpoint | None = None
+
+    @property
+    def trial_id(self) -> int:
+        return self.created.trial_id
+
+
+@dataclass(frozen=True)
+class LifecycleState:
+    experiments: dict[int, Experiment] = field(default_factory=dict)
+    # Live trials only: an ended trial leaves the state.
+    trials: dict[int, Trial] = field(default_factory=dict)
+    # Allocation id -> its trial, for the allocations of live trials.
+    allocation_trials: dict[str, int] = field(default_factory=dict)
+
+
+LIFECYCLE_FOLDS = (
+    "experiment_created",
+    "experiment_state_changed",
+    "experiment_kill_requested",
+    "trial_created",
+    "trial_kill_requested",
+    "trial_stop_requested",
+    "trial_length_set",
+    "trial_ended",
+    "checkpoint_reported",
+    "allocation_requested",
+    "allocation_stop_requested",
+    "allocation_stop_acknowledged",
+    "allocation_kill_requested",
+    "allocation_canceled",
+    "allocation_exited",
+)
+
+
+@dataclass
+class TrialLifecycleCore:
+    kinds: list[str] = field(default_factory=lambda: kinds_of(LIFECYCLE_FOLDS))
+
+    def initial_state(self) -> LifecycleState:
+        return LifecycleState()
+
+    def evolve(self, state: LifecycleState, envelope: Envelope) -> LifecycleState:
+        for event in upcast(envelope):
+            state = evolve(state, event)
+        return state
+
+    def decide(self, state: LifecycleState) -> list[Append]:
+        return decide(state)
+
+
+# -- evolve -----------------------------------------------------------------------
+
+
+def evolve(state: LifecycleState, envelope: Envelope) -> LifecycleState:
+    event = payload_of(envelope)
+    match event:
+        case events_pb2.ExperimentCreated():
+            return _on_experiment_created(state, event)
+        case events_pb2.ExperimentStateChanged():
+            return _on_experiment_state(state, event)
+        case events_pb2.ExperimentKillRequested():
+            return _update_experiment(state, event.experiment_id, killed=True)
+        case events_pb2.TrialCreated():
+            trial = Trial(event, searcher_length=event.length)
+            return _with_trial(state, trial) if event.experiment_id in state.experiments else state
+        case events_pb2.TrialKillRequested():
+            return _update_trial(state, event.trial_id, kill_requested=True)
+        case events_pb2.TrialStopRequested():
+            return _update_trial(state, event.trial_id, searcher_stop=event.reason or "stopped by the searcher")
+        case events_pb2.TrialLengthSet():
+            return _update_trial(state, event.trial_id, searcher_length=event.length)
+        case events_pb2.TrialEnded():
+            return _without_trial(state, event.trial_id)
+        case events_pb2.CheckpointReported():
+            return _on_checkpoint(state, event)
+    return _allocation_event(state, event)
+
+
+def _allocation_event(state: LifecycleState, event: Any) -> LifecycleState:
+    match event:
+        case events_pb2.AllocationRequested() if event.HasField("trial"):
+            return _on_requested(state, event)
+        case events_pb2.AllocationStopRequested():
+            return _update_run(state, event.allocation_id, stop_requested=True)
+        case events_pb2.AllocationStopAcknowledged():
+            return _update_run(state, event.allocation_id, stop_acknowledged=True)
+        case events_pb2.AllocationKillRequested():
+            return _update_run(state, event.allocation_id, kill_requested=True)
+        case events_pb2.AllocationCanceled():
+            return _on_run_closed(state, event.allocation_id, None)
+        case events_pb2.AllocationExited():
+            return _on_run_closed(state, event.allocation_id, event)
+    return state
+
+
+def _on_experiment_created(state: LifecycleState, event: events_pb2.ExperimentCreated) -> LifecycleState:
+    """Tracks the experiment; one whose stored config today's model refuses
+    has no trials (the searcher ends it ERROR, saying why)."""
+    try:
+        config = experiment_config(event.config_json)
+    except InvalidConfigError:
+        return state
+    experiment = Experiment(event, config, paused=not event.activate)
+    return replace(state, experiments={**state.experiments, event.experiment_id: experiment})
+
+
+def _on_experiment_state(state: LifecycleState, event: events_pb2.ExperimentStateChanged) -> LifecycleState:
+    if event.state in TERMINAL_EXPERIMENT_STATES:
+        trials = [t for t in state.trials.values() if t.created.experiment_id == event.experiment_id]
+        for trial in trials:
+            state = _without_trial(state, trial.trial_id)
+        return replace(state, experiments={k: v for k, v in state.experiments.items() if k != event.experiment_id})
+    if event.state == ExperimentState.EXPERIMENT_STATE_PAUSED:
+        return _update_experiment(state, event.experiment_id, paused=True)
+    if event.state == ExperimentState.EXPERIMENT_STATE_ACTIVE:
+        return _update_experiment(state, event.experiment_id, paused=False)
+    return state
+
+
+def _on_requested(state: LifecycleState, event: events_pb2.AllocationRequested) -> LifecycleState:
+    trial = state.trials.get(event.trial.trial_id)
+    if trial is None:
+        return state
+    state = replace(state, allocation_trials={**state.allocation_trials, event.allocation_id: trial.trial_id})
+    return _with_trial(state, replace(trial, run_id=event.trial.trial_run_id, run=Run(event.allocation_id)))
+
+
+def _on_checkpoint(state: LifecycleState, event: events_pb2.CheckpointReported) -> LifecycleState:
+    trial = state.trials.get(event.trial_id)
+    if trial is None or (trial.checkpoint and trial.checkpoint.steps_completed > event.steps_completed):
+        return state
+    return _with_trial(state, replace(trial, checkpoint=Checkpoint(event.uuid, event.steps_completed)))
+
+
+def _on_run_closed(
+    state: LifecycleState, allocation_id: str, exited: events_pb2.AllocationExited | None
+) -> LifecycleState:
+    """The trial's open run `allocation_id` ended: exited, or canceled before
+    it was assigned (`exited` None: nothing ran, nothing to judge)."""
+    trial_id = state.allocation_trials.get(allocation_id)
+    trial = state.trials.get(trial_id) if trial_id is not None else None
+    if trial is None or trial.run is None or trial.run.allocation_id != allocation_id:
+        return state
+    allocations = {k: v for k, v in state.allocation_trials.items() if k != allocation_id}
+    state = replace(state, allocation_trials=allocations)
+    if exited is None:
+        return _with_trial(state, replace(trial, run=None))
+    max_restarts = state.experiments[trial.created.experiment_id].config.max_restarts
+    return _with_trial(state, _after_exit(trial, trial.run, exited, max_restarts))
+
+
+def _after_exit(trial: Trial, run: Run, event: events_pb2.AllocationExited, max_restarts: int) -> Trial:
+    """What the end of the trial's run means (see the module docstring)."""
+    trial = replace(trial, run=None)
+    succeeded = event.exit_code == 0 and not event.error and not event.killed
+    if succeeded:
+        if run.stop_acknowledged:
+            return trial
+        return replace(trial, ending=Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop or ""))
+    if event.agent_lost or (event.killed and (run.stop_requested or run.kill_requested)):
+        return trial
+    return _after_failure(trial, event, max_restarts)
+
+
+def _after_failure(trial: Trial, event: events_pb2.AllocationExited, max_restarts: int) -> Trial:
+    restarts = trial.restarts + 1
+    if restarts <= max_restarts:
+        return replace(trial, restarts=restarts)
+    reason = f"allocation {event.allocation_id} exited with code {event.exit_code}"
+    if event.error:
+        reason += f": {event.error}"
+    reason += f" (restarted {trial.restarts} of {max_restarts} times)"
+    return replace(trial, restarts=restarts, ending=Ending(TrialState.TRIAL_STATE_ERROR, reason))
+
+
+def _update_experiment(state: LifecycleState, experiment_id: int, **changes: Any) -> LifecycleState:
+    experiment = state.experiments.get(experiment_id)
+    if experiment is None:
+        return state
+    return replace(state, experiments={**state.experiments, experiment_id: replace(experiment, **changes)})
+
+
+def _update_trial(state: LifecycleState, trial_id: int, **changes: Any) -> LifecycleState:
+    trial = state.trials.get(trial_id)
+    return state if trial is None else _with_trial(state, replace(trial, **changes))
+
+
+def _update_run(state: LifecycleState, allocation_id: str, **changes: Any) -> LifecycleState:
+    trial_id = state.allocation_trials.get(allocation_id)
+    trial = state.trials.get(trial_id) if trial_id is not None else None
+    if trial is None or trial.run is None or trial.run.allocation_id != allocation_id:
+        return state
+    return _with_trial(state, replace(trial, run=replace(trial.run, **changes)))
+
+
+def _with_trial(state: LifecycleState, trial: Trial) -> LifecycleState:
+    return replace(state, trials={**state.trials, trial.trial_id: trial})
+
+
+def _without_trial(state: LifecycleState, trial_id: int) -> LifecycleState:
+    if trial_id not in state.trials:
+        return state
+    trials = {k: v for k, v in state.trials.items() if k != trial_id}
+    allocations = {k: v for k, v in state.allocation_trials.items() if v != trial_id}
+    return replace(state, trials=trials, allocation_trials=allocations)
+
+
+# -- decide -----------------------------------------------------------------------
+
+
+def decide(state: LifecycleState) -> list[Append]:
+    appends: list[Append] = []
+    for trial in state.trials.values():
+        experiment = state.experiments.get(trial.created.experiment_id)
+        if experiment is not None:
+            appends += _decide_trial(trial, experiment)
+    return appends
+
+
+def _decide_trial(trial: Trial, experiment: Experiment) -> list[Append]:
+    if trial.ending is not None:
+        return [_trial_ended(trial, trial.ending)]
+    killed = trial.kill_requested or experiment.killed
+    if trial.run is not None:
+        return _signal_run(trial, trial.run, killed, experiment.paused)
+    if killed:
+        reason = "killed by a user" if trial.kill_requested else "experiment killed"
+        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_CANCELED, reason))]
+    if trial.searcher_stop is not None:
+        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop))]
+    if experiment.paused:
+        return []
+    return [_allocation_requested(trial, experiment)]
+
+
+def _signal_run(trial: Trial, run: Run, killed: bool, paused: bool) -> list[Append]:
+    """Asks the running allocation to die (kill) or to stop gracefully
+    (searcher done, experiment paused); each at most once."""
+    task_id = str(trial.trial_id)
+    if killed and not run.kill_requested:
+        reason = "killed by a user" if trial.kill_requested else "experiment killed"
+        event = events_pb2.AllocationKillRequested(
+            allocation_id=run.allocation_id, trial_id=trial.trial_id, task_id=task_id, reason=reason
+        )
+        return [Append(aggregate("allocation", run.allocation_id), event, f"allocation-kill-{run.allocation_id}")]
+    stop_reason = trial.searcher_stop or ("experiment paused" if paused else None)
+    if killed or stop_reason is None or run.stop_requested or run.kill_requested:
+        return []
+    stop = events_pb2.AllocationStopRequested(allocation_id=run.allocation_id, task_id=task_id, reason=stop_reason)
+    return [Append(aggregate("allocation", run.allocation_id), stop, f"allocation-stop-{run.allocation_id}")]
+
+
+def _trial_ended(trial: Trial, ending: Ending) -> Append:
+    event = events_pb2.TrialEnded(
+        trial_id=trial.trial_id,
+        experiment_id=trial.created.experiment_id,
+        state=ending.state,
+        reason=ending.reason,
+    )
+    return Append(aggregate("trial", trial.trial_id), event, f"trial-ended-{trial.trial_id}")
+
+
+def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
+    """The trial's next run: its hyperparameters, and the newest checkpoint to
+    resume from (or the searcher's warm-start checkpoint, on a first run)."""
+    run_id = trial.run_id + 1
+    allocation_id = f"{trial.trial_id}.{run_id}"
+    config, created = experiment.config, experiment.created
+    checkpoint = trial.checkpoint
+    launch = events_pb2.TrialLaunch(
+        experiment_id=created.experiment_id,
+        trial_id=trial.trial_id,
+        trial_run_id=run_id,
+        config_json=created.config_json,
+        hparams_json=trial.created.hparams_json,
+        context_hash=created.context_hash,
+        trial_seed=trial.created.trial_seed,
+        latest_checkpoint=checkpoint.uuid if checkpoint else (config.searcher.source_checkpoint_uuid or ""),
+        steps_completed=checkpoint.steps_completed if checkpoint else 0,
+        owner=created.owner,
+        searcher_length=trial.searcher_length,
+    )
+    resources = config.resources
+    event = events_pb2.AllocationRequested(
+        allocation_id=allocation_id,
+        task_id=str(trial.trial_id),
+        task_type=TRIAL_TASK,
+        slots=resources.slots_per_trial,
+        resource_pool=resources.resource_pool,
+        job_id=aggregate("experiment", created.experiment_id),
+        weight=resources.weight,
+        priority=resources.priority or 0,
+        max_slots=resources.max_slots or 0,
+        preemptible=True,
+        owner=created.owner,
+        trial=launch,
+    )
+    return Append(
+        aggregate("allocation", allocation_id),
+        event,
+        f"allocation-requested-{allocation_id}",
+        expected_version=0,
+    )
