@@ -14,6 +14,7 @@ processes is the shell's business (`runner.py`), driven by this state.
 """
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from determined.proto import events_pb2
 from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
@@ -142,7 +143,7 @@ def _on_assigned(
     return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
 
 
-def _update(state: AgentState, allocation_id: str, **changes: bool) -> AgentState:
+def _update(state: AgentState, allocation_id: str, **changes: Any) -> AgentState:
     """Flags a pending request or one of this agent's allocations."""
     if allocation_id in state.pending:
         pending = replace(state.pending[allocation_id], **changes)

@@ -22,9 +22,9 @@ import structlog
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
 from services.agent.core import AgentAllocation, AgentState, allocation_exited, allocation_started
-from services.common.config import experiment_config
 from services.agent.launch import STARTUP_HOOK, AgentError, AgentIdentity, entrypoint_argv, trial_environment
 from services.agent.logs import MAX_LINE_BYTES, LogShipper
+from services.common.config import experiment_config
 from services.common.envelope import Append
 from services.common.eventstore import EventStore, NotFoundError
 from services.common.tokens import mint_allocation_token

@@ -171,10 +171,12 @@ def test_pause_and_activate_resume_every_trial_from_its_checkpoint(cluster: Clus
     (tmp_path / "train.py").write_text(RESUMABLE_TRAIN_PY)
     searcher = {"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": 2}
     experiment_id = cluster.create(tmp_path, config("paused", searcher))
-    trials = wait_for(lambda: len(cluster.trials(experiment_id)) == 2 and cluster.trials(experiment_id), "trials")
-    for trial in trials:
-        wait_for(lambda: cluster.json("trial", "describe", str(trial["id"]))["trial"]["total_batches"] >= 30,
-                 "the trial to train a while")
+
+    def trained_a_while() -> list[dict[str, Any]]:
+        trials = cluster.trials(experiment_id)
+        return trials if len(trials) == 2 and all(t["total_batches"] >= 30 for t in trials) else []
+
+    trials = wait_for(trained_a_while, "both trials to train a while")
 
     assert cluster.det("experiment", "pause", str(experiment_id)).returncode == 0
     wait_for(lambda: all(t["state"] == "PAUSED" for t in cluster.trials(experiment_id)), "every trial to stop")
