@@ -81,13 +81,28 @@ def current_principal() -> Principal:
 
 def require_trial(trial_id: int) -> TrialPrincipal:
     """The calling trial process, which must be the one for `trial_id`."""
-    principal = current_principal()
-    if not isinstance(principal, TrialPrincipal):
-        raise PermissionDeniedError("only a trial process (allocation token) may report for a trial")
+    principal = _trial_process()
     if principal.trial_id != trial_id:
         raise PermissionDeniedError(
             f"the allocation token is for trial {principal.trial_id}, not trial {trial_id}"
         )
+    return principal
+
+
+def require_allocation(allocation_id: str) -> TrialPrincipal:
+    """The calling trial process, which must be one of allocation `allocation_id`."""
+    principal = _trial_process()
+    if principal.allocation_id != allocation_id:
+        raise PermissionDeniedError(
+            f"the allocation token is for allocation {principal.allocation_id}, not {allocation_id or '(none)'}"
+        )
+    return principal
+
+
+def _trial_process() -> TrialPrincipal:
+    principal = current_principal()
+    if not isinstance(principal, TrialPrincipal):
+        raise PermissionDeniedError("only a trial process (allocation token) may report for a trial")
     return principal
 
 

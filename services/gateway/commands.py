@@ -3,8 +3,11 @@ processes ask for, and the Appends that record it. The shell (servicer) hands
 in everything that is not pure: ids, the seed, the petname, the clock.
 
 Message ids are derived from the request, so a retried append is stored once:
-`create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`, `kill-<experiment>`,
-`checkpoint-<uuid>`, `progress-<trial>-<value>`.
+`create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`,
+`validation-<trial>-<run>-<reporter>-<batch_seq>-<index>`, `kill-<experiment>`,
+`activate-<experiment>-<version>`, `pause-<experiment>-<version>`, `trial-kill-<trial>`,
+`checkpoint-<uuid>`, `progress-<trial>-<value>`, `status-<trial>-<allocation>-<reporter>-<seq>`,
+`stop-ack-<allocation>`.
 """
 
 import json
@@ -17,9 +20,11 @@ from determined.common import expconf
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
-from services.gateway.projection import TERMINAL_STATES
+from services.gateway.projection import TERMINAL_STATES, state_name
+from services.gateway.queries import AllocationView
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
+VALIDATION = "validation"
 
 
 @dataclass(frozen=True)
@@ -78,19 +83,31 @@ def experiment_created(
 
 
 def activated(experiment_id: int, state: str, version: int) -> Append | None:
-    """The activation of a PAUSED experiment, decided against the experiment's
-    `version` (so two racing activations append once); None when it is active
-    already."""
+    """The activation of a PAUSED experiment (created paused, or paused while
+    it ran); None when it is active already."""
+    return _state_changed(experiment_id, state, version, events_pb2.EXPERIMENT_STATE_ACTIVE, "activate")
+
+
+def paused(experiment_id: int, state: str, version: int) -> Append | None:
+    """The pause of an ACTIVE experiment: its trials stop (to be resumed when
+    it is activated) and no new ones start; None when it is paused already."""
+    return _state_changed(experiment_id, state, version, events_pb2.EXPERIMENT_STATE_PAUSED, "pause")
+
+
+def _state_changed(
+    experiment_id: int, state: str, version: int, target: events_pb2.ExperimentState, action: str
+) -> Append | None:
+    """A user's change between ACTIVE and PAUSED, decided against the
+    experiment's `version` (so two racing changes append once and neither
+    undoes a state it did not see); None when the experiment is there already."""
     if state in TERMINAL_STATES or state.startswith("STOPPING"):
-        raise FailedPreconditionError(f"experiment {experiment_id} is {state} and cannot be activated")
-    if state != "PAUSED":
+        raise FailedPreconditionError(f"experiment {experiment_id} is {state} and cannot be {action}d")
+    if state == state_name(events_pb2.ExperimentState.Name(target)):
         return None
     payload = events_pb2.ExperimentStateChanged(
-        experiment_id=experiment_id, state=events_pb2.EXPERIMENT_STATE_ACTIVE, reason="activated by a user"
+        experiment_id=experiment_id, state=target, reason=f"{action}d by a user"
     )
-    return Append(
-        aggregate("experiment", experiment_id), payload, f"activate-{experiment_id}-{version}", version
-    )
+    return Append(aggregate("experiment", experiment_id), payload, f"{action}-{experiment_id}-{version}", version)
 
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -114,16 +131,51 @@ def kill_requested(experiment_id: int, state: str) -> Append | None:
     return Append(aggregate("experiment", experiment_id), payload, f"kill-{experiment_id}")
 
 
-def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) -> Append:
+def trial_kill_requested(trial_id: int, experiment_id: int, state: str) -> Append | None:
+    """The kill request of one trial, or None when it has ended already; a
+    repeated kill is stored once."""
+    if state in TERMINAL_STATES:
+        return None
+    payload = events_pb2.TrialKillRequested(trial_id=trial_id, experiment_id=experiment_id)
+    return Append(aggregate("trial", trial_id), payload, f"trial-kill-{trial_id}")
+
+
+def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) -> list[Append]:
+    """One TrialMetricsReported for the batch's training and custom reports
+    (none when it held only validations) and one TrialValidationReported per
+    validation, on its own subject so that the searcher reads validations
+    without every training batch."""
     reports = [_normalized_report(report) for report in request.reports]
-    payload = events_pb2.TrialMetricsReported(
+    batch = f"{request.trial_id}-{request.trial_run_id}-{request.reporter_id}-{request.batch_seq}"
+    appends = [
+        _validation_reported(request, experiment_id, report, f"validation-{batch}-{index}")
+        for index, report in enumerate(reports)
+        if report.group == VALIDATION
+    ]
+    others = [report for report in reports if report.group != VALIDATION]
+    if others:
+        payload = events_pb2.TrialMetricsReported(
+            trial_id=request.trial_id,
+            experiment_id=experiment_id,
+            trial_run_id=request.trial_run_id,
+            reports=others,
+        )
+        appends.insert(0, Append(aggregate("metrics", request.trial_id), payload, f"metrics-{batch}"))
+    return appends
+
+
+def _validation_reported(
+    request: api_pb2.ReportMetricsRequest, experiment_id: int, report: events_pb2.MetricReport, msg_id: str
+) -> Append:
+    payload = events_pb2.TrialValidationReported(
         trial_id=request.trial_id,
         experiment_id=experiment_id,
         trial_run_id=request.trial_run_id,
-        reports=reports,
+        steps_completed=report.steps_completed,
+        metrics_json=report.metrics_json,
+        reported_at_ns=report.reported_at_ns,
     )
-    msg_id = f"metrics-{request.trial_id}-{request.trial_run_id}-{request.reporter_id}-{request.batch_seq}"
-    return Append(aggregate("metrics", request.trial_id), payload, msg_id)
+    return Append(aggregate("validation", request.trial_id), payload, msg_id)
 
 
 def progress_reported(request: api_pb2.ReportProgressRequest, experiment_id: int) -> Append:
@@ -134,6 +186,32 @@ def progress_reported(request: api_pb2.ReportProgressRequest, experiment_id: int
     )
     msg_id = f"progress-{request.trial_id}-{request.progress!r}"
     return Append(aggregate("trial", request.trial_id), payload, msg_id)
+
+
+def status_reported(request: api_pb2.ReportStatusRequest, experiment_id: int, allocation_id: str) -> Append:
+    if request.seq < 1:
+        raise InvalidArgumentError("seq must number the process's status reports from 1")
+    payload = events_pb2.TrialStatusReported(
+        trial_id=request.trial_id, experiment_id=experiment_id, status=request.status
+    )
+    msg_id = f"status-{request.trial_id}-{allocation_id}-{request.reporter_id}-{request.seq}"
+    return Append(aggregate("trial", request.trial_id), payload, msg_id)
+
+
+def stop_acknowledged(allocation: AllocationView) -> Append:
+    """The trial process saw its allocation's stop request and will exit to
+    be resumed; refused when no stop was asked for (its exit 0 would then
+    read as stopped, not completed)."""
+    if not allocation.stop_requested:
+        raise FailedPreconditionError(
+            f"allocation {allocation.allocation_id} was not asked to stop; there is nothing to acknowledge"
+        )
+    payload = events_pb2.AllocationStopAcknowledged(
+        allocation_id=allocation.allocation_id, task_id=str(allocation.trial_id)
+    )
+    return Append(
+        aggregate("allocation", allocation.allocation_id), payload, f"stop-ack-{allocation.allocation_id}"
+    )
 
 
 def checkpoint_reported(

@@ -7,11 +7,17 @@ transaction that also stores the last applied sequence. Events at or below
 the stored sequence are skipped (read under a row lock, so two gateways'
 projectors never apply an event twice), which makes a crash between commit
 and anything else harmless.
+
+Long polls (WatchAllocation) wait on the aggregates they care about
+(`watching`): after each batch is committed, the projector wakes those whose
+aggregates the batch's events changed (`projection.watched`), so an answer
+leaves as soon as the rows say so, without polling PostgreSQL. It wakes them
+for every batch it read, also when another gateway's projector stored it.
 """
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Collection, Iterator, Sequence
 from typing import cast
 
 import asyncpg
@@ -35,6 +41,8 @@ class Projector:
         self.name = name
         self.position = 0
         self._advanced = asyncio.Condition()
+        # Aggregate ("allocation/12.1", "trial/12") -> the waiters to wake.
+        self._watchers: dict[str, set[asyncio.Event]] = {}
 
     async def run(self, follow: bool = True) -> None:
         """Applies the log from the stored position; with follow=False it
@@ -63,6 +71,23 @@ class Projector:
     async def catch_up(self, timeout_s: float = 10.0) -> bool:
         """Waits until the read models hold every event stored right now."""
         return await self.wait_for(await self.store.last_sequence(), timeout_s)
+
+    @contextlib.contextmanager
+    def watching(self, aggregates: Collection[str]) -> Iterator[asyncio.Event]:
+        """An event set whenever a batch that changed one of `aggregates` has
+        been stored (the waiter clears it). Enter before reading the rows, so
+        that no change between the read and the wait goes unnoticed."""
+        changed = asyncio.Event()
+        for name in aggregates:
+            self._watchers.setdefault(name, set()).add(changed)
+        try:
+            yield changed
+        finally:
+            for name in aggregates:
+                waiting = self._watchers.get(name, set())
+                waiting.discard(changed)
+                if not waiting:
+                    self._watchers.pop(name, None)
 
     async def _read(self, queue: asyncio.Queue[StoredEvent | None], end: int | None) -> None:
         """Queues events from the position on; None after `end` (if given).
@@ -101,6 +126,13 @@ class Projector:
         async with self._advanced:
             self.position = max(self.position, position)
             self._advanced.notify_all()
+        if self._watchers:
+            self._wake(projection.watched(stored.envelope for stored in events))
+
+    def _wake(self, aggregates: set[str]) -> None:
+        for name in aggregates:
+            for changed in self._watchers.get(name, ()):
+                changed.set()
 
 
 async def execute_plan(connection: asyncpg.Connection, plan: projection.Plan) -> None:

@@ -3,10 +3,17 @@ one converter from their rows to the API's messages.
 
 Derived values, computed here so that the projected rows stay absolute:
 - a trial shows RUNNING while its state is ACTIVE and its current allocation
-  has started and not exited (ACTIVE before that: queued or starting);
-- restarts = failed allocations (exit code != 0, not killed) other than the
-  current one, i.e. a failure counts once the trial was given another run;
-- experiment progress = mean trial progress, 1.0 once COMPLETED.
+  has started and not exited (ACTIVE before that: queued or starting), and
+  PAUSED while it is ACTIVE, its experiment is PAUSED and nothing runs;
+- restarts = failed allocations (exit code != 0, not killed, not lost with
+  their agent, not asked to stop) other than the current one, i.e. a failure
+  counts once the trial was given another run;
+- a trial's end_reason is its TrialEnded reason, else why it is stopping
+  (the searcher's reason, or a user's kill);
+- experiment progress = the searcher's (ExperimentProgressChanged), else the
+  mean trial progress; 1.0 once COMPLETED.
+
+Superseded metric points (trained again by a resumed run) are never shown.
 """
 
 import json
@@ -22,7 +29,8 @@ from services.gateway.tables import SCHEMA as S
 
 _EXPERIMENTS = f"""
 SELECT e.*, count(t.id) AS num_trials,
-       CASE WHEN e.state = 'COMPLETED' THEN 1.0 ELSE coalesce(avg(t.progress), 0.0) END AS progress
+       CASE WHEN e.state = 'COMPLETED' THEN 1.0
+            ELSE coalesce(e.progress, avg(t.progress), 0.0) END AS shown_progress
 FROM {S}.experiments e LEFT JOIN {S}.trials t ON t.experiment_id = e.id
 """
 _GROUP_EXPERIMENTS = " GROUP BY e.id ORDER BY e.id"
@@ -30,7 +38,7 @@ _GROUP_EXPERIMENTS = " GROUP BY e.id ORDER BY e.id"
 _LATEST_METRIC = """
 LEFT JOIN LATERAL (
   SELECT steps_completed, metrics::text AS metrics, reported_at_ns FROM {s}.metrics m
-  WHERE m.trial_id = t.id AND m."group" = '{group}'
+  WHERE m.trial_id = t.id AND m."group" = '{group}' AND NOT m.superseded
   ORDER BY steps_completed DESC, trial_run_id DESC LIMIT 1
 ) {alias} ON true
 """
@@ -49,15 +57,22 @@ _CHECKPOINT_COLUMNS = (
 _LATEST_CHECKPOINT_COLUMNS = ", ".join(f"lc.{column} AS lc_{column}" for column in _CHECKPOINT_COLUMNS)
 _TRIALS = f"""
 SELECT t.*,
-  CASE WHEN t.state = 'ACTIVE' AND a.started_at_ns IS NOT NULL AND a.exited_at_ns IS NULL
-       THEN 'RUNNING' ELSE t.state END AS shown_state,
+  CASE WHEN t.state <> 'ACTIVE' THEN t.state
+       WHEN a.started_at_ns IS NOT NULL AND a.exited_at_ns IS NULL THEN 'RUNNING'
+       WHEN e.state = 'PAUSED' AND (a.allocation_id IS NULL OR a.exited_at_ns IS NOT NULL OR a.canceled)
+       THEN 'PAUSED'
+       ELSE t.state END AS shown_state,
+  COALESCE(NULLIF(t.end_reason, ''), t.stop_reason,
+           CASE WHEN t.kill_requested THEN 'killed by a user' ELSE '' END) AS shown_end_reason,
   (SELECT count(*) FROM {S}.allocations f WHERE f.trial_id = t.id AND f.exit_code <> 0
-     AND NOT f.killed AND f.allocation_id IS DISTINCT FROM t.current_allocation_id) AS restarts,
+     AND NOT f.killed AND NOT f.agent_lost AND NOT f.stop_requested
+     AND f.allocation_id IS DISTINCT FROM t.current_allocation_id) AS restarts,
   (SELECT count(*) FROM {S}.checkpoints c WHERE c.trial_id = t.id) AS num_checkpoints,
   lt.steps_completed AS lt_steps, lt.metrics AS lt_metrics, lt.reported_at_ns AS lt_at,
   lv.steps_completed AS lv_steps, lv.metrics AS lv_metrics, lv.reported_at_ns AS lv_at,
   {_LATEST_CHECKPOINT_COLUMNS}
 FROM {S}.trials t
+LEFT JOIN {S}.experiments e ON e.id = t.experiment_id
 LEFT JOIN {S}.allocations a ON a.allocation_id = t.current_allocation_id
 {_LATEST_METRIC.format(s=S, group="training", alias="lt")}
 {_LATEST_METRIC.format(s=S, group="validation", alias="lv")}
@@ -81,13 +96,33 @@ WITH RECURSIVE groups AS (
 SELECT g."group", r.steps_completed, r.metrics::text AS metrics, r.reported_at_ns
 FROM groups g CROSS JOIN LATERAL (
   SELECT steps_completed, trial_run_id, metrics, reported_at_ns FROM {S}.metrics m
-  WHERE m.trial_id = $1 AND m."group" = g."group"
+  WHERE m.trial_id = $1 AND m."group" = g."group" AND NOT m.superseded
   ORDER BY steps_completed DESC, trial_run_id DESC LIMIT $2
 ) r
 WHERE g."group" IS NOT NULL
 ORDER BY g."group", r.steps_completed, r.trial_run_id
 """
 RECENT_METRICS_PER_GROUP = 100
+_ALLOCATION = f"""
+SELECT a.allocation_id, a.trial_id, t.experiment_id, t.current_allocation_id, a.exited_at_ns IS NOT NULL AS exited,
+       a.canceled, a.stop_requested, a.stop_reason, t.searcher_length, t.stop_reason AS searcher_stop
+FROM {S}.allocations a JOIN {S}.trials t ON t.id = a.trial_id
+WHERE a.allocation_id = $1
+"""
+# The searcher metric's best value over the experiment's shown validations
+# (a metric that is not a number, e.g. "NaN" as stored, is left out).
+_BEST_VALIDATION = f"""
+SELECT CASE WHEN e.smaller_is_better THEN min(v.value) ELSE max(v.value) END
+FROM {S}.experiments e
+JOIN {S}.trials t ON t.experiment_id = e.id
+CROSS JOIN LATERAL (
+  SELECT (m.metrics ->> e.searcher_metric)::double precision AS value FROM {S}.metrics m
+  WHERE m.trial_id = t.id AND m."group" = 'validation' AND NOT m.superseded
+    AND jsonb_typeof(m.metrics -> e.searcher_metric) = 'number'
+) v
+WHERE e.id = $1
+GROUP BY e.smaller_is_better
+"""
 
 
 @dataclass(frozen=True)
@@ -101,6 +136,37 @@ class TrialStatus:
     @property
     def ended(self) -> bool:
         return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class AllocationView:
+    """What fencing and WatchAllocation read about one allocation of a trial."""
+
+    allocation_id: str
+    trial_id: int
+    experiment_id: int
+    current_allocation_id: str | None
+    exited: bool
+    canceled: bool
+    stop_requested: bool
+    stop_reason: str | None
+    searcher_length: int
+    # Why the searcher is done with the trial; None while it is not.
+    searcher_stop: str | None
+
+    def refusal(self) -> str | None:
+        """Why reports from this allocation are refused (None: they are not).
+        Every refusal is final: a closed or replaced allocation never reopens."""
+        closed = "exited" if self.exited else "canceled" if self.canceled else None
+        name = f"allocation {self.allocation_id} of trial {self.trial_id}"
+        if closed is not None:
+            return f"{name} is closed ({closed}); reports from it are refused"
+        if self.current_allocation_id != self.allocation_id:
+            return (
+                f"{name} is no longer the trial's current allocation ({self.current_allocation_id} is);"
+                " reports from it are refused"
+            )
+        return None
 
 
 class Queries:
@@ -134,6 +200,16 @@ class Queries:
         )
         return None if row is None else TrialStatus(row[0], row[1], row[2])
 
+    async def allocation(self, allocation_id: str) -> AllocationView | None:
+        row = await self.pool.fetchrow(_ALLOCATION, allocation_id)
+        return None if row is None else AllocationView(**dict(row))
+
+    async def best_validation(self, experiment_id: int) -> float | None:
+        """The best value of the experiment's searcher metric over its shown
+        validations, honouring smaller_is_better; None when there is none."""
+        best = await self.pool.fetchval(_BEST_VALIDATION, experiment_id)
+        return None if best is None else float(best)
+
     async def checkpoints(self, trial_id: int) -> list[api_pb2.Checkpoint]:
         rows = await self.pool.fetch(
             _CHECKPOINTS + " WHERE trial_id = $1 ORDER BY steps_completed, reported_at_ns, uuid", trial_id
@@ -161,7 +237,7 @@ def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
         name=row["name"],
         owner=row["owner"],
         state=row["state"],
-        progress=float(row["progress"]),
+        progress=float(row["shown_progress"]),
         started_at_ns=row["started_at_ns"],
         ended_at_ns=row["ended_at_ns"] or 0,
         description=row["description"],
@@ -189,7 +265,11 @@ def trial_message(row: asyncpg.Record) -> api_pb2.Trial:
         total_batches=row["total_batches"],
         num_checkpoints=row["num_checkpoints"],
         trial_seed=row["trial_seed"],
-        end_reason=row["end_reason"],
+        end_reason=row["shown_end_reason"],
+        rung=row["rung"],
+        searcher_length=row["searcher_length"],
+        status=row["status"],
+        runs=row["runs"],
     )
     if row["lt_steps"] is not None:
         trial.latest_training.CopyFrom(

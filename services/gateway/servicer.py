@@ -5,8 +5,16 @@ interceptor (auth.py) turns them into statuses.
 Reads that miss (an experiment created a moment ago) wait for the projector
 to catch up with the log once before answering NOT_FOUND, so a client reads
 its own writes.
+
+Fencing: a trial process reports only through its trial's current, open
+allocation (the one its token names). A process left over from an earlier run
+(its allocation exited, was canceled, or a newer run was requested) is
+refused with FAILED_PRECONDITION, so nothing it says mixes with the run that
+replaced it. Refusals are final and remembered; an accepted report costs one
+indexed lookup.
 """
 
+import asyncio
 import contextlib
 import random
 import time
@@ -20,17 +28,25 @@ import structlog
 
 from determined.common.petname import experiment_name
 from determined.proto import api_pb2, api_pb2_grpc
-from services.common.envelope import Append
+from services.common.envelope import Append, aggregate
 from services.common.eventstore import ConflictError, EventStore, StoredEvent
 from services.gateway import commands
-from services.gateway.auth import Principal, current_principal, require_trial
+from services.gateway.auth import (
+    Principal,
+    TrialPrincipal,
+    current_principal,
+    require_allocation,
+    require_trial,
+)
 from services.gateway.errors import FailedPreconditionError, NotFoundError
 from services.gateway.logs import trial_logs
 from services.gateway.projector import Projector
-from services.gateway.queries import Queries
+from services.gateway.queries import AllocationView, Queries
 from services.gateway.settings import GatewaySettings
 
 CREATE_ATTEMPTS = 20
+# The longest a WatchAllocation call waits before answering unchanged.
+MAX_WATCH_S = 60.0
 
 T = TypeVar("T")
 Context: TypeAlias = grpc.aio.ServicerContext
@@ -46,8 +62,8 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self.store = store
         self.queries = queries
         self.projector = projector
-        # trial id -> experiment id: never changes, so it is cached forever.
-        self._experiment_of_trial: dict[int, int] = {}
+        # Allocation id -> why its reports are refused: final, so kept forever.
+        self._refused: dict[str, str] = {}
 
     # -- cluster ---------------------------------------------------------------
 
@@ -161,21 +177,30 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def ActivateExperiment(
         self, request: api_pb2.ActivateExperimentRequest, context: Context
     ) -> api_pb2.ActivateExperimentResponse:
-        experiment_id = request.experiment_id
-        stored = await self.store.last_event(f"experiment/{experiment_id}")
+        await self._change_state(request.experiment_id, commands.activated)
+        return api_pb2.ActivateExperimentResponse()
+
+    async def PauseExperiment(
+        self, request: api_pb2.PauseExperimentRequest, context: Context
+    ) -> api_pb2.PauseExperimentResponse:
+        await self._change_state(request.experiment_id, commands.paused)
+        return api_pb2.PauseExperimentResponse()
+
+    async def _change_state(self, experiment_id: int, decide: Callable[[int, str, int], Append | None]) -> None:
+        """Appends what `decide` makes of the experiment's state, against the
+        version that state was read at: a change meanwhile fails the append."""
+        stored = await self.store.last_event(aggregate("experiment", experiment_id))
         if stored is None:
             raise NotFoundError(f"experiment {experiment_id} not found")
         await self.projector.wait_for(stored.sequence)  # decide on a state at least this new
         state = await self._found(self.queries.experiment_state, experiment_id, "experiment")
-        append = commands.activated(experiment_id, state, stored.sequence)
-        if append is not None:
-            try:
-                await self.store.append(append, actor=current_principal().actor)
-            except ConflictError as error:
-                raise FailedPreconditionError(
-                    f"experiment {experiment_id} changed meanwhile; try again"
-                ) from error
-        return api_pb2.ActivateExperimentResponse()
+        append = decide(experiment_id, state, stored.sequence)
+        if append is None:
+            return
+        try:
+            await self.store.append(append, actor=current_principal().actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(f"experiment {experiment_id} changed meanwhile; try again") from error
 
     # -- trials ------------------------------------------------------------------------
 
@@ -196,47 +221,117 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         ):
             yield response
 
+    async def KillTrial(self, request: api_pb2.KillTrialRequest, context: Context) -> api_pb2.KillTrialResponse:
+        status = await self._found(self.queries.trial_status, request.trial_id, "trial")
+        append = commands.trial_kill_requested(request.trial_id, status.experiment_id, status.state)
+        if append is not None:
+            await self.store.append(append, actor=current_principal().actor)
+        return api_pb2.KillTrialResponse()
+
     # -- reports from trial processes ------------------------------------------------------
 
     async def ReportMetrics(
         self, request: api_pb2.ReportMetricsRequest, context: Context
     ) -> api_pb2.ReportMetricsResponse:
-        await self._append_report(
-            request.trial_id, lambda experiment_id: commands.metrics_reported(request, experiment_id)
-        )
+        principal, allocation = await self._reporting(request.trial_id)
+        for append in commands.metrics_reported(request, allocation.experiment_id):
+            await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportMetricsResponse()
 
     async def ReportProgress(
         self, request: api_pb2.ReportProgressRequest, context: Context
     ) -> api_pb2.ReportProgressResponse:
-        await self._append_report(
-            request.trial_id, lambda experiment_id: commands.progress_reported(request, experiment_id)
+        principal, allocation = await self._reporting(request.trial_id)
+        await self.store.append(
+            commands.progress_reported(request, allocation.experiment_id), actor=principal.actor
         )
         return api_pb2.ReportProgressResponse()
 
     async def ReportCheckpoint(
         self, request: api_pb2.ReportCheckpointRequest, context: Context
     ) -> api_pb2.ReportCheckpointResponse:
-        reported_at_ns = time.time_ns()
-        await self._append_report(
-            request.trial_id,
-            lambda experiment_id: commands.checkpoint_reported(
-                request, experiment_id, reported_at_ns=reported_at_ns
-            ),
-        )
+        principal, allocation = await self._reporting(request.trial_id)
+        append = commands.checkpoint_reported(request, allocation.experiment_id, reported_at_ns=time.time_ns())
+        await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportCheckpointResponse()
 
-    async def _append_report(self, trial_id: int, report: Callable[[int], Append]) -> None:
-        """Appends what the calling trial process reports for its own trial;
-        `report` turns the trial's experiment id into the Append."""
-        principal = require_trial(trial_id)
-        await self.store.append(report(await self._experiment_id(trial_id)), actor=principal.actor)
+    async def ReportStatus(
+        self, request: api_pb2.ReportStatusRequest, context: Context
+    ) -> api_pb2.ReportStatusResponse:
+        principal, allocation = await self._reporting(request.trial_id)
+        append = commands.status_reported(request, allocation.experiment_id, allocation.allocation_id)
+        await self.store.append(append, actor=principal.actor)
+        return api_pb2.ReportStatusResponse()
 
-    async def _experiment_id(self, trial_id: int) -> int:
-        if trial_id not in self._experiment_of_trial:
-            status = await self._found(self.queries.trial_status, trial_id, "trial")
-            self._experiment_of_trial[trial_id] = status.experiment_id
-        return self._experiment_of_trial[trial_id]
+    async def AcknowledgeStop(
+        self, request: api_pb2.AcknowledgeStopRequest, context: Context
+    ) -> api_pb2.AcknowledgeStopResponse:
+        principal = require_allocation(request.allocation_id)
+        allocation = await self._open_allocation(principal)
+        if not allocation.stop_requested and await self.projector.catch_up():
+            allocation = await self._open_allocation(principal)
+        await self.store.append(commands.stop_acknowledged(allocation), actor=principal.actor)
+        return api_pb2.AcknowledgeStopResponse()
+
+    async def WatchAllocation(
+        self, request: api_pb2.WatchAllocationRequest, context: Context
+    ) -> api_pb2.WatchAllocationResponse:
+        """Answers at once when the allocation's stop or the trial's searcher
+        length differ from what the caller knows, or the searcher is done with
+        the trial; else when the projector stores a change of either, or after
+        timeout_s (at most MAX_WATCH_S) with the same answer."""
+        principal = require_allocation(request.allocation_id)
+        deadline = time.monotonic() + min(max(request.timeout_s, 0.0), MAX_WATCH_S)
+        watched = [aggregate("allocation", principal.allocation_id), aggregate("trial", principal.trial_id)]
+        with self.projector.watching(watched) as changed:
+            allocation = await self._open_allocation(principal)
+            while True:
+                answer = _watch_answer(allocation)
+                known = (answer.stop, answer.searcher_length) == (request.stop, request.searcher_length)
+                remaining = deadline - time.monotonic()
+                if not known or answer.searcher_stopped or remaining <= 0:
+                    return answer
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), remaining)
+                changed.clear()
+                # The row is gone only while the read models are rebuilt: keep the last one seen.
+                allocation = await self.queries.allocation(principal.allocation_id) or allocation
+
+    async def GetBestValidation(
+        self, request: api_pb2.GetBestValidationRequest, context: Context
+    ) -> api_pb2.GetBestValidationResponse:
+        require_trial(request.trial_id)
+        status = await self._found(self.queries.trial_status, request.trial_id, "trial")
+        best = await self.queries.best_validation(status.experiment_id)
+        if best is None:
+            return api_pb2.GetBestValidationResponse(found=False)
+        return api_pb2.GetBestValidationResponse(found=True, metric=best)
+
+    async def _reporting(self, trial_id: int) -> tuple[TrialPrincipal, AllocationView]:
+        """The calling process, which must report for its own trial, and its
+        allocation, which must be the trial's current, open one."""
+        principal = require_trial(trial_id)
+        return principal, await self._open_allocation(principal)
+
+    async def _open_allocation(self, principal: TrialPrincipal) -> AllocationView:
+        """The caller's allocation if it is its trial's current, open one, else
+        FailedPreconditionError. A missing or closed-looking row gets one more
+        look after the projector caught up (the request may be in flight)."""
+        allocation_id = principal.allocation_id
+        if allocation_id in self._refused:
+            raise FailedPreconditionError(self._refused[allocation_id])
+        allocation = await self.queries.allocation(allocation_id)
+        if (allocation is None or allocation.refusal() is not None) and await self.projector.catch_up():
+            allocation = await self.queries.allocation(allocation_id)
+        if allocation is None:
+            raise FailedPreconditionError(
+                f"allocation {allocation_id} of trial {principal.trial_id} is unknown; reports from it are refused"
+            )
+        refusal = allocation.refusal()
+        if refusal is not None:
+            self._refused[allocation_id] = refusal
+            raise FailedPreconditionError(refusal)
+        return allocation
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -249,6 +344,15 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         if found is None:
             raise NotFoundError(f"{what} {key} not found")
         return found
+
+
+def _watch_answer(allocation: AllocationView) -> api_pb2.WatchAllocationResponse:
+    return api_pb2.WatchAllocationResponse(
+        stop=allocation.stop_requested,
+        reason=allocation.stop_reason or "",
+        searcher_length=allocation.searcher_length,
+        searcher_stopped=allocation.searcher_stop is not None,
+    )
 
 
 def _version() -> str:

@@ -53,6 +53,9 @@ experiments = Table(
     Column("context_hash", Text, nullable=False),
     # Why it ended (e.g. which searcher it could not run); "" while running.
     Column("end_reason", Text, nullable=False, server_default=""),
+    # The searcher's own progress (ExperimentProgressChanged); NULL until it
+    # reports one, and the queries fall back on the trials' mean.
+    Column("progress", Double),
 )
 
 trials = Table(
@@ -70,7 +73,17 @@ trials = Table(
     Column("end_reason", Text, nullable=False),
     Column("progress", Double, nullable=False),
     Column("total_batches", BigInteger, nullable=False),
+    # The newest run requested: its allocation, and its run id (= runs so far).
     Column("current_allocation_id", Text),
+    Column("runs", Integer, nullable=False),
+    # The rung the searcher promoted it to and the length it should train to.
+    Column("rung", Integer, nullable=False),
+    Column("searcher_length", BigInteger, nullable=False),
+    # Why the searcher is done with it (TrialStopRequested); NULL while it is not.
+    Column("stop_reason", Text),
+    # What the trial last said it is doing (core_context.train.set_status).
+    Column("status", Text, nullable=False),
+    Column("kill_requested", Boolean, nullable=False),
     Index("trials_by_experiment", "experiment_id", "id"),
 )
 
@@ -80,13 +93,22 @@ allocations = Table(
     Column("allocation_id", Text, primary_key=True),
     Column("trial_id", BigInteger, nullable=False),
     Column("trial_run_id", Integer, nullable=False),
-    Column("agent_id", Text, nullable=False),
-    Column("slot_ids", JSONB, nullable=False),
-    Column("assigned_at_ns", BigInteger, nullable=False),
+    Column("requested_at_ns", BigInteger, nullable=False),
+    # Where its slots are, [{"agent_id": ..., "slot_ids": [...]}, ...] (one
+    # entry per agent it spans); NULL until the scheduler assigns it.
+    Column("placements", JSONB),
+    Column("assigned_at_ns", BigInteger),
     Column("started_at_ns", BigInteger),
+    # The first reason a graceful stop was asked for (searcher, pause, preemption).
+    Column("stop_requested", Boolean, nullable=False),
+    Column("stop_reason", Text),
+    Column("stop_acknowledged", Boolean, nullable=False),
+    # Withdrawn before it was assigned: nothing ran.
+    Column("canceled", Boolean, nullable=False),
     Column("exited_at_ns", BigInteger),
     Column("exit_code", Integer),
-    Column("killed", Boolean),
+    Column("killed", Boolean, nullable=False),
+    Column("agent_lost", Boolean, nullable=False),
     Column("error", Text),
     Index("allocations_by_trial", "trial_id", "trial_run_id"),
 )
@@ -100,6 +122,9 @@ metrics = Table(
     Column("trial_run_id", Integer, primary_key=True),
     Column("metrics", JSONB, nullable=False),
     Column("reported_at_ns", BigInteger, nullable=False),
+    # A later run resumed from a checkpoint before this point: the point was
+    # trained again, so it is kept for the record but never shown.
+    Column("superseded", Boolean, nullable=False),
 )
 
 checkpoints = Table(
@@ -143,7 +168,7 @@ schema_fingerprint = Table(
 
 # Bump when the rows built from the same events change (a projection rule),
 # so that existing read models are rebuilt; a change of tables needs no bump.
-PROJECTION_RULES_VERSION = 2
+PROJECTION_RULES_VERSION = 3
 
 
 def ddl() -> list[str]:

@@ -71,9 +71,23 @@ async def stored(store: EventStore, kind: str) -> list[events_pb2.Envelope]:
     return found
 
 
+def run_requested(trial_id: int, run_id: int, resumed_at: int = 0, experiment_id: int = 1) -> Append:
+    """The request of a trial's run, as its lifecycle appends it."""
+    allocation_id = f"{trial_id}.{run_id}"
+    launch = events_pb2.TrialLaunch(
+        experiment_id=experiment_id, trial_id=trial_id, trial_run_id=run_id, steps_completed=resumed_at
+    )
+    payload = events_pb2.AllocationRequested(
+        allocation_id=allocation_id, task_id=str(trial_id), task_type="TRIAL", trial=launch
+    )
+    return Append(f"allocation/{allocation_id}", payload, f"allocation-requested-{allocation_id}")
+
+
 async def given_trial(store: EventStore, gateway: Gateway, trial_id: int = 1, experiment_id: int = 1) -> None:
+    """A trial with its first run (allocation <trial>.1, the one trial_metadata's token names) requested."""
     payload = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=experiment_id, hparams_json='{"lr": 0.1}')
     await store.append(Append(f"trial/{trial_id}", payload, f"trial-{trial_id}"), actor="service:searcher")
+    await store.append(run_requested(trial_id, 1, experiment_id=experiment_id), actor="service:searcher")
     assert await gateway.projector.catch_up()
 
 
@@ -243,8 +257,6 @@ async def test_trial_logs_follow_ends_with_the_trial(
     await event_store.publish_logs(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
     assert await _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1))) == ["hello"]
     following = asyncio.create_task(_collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True))))
-    assignment = events_pb2.AllocationAssigned(allocation_id="1.1", trial_id=1, trial_run_id=1)
-    await event_store.append(Append("allocation/1.1", assignment, "assign-1.1"), actor="service:scheduler")
     ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
     await event_store.append(Append("trial/1", ended, "end-1"), actor="service:scheduler")
     assert await gateway.projector.catch_up()

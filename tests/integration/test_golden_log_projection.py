@@ -34,11 +34,13 @@ async def test_recorded_log_projects_the_experiments_users_saw(
 
 
 async def test_recent_metrics_are_the_newest_of_each_group(event_store: EventStore, pool: asyncpg.Pool) -> None:
-    rows = [(7, group, step, 1, json.dumps({"loss": step}), step) for group in ("b", "a") for step in range(1, 151)]
-    rows.append((8, "a", 1, 1, "{}", 1))  # another trial's point is never shown
+    rows = [(7, group, step, 2, json.dumps({"loss": step}), step, False)
+            for group in ("b", "a") for step in range(1, 151)]
+    rows.append((8, "a", 1, 1, "{}", 1, False))  # another trial's point is never shown
+    rows += [(7, "a", step, 1, "{}", step, True) for step in range(140, 161)]  # nor a superseded one
     await pool.executemany(
-        "INSERT INTO read_model.metrics (trial_id, \"group\", steps_completed, trial_run_id, metrics, reported_at_ns)"
-        " VALUES ($1, $2, $3, $4, $5::jsonb, $6)",
+        "INSERT INTO read_model.metrics (trial_id, \"group\", steps_completed, trial_run_id, metrics, reported_at_ns,"
+        " superseded) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
         rows,
     )
     points = await Queries(pool).recent_metrics(7)

@@ -22,41 +22,75 @@ from services.gateway.tables import SCHEMA, create_schema, drop_schema, metadata
 CONFIG = json.dumps({"name": "e", "searcher": {"name": "single", "metric": "loss"}, "labels": ["x"]})
 
 
+def metrics(run_id: int, *steps: int) -> ev.TrialMetricsReported:
+    reports = [ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {1 / s}}}')
+               for s in steps]
+    return ev.TrialMetricsReported(trial_id=1, experiment_id=1, trial_run_id=run_id, reports=reports)
+
+
+def requested(trial_id: int, run_id: int, resumed_at: int = 0) -> ev.AllocationRequested:
+    launch = ev.TrialLaunch(trial_id=trial_id, trial_run_id=run_id, steps_completed=resumed_at)
+    return ev.AllocationRequested(allocation_id=f"{trial_id}.{run_id}", task_id=str(trial_id), trial=launch)
+
+
+def assigned(allocation_id: str) -> ev.AllocationAssigned:
+    placements = [ev.Placement(agent_id="a1", slot_ids=[0])]
+    return ev.AllocationAssigned(allocation_id=allocation_id, task_id=allocation_id.split(".")[0],
+                                 placements=placements)
+
+
 def history() -> list[tuple[str, Message]]:
-    """Two experiments as the gateway and the other services record them:
-    a failed and restarted allocation, metrics, checkpoints and a kill."""
-    metrics = [ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {1 / s}}}')
-               for s in (10, 20)]
-    validation = [ev.MetricReport(group="validation", steps_completed=20, metrics_json='{"loss": 0.3}')]
+    """Two experiments as the gateway and the other services record them: a
+    failed run resumed from its checkpoint (its later points superseded), a
+    searcher stop acknowledged, a run lost with its agent, a kill, a request
+    canceled before it ran, and one assignment in the shape of older logs."""
+    validation = ev.TrialValidationReported(trial_id=1, experiment_id=1, trial_run_id=2, steps_completed=30,
+                                            metrics_json='{"loss": 0.3}', reported_at_ns=7)
+    old_assignment = ev.AllocationAssigned(allocation_id="2.1", trial_id=2, experiment_id=1, agent_id="a1",
+                                           slot_ids=[0], trial_run_id=1, config_json=CONFIG)
     return [
         ("experiment/1", ev.ExperimentCreated(experiment_id=1, name="e", owner="u", config_json=CONFIG,
                                               activate=True)),
         ("experiment/2", ev.ExperimentCreated(experiment_id=2, name="f", owner="u", config_json=CONFIG)),
         ("agent/a1", ev.AgentRegistered(agent_id="a1", hostname="h", slots=[ev.Slot(slot_id=0, type="cpu")])),
-        ("trial/1", ev.TrialCreated(trial_id=1, experiment_id=1, hparams_json='{"lr": 1}', trial_seed=3)),
+        ("trial/1", ev.TrialCreated(trial_id=1, experiment_id=1, hparams_json='{"lr": 1}', trial_seed=3,
+                                    length=40)),
         ("trial/2", ev.TrialCreated(trial_id=2, experiment_id=1, hparams_json='{"lr": 2}')),
         ("trial/3", ev.TrialCreated(trial_id=3, experiment_id=2)),
-        ("allocation/1.1", ev.AllocationAssigned(allocation_id="1.1", trial_id=1, agent_id="a1", trial_run_id=1,
-                                                 slot_ids=[0])),
+        ("allocation/1.1", requested(1, 1)),
+        ("allocation/1.1", assigned("1.1")),
         ("allocation/1.1", ev.AllocationStarted(allocation_id="1.1", trial_id=1)),
-        ("metrics/1", ev.TrialMetricsReported(trial_id=1, experiment_id=1, trial_run_id=1, reports=metrics)),
+        ("metrics/1", metrics(1, 10, 20)),
         ("checkpoint/c1", ev.CheckpointReported(uuid="c1", trial_id=1, experiment_id=1, steps_completed=10,
                                                 resources={"a": 1, "b": 2}, reported_at_ns=5)),
+        ("trial/1", ev.TrialStatusReported(trial_id=1, experiment_id=1, status="training")),
         ("allocation/1.1", ev.AllocationExited(allocation_id="1.1", trial_id=1, exit_code=1)),
-        ("allocation/1.2", ev.AllocationAssigned(allocation_id="1.2", trial_id=1, trial_run_id=2)),
+        ("allocation/1.2", requested(1, 2, resumed_at=10)),
+        ("allocation/1.2", assigned("1.2")),
         ("allocation/1.2", ev.AllocationStarted(allocation_id="1.2", trial_id=1)),
-        ("metrics/1", ev.TrialMetricsReported(trial_id=1, experiment_id=1, trial_run_id=2,
-                                              reports=metrics + validation)),
+        ("metrics/1", metrics(2, 20, 30)),
+        ("validation/1", validation),
         ("trial/1", ev.TrialProgressReported(trial_id=1, experiment_id=1, progress=0.5)),
-        ("checkpoint/c2", ev.CheckpointReported(uuid="c2", trial_id=1, experiment_id=1, steps_completed=20)),
+        ("checkpoint/c2", ev.CheckpointReported(uuid="c2", trial_id=1, experiment_id=1, steps_completed=30)),
+        ("trial/1", ev.TrialLengthSet(trial_id=1, experiment_id=1, rung=1, length=60)),
+        ("trial/1", ev.TrialStopRequested(trial_id=1, experiment_id=1, reason="reached the top rung", rung=1)),
+        ("allocation/1.2", ev.AllocationStopRequested(allocation_id="1.2", task_id="1", reason="searcher")),
+        ("allocation/1.2", ev.AllocationStopAcknowledged(allocation_id="1.2", task_id="1")),
         ("allocation/1.2", ev.AllocationExited(allocation_id="1.2", trial_id=1)),
         ("trial/1", ev.TrialEnded(trial_id=1, experiment_id=1, state=ev.TRIAL_STATE_COMPLETED)),
-        ("allocation/2.1", ev.AllocationAssigned(allocation_id="2.1", trial_id=2, trial_run_id=1)),
+        ("allocation/2.1", old_assignment),
         ("allocation/2.1", ev.AllocationStarted(allocation_id="2.1", trial_id=2)),
+        ("allocation/2.1", ev.AllocationExited(allocation_id="2.1", trial_id=2, exit_code=1, agent_lost=True)),
+        ("allocation/2.2", requested(2, 2)),
+        ("allocation/2.2", ev.AllocationStarted(allocation_id="2.2", trial_id=2)),
+        ("experiment/1", ev.ExperimentProgressChanged(experiment_id=1, progress=0.75)),
+        ("trial/2", ev.TrialKillRequested(trial_id=2, experiment_id=1)),
         ("experiment/1", ev.ExperimentKillRequested(experiment_id=1)),
-        ("allocation/2.1", ev.AllocationExited(allocation_id="2.1", trial_id=2, exit_code=137, killed=True)),
+        ("allocation/2.2", ev.AllocationExited(allocation_id="2.2", trial_id=2, exit_code=137, killed=True)),
         ("trial/2", ev.TrialEnded(trial_id=2, experiment_id=1, state=ev.TRIAL_STATE_CANCELED, reason="killed")),
         ("experiment/1", ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_CANCELED)),
+        ("allocation/3.1", requested(3, 1)),
+        ("allocation/3.1", ev.AllocationCanceled(allocation_id="3.1", task_id="3", reason="stopped")),
         ("trial/3", ev.TrialProgressReported(trial_id=3, experiment_id=2, progress=0.25)),
         ("experiment/2", ev.ExperimentStateChanged(experiment_id=2, state=ev.EXPERIMENT_STATE_COMPLETED)),
     ]
@@ -116,17 +150,36 @@ async def test_duplicated_messages_give_identical_rows(
 async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list[StoredEvent]) -> None:
     experiments = await pool.fetch(f"SELECT id, state, ended_at_ns FROM {SCHEMA}.experiments ORDER BY id")
     assert [(r["id"], r["state"]) for r in experiments] == [(1, "CANCELED"), (2, "COMPLETED")]
-    by_sequence = {e.sequence: e.envelope.occurred_at_ns for e in projected}
-    assert experiments[0]["ended_at_ns"] == by_sequence[24]
+    [canceled] = [e for e in projected if e.envelope.experiment_state_changed.experiment_id == 1]
+    assert experiments[0]["ended_at_ns"] == canceled.envelope.occurred_at_ns
     trial = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.trials WHERE id = 1")
-    assert (trial["state"], trial["total_batches"], trial["current_allocation_id"]) == ("COMPLETED", 20, "1.2")
-    assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.metrics") == 5
+    assert (trial["state"], trial["total_batches"], trial["current_allocation_id"], trial["runs"]) == (
+        "COMPLETED", 30, "1.2", 2
+    )
+    assert (trial["rung"], trial["searcher_length"], trial["status"]) == (1, 60, "training")
+    points = await pool.fetch(
+        f'SELECT "group", steps_completed, trial_run_id, superseded FROM {SCHEMA}.metrics'
+        ' ORDER BY "group", steps_completed, trial_run_id'
+    )
+    assert [tuple(p) for p in points] == [
+        ("training", 10, 1, False), ("training", 20, 1, True), ("training", 20, 2, False),
+        ("training", 30, 2, False), ("validation", 30, 2, False),
+    ]
+    canceled_run = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.allocations WHERE allocation_id = '3.1'")
+    assert canceled_run["canceled"] and canceled_run["placements"] is None
     queries = Queries(pool)
     trials = await queries.trials(1)
-    assert [(t.state, t.restarts) for t in trials] == [("COMPLETED", 1), ("CANCELED", 0)]
+    # 1.1 failed (a restart); 2.1 was lost with its agent and 2.2 killed (neither is).
+    assert [(t.state, t.restarts, t.runs) for t in trials] == [("COMPLETED", 1, 2), ("CANCELED", 0, 2)]
+    assert [t.end_reason for t in trials] == ["reached the top rung", "killed"]
     assert trials[0].latest_validation.metrics_json == '{"loss": 0.3}'
-    # Experiment 1: its COMPLETED trial counts as done (1.0), its CANCELED one at 0.
-    assert [e.progress for e in await queries.experiments()] == [0.5, 1.0]
+    assert trials[0].latest_training.steps_completed == 30
+    shown = [(p.group, p.steps_completed) for p in await queries.recent_metrics(1)]
+    assert shown == [("training", 10), ("training", 20), ("training", 30), ("validation", 30)]
+    # Experiment 1's progress is the searcher's; experiment 2 COMPLETED.
+    assert [e.progress for e in await queries.experiments()] == [0.75, 1.0]
+    assert await queries.best_validation(1) == 0.3
+    assert await queries.best_validation(2) is None
 
 
 async def _read_all(store: EventStore) -> list[StoredEvent]:

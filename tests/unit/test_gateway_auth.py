@@ -26,3 +26,12 @@ def test_a_trial_reports_for_itself_only() -> None:
             auth.require_trial(5)
     with auth.acting_as(auth.UserPrincipal("determined")), pytest.raises(PermissionDeniedError):
         auth.require_trial(4)
+
+
+def test_a_trial_process_watches_its_own_allocation_only() -> None:
+    with auth.acting_as(auth.TrialPrincipal(4, "4.2")):
+        assert auth.require_allocation("4.2").allocation_id == "4.2"
+        with pytest.raises(PermissionDeniedError, match="not 4.1"):
+            auth.require_allocation("4.1")
+    with auth.acting_as(auth.UserPrincipal("determined")), pytest.raises(PermissionDeniedError):
+        auth.require_allocation("4.2")

@@ -2,12 +2,14 @@
 request."""
 
 import json
+from typing import Any
 
 import pytest
 
 from determined.proto import api_pb2, events_pb2
 from services.gateway import commands
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
+from services.gateway.queries import AllocationView
 
 CONFIG = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n"
 
@@ -61,20 +63,57 @@ def test_only_a_paused_experiment_is_activated_against_its_version() -> None:
             commands.activated(3, ended, version=17)
 
 
+def test_pause_is_decided_against_the_version_and_refused_once_stopping() -> None:
+    append = commands.paused(3, "ACTIVE", version=4)
+    assert append is not None
+    assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "pause-3-4", 4)
+    assert append.payload.state == events_pb2.EXPERIMENT_STATE_PAUSED
+    assert append.payload.reason == "paused by a user"
+    assert commands.paused(3, "PAUSED", version=4) is None
+    for ended in ("ERROR", "STOPPING_CANCELED"):
+        with pytest.raises(FailedPreconditionError, match=f"is {ended} and cannot be paused"):
+            commands.paused(3, ended, version=4)
+
+
+def test_a_trial_is_killed_once_and_not_after_it_ended() -> None:
+    append = commands.trial_kill_requested(7, 2, "ACTIVE")
+    assert append is not None and (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7")
+    assert (append.payload.trial_id, append.payload.experiment_id) == (7, 2)
+    assert commands.trial_kill_requested(7, 2, "CANCELED") is None
+
+
+def metric_request(*reports: events_pb2.MetricReport) -> api_pb2.ReportMetricsRequest:
+    return api_pb2.ReportMetricsRequest(trial_id=3, trial_run_id=2, reporter_id="p1", batch_seq=9, reports=reports)
+
+
 def test_metrics_message_id_names_the_batch() -> None:
     report = events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')
-    request = api_pb2.ReportMetricsRequest(
-        trial_id=3, trial_run_id=2, reporter_id="p1", batch_seq=9, reports=[report]
-    )
-    append = commands.metrics_reported(request, experiment_id=5)
+    [append] = commands.metrics_reported(metric_request(report), experiment_id=5)
     assert (append.aggregate, append.msg_id) == ("metrics/3", "metrics-3-2-p1-9")
     assert append.payload.experiment_id == 5 and list(append.payload.reports) == [report]
+
+
+def test_validations_are_appended_each_on_their_own_subject() -> None:
+    train = events_pb2.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 1}')
+    custom = events_pb2.MetricReport(group="inference", steps_completed=10, metrics_json='{"x": 1}')
+    validation = events_pb2.MetricReport(
+        group="validation", steps_completed=10, metrics_json='{"loss": NaN}', reported_at_ns=4
+    )
+    batch, first = commands.metrics_reported(metric_request(train, validation, custom), experiment_id=5)
+    assert list(batch.payload.reports) == [train, custom]
+    assert (first.aggregate, first.msg_id) == ("validation/3", "validation-3-2-p1-9-1")
+    assert isinstance(first.payload, events_pb2.TrialValidationReported)
+    assert (first.payload.experiment_id, first.payload.trial_run_id, first.payload.steps_completed) == (5, 2, 10)
+    assert json.loads(first.payload.metrics_json) == {"loss": "NaN"} and first.payload.reported_at_ns == 4
+    only = commands.metrics_reported(metric_request(validation, validation), experiment_id=5)
+    assert [append.msg_id for append in only] == ["validation-3-2-p1-9-0", "validation-3-2-p1-9-1"]
 
 
 def test_non_finite_metrics_become_strings() -> None:
     report = events_pb2.MetricReport(metrics_json='{"loss": NaN, "x": [Infinity, -Infinity], "y": 1}')
     request = api_pb2.ReportMetricsRequest(trial_id=1, reports=[report])
-    [stored] = commands.metrics_reported(request, experiment_id=1).payload.reports
+    [append] = commands.metrics_reported(request, experiment_id=1)
+    [stored] = append.payload.reports
     assert json.loads(stored.metrics_json) == {"loss": "NaN", "x": ["Infinity", "-Infinity"], "y": 1}
 
 
@@ -90,6 +129,43 @@ def test_progress_is_a_fraction() -> None:
         commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=1, progress=1.5), experiment_id=1)
     append = commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=1, progress=0.5), experiment_id=2)
     assert append.aggregate == "trial/1" and append.payload.experiment_id == 2
+
+
+def test_a_status_is_stored_once_per_numbered_report() -> None:
+    request = api_pb2.ReportStatusRequest(trial_id=4, status="evaluating", reporter_id="p1", seq=3)
+    append = commands.status_reported(request, experiment_id=2, allocation_id="4.2")
+    assert (append.aggregate, append.msg_id) == ("trial/4", "status-4-4.2-p1-3")
+    assert (append.payload.experiment_id, append.payload.status) == (2, "evaluating")
+    with pytest.raises(InvalidArgumentError, match="seq"):
+        commands.status_reported(api_pb2.ReportStatusRequest(trial_id=4, status="x"), 2, "4.2")
+
+
+def allocation(**changes: object) -> AllocationView:
+    fields: dict[str, Any] = {
+        "allocation_id": "12.1", "trial_id": 12, "experiment_id": 1, "current_allocation_id": "12.1",
+        "exited": False, "canceled": False, "stop_requested": False, "stop_reason": None, "searcher_length": 0,
+        "searcher_stop": None,
+    }
+    return AllocationView(**{**fields, **changes})
+
+
+def test_only_the_trials_current_open_allocation_may_report() -> None:
+    assert allocation().refusal() is None
+    assert allocation(exited=True).refusal() == (
+        "allocation 12.1 of trial 12 is closed (exited); reports from it are refused"
+    )
+    assert "closed (canceled)" in (allocation(canceled=True).refusal() or "")
+    assert "no longer the trial's current allocation (12.2 is)" in (
+        allocation(current_allocation_id="12.2").refusal() or ""
+    )
+
+
+def test_a_stop_is_acknowledged_only_when_one_was_requested() -> None:
+    append = commands.stop_acknowledged(allocation(stop_requested=True))
+    assert (append.aggregate, append.msg_id) == ("allocation/12.1", "stop-ack-12.1")
+    assert append.payload == events_pb2.AllocationStopAcknowledged(allocation_id="12.1", task_id="12")
+    with pytest.raises(FailedPreconditionError, match="not asked to stop"):
+        commands.stop_acknowledged(allocation())
 
 
 def test_checkpoint_is_keyed_by_uuid() -> None:

@@ -1,4 +1,4 @@
-"""`det experiment` (`det e`): create, list, describe, kill experiments."""
+"""`det experiment` (`det e`): create, list, describe, pause, activate, kill experiments."""
 
 import argparse
 import io
@@ -17,6 +17,7 @@ from determined.cli._output import (
     print_json,
     print_table,
 )
+from determined.cli.trial import outcome
 
 POLL_INTERVAL_S = 0.2
 # Long enough to ride out a gateway restart (about 1 s), short enough not to keep a
@@ -70,9 +71,15 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     trials.add_argument("--json", action="store_true")
     trials.set_defaults(run=list_trials)
 
-    activate = verbs.add_parser("activate", aliases=["unpause"], help="start a PAUSED experiment")
+    activate = verbs.add_parser("activate", aliases=["unpause"], help="start or resume a PAUSED experiment")
     activate.add_argument("experiment_id", type=int)
     activate.set_defaults(run=activate_experiment)
+
+    pause = verbs.add_parser(
+        "pause", help="pause an experiment: its trials checkpoint and stop, to resume when it is activated"
+    )
+    pause.add_argument("experiment_id", type=int)
+    pause.set_defaults(run=pause_experiment)
 
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
     kill.add_argument("experiment_id", type=int)
@@ -264,11 +271,11 @@ def list_trials(args: argparse.Namespace) -> int:
 
 def _print_trials(trials: Any) -> None:
     print_table(
-        ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches", "Restarts",
+        ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches", "Rung", "Restarts", "Reason",
          "Latest Training", "Latest Validation"],
         [
             [t.id, t.state, compact_json(t.hparams_json), format_time(t.started_at_ns),
-             format_time(t.ended_at_ns), t.total_batches, t.restarts,
+             format_time(t.ended_at_ns), t.total_batches, t.rung, t.restarts, outcome(t),
              compact_json(t.latest_training.metrics_json), compact_json(t.latest_validation.metrics_json)]
             for t in trials
         ],
@@ -284,6 +291,17 @@ def activate_experiment(args: argparse.Namespace) -> int:
         api_pb2.ActivateExperimentRequest(experiment_id=args.experiment_id),
     )
     print(f"Activated experiment {args.experiment_id}")
+    return 0
+
+
+def pause_experiment(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    gateway.call(
+        gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=args.experiment_id)
+    )
+    print(f"Paused experiment {args.experiment_id}")
     return 0
 
 

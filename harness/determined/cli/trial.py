@@ -1,4 +1,4 @@
-"""`det trial` (`det t`): describe a trial, show or follow its logs."""
+"""`det trial` (`det t`): describe or kill a trial, show or follow its logs."""
 
 import argparse
 import json
@@ -26,11 +26,26 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(run=describe_trial)
 
+    kill = verbs.add_parser("kill", help="kill one trial; it ends CANCELED")
+    kill.add_argument("trial_id", type=int)
+    kill.set_defaults(run=kill_trial)
+
     logs = verbs.add_parser("logs", help="a trial's logs")
     logs.add_argument("trial_id", type=int)
     logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
     logs.add_argument("--json", action="store_true", help="one JSON object per line")
     logs.set_defaults(run=show_logs)
+
+
+# What a trial's state says about why it stopped, when the system gave no reason.
+_STATE_OUTCOMES = {"COMPLETED": "completed", "CANCELED": "canceled", "ERROR": "error", "PAUSED": "paused"}
+
+
+def outcome(trial: Any) -> str:
+    """Why a trial stopped or ended, for people: the reason the system gave
+    ("cut at rung 0 (58 batches)", "killed by a user", "allocation 3.2 exited
+    with code 1 ..."), else what its state says ("" while it trains)."""
+    return str(trial.end_reason or _STATE_OUTCOMES.get(trial.state, ""))
 
 
 def _get_trial(gateway: Gateway, trial_id: int) -> Any:
@@ -50,10 +65,13 @@ def describe_trial(args: argparse.Namespace) -> int:
         return 0
     t = response.trial
     print_table(
-        ["Trial ID", "Experiment ID", "State", "Progress", "Restarts", "H-Params", "Started", "Ended"],
-        [[t.id, t.experiment_id, t.state, f"{t.progress:.1%}", t.restarts, compact_json(t.hparams_json),
-          format_time(t.started_at_ns), format_time(t.ended_at_ns)]],
+        ["Trial ID", "Experiment ID", "State", "Progress", "# of Batches", "Rung", "Runs", "Restarts", "Reason",
+         "H-Params", "Started", "Ended"],
+        [[t.id, t.experiment_id, t.state, f"{t.progress:.1%}", t.total_batches, t.rung, t.runs, t.restarts,
+          outcome(t), compact_json(t.hparams_json), format_time(t.started_at_ns), format_time(t.ended_at_ns)]],
     )
+    if t.status:
+        print(f"Status: {t.status}")
     print("\nLatest metrics:")
     print_table(
         ["Group", "# of Batches", "Report Time", "Metrics"],
@@ -66,6 +84,15 @@ def describe_trial(args: argparse.Namespace) -> int:
         [[c.uuid, c.steps_completed, c.state, format_time(c.reported_at_ns), compact_json(c.metadata_json)]
          for c in response.checkpoints],
     )
+    return 0
+
+
+def kill_trial(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    gateway.call(gateway.stub.KillTrial, api_pb2.KillTrialRequest(trial_id=args.trial_id))
+    print(f"Killed trial {args.trial_id}")
     return 0
 
 

@@ -358,12 +358,16 @@ class ReportCheckpointResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ReportStatusRequest(_message.Message):
-    __slots__ = ("trial_id", "status")
+    __slots__ = ("trial_id", "status", "reporter_id", "seq")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    REPORTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     status: str
-    def __init__(self, trial_id: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+    reporter_id: str
+    seq: int
+    def __init__(self, trial_id: _Optional[int] = ..., status: _Optional[str] = ..., reporter_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class ReportStatusResponse(_message.Message):
     __slots__ = ()
