@@ -107,14 +107,12 @@ def test_a_failing_entrypoint_ends_the_experiment_in_error(cluster: Cluster, con
     assert state
 
 
-def test_a_searcher_that_cannot_run_yet_says_why(cluster: Cluster, context_dir: Path) -> None:
-    config = CONST_YAML.replace("name: single", "name: adaptive_asha\n  max_trials: 4")
-    (context_dir / "adaptive.yaml").write_text(config)
-    created = cluster.det("e", "create", str(context_dir / "adaptive.yaml"), str(context_dir), "-f", check=False)
+def test_a_removed_searcher_is_refused_at_create(cluster: Cluster, context_dir: Path) -> None:
+    config = CONST_YAML.replace("name: single", "name: sync_halving\n  max_trials: 4")
+    (context_dir / "removed.yaml").write_text(config)
+    created = cluster.det("e", "create", str(context_dir / "removed.yaml"), str(context_dir), check=False)
     assert created.returncode == 1
-    assert "ended ERROR before a trial began: searcher 'adaptive_asha' is not supported" in created.stderr
-    described = cluster.det("e", "describe", str(created_id(created.stdout))).stdout
-    assert "Ended ERROR: searcher 'adaptive_asha' is not supported" in described
+    assert "the `sync_halving` searcher has been removed and is not valid for new experiments" in created.stderr
 
 
 def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp_path_factory: Any) -> None:
