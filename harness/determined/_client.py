@@ -4,9 +4,11 @@ The only module of the harness that touches grpc or the generated protobuf code,
 imports them lazily so that `import determined` stays light off-cluster. Transient
 failures (the gateway restarting, a dropped connection) are retried here, with back-off,
 for up to `retry_for_s`; any other failure, or one that outlasts the retry window, is
-raised to the caller.
+raised to the caller. The allocation's long poll (`watch_allocation`) is the exception:
+its watcher retries it for as long as the trial runs.
 """
 
+import itertools
 import logging
 import time
 import uuid
@@ -22,6 +24,9 @@ RETRY_FOR_S = 600.0
 REPORTER_ID = uuid.uuid4().hex
 _BACKOFF_FIRST_S = 0.05
 _BACKOFF_MAX_S = 2.0
+# Numbers this process's status reports (with REPORTER_ID: a retried report is stored once,
+# a status set again later is stored again).
+_status_seqs = itertools.count(1)
 
 T = TypeVar("T")
 
@@ -33,6 +38,16 @@ class MetricRecord(NamedTuple):
     steps_completed: int
     metrics_json: str
     reported_at_ns: int
+
+
+class AllocationState(NamedTuple):
+    """What the cluster wants of the trial's allocation: WatchAllocation's answer."""
+
+    stop: bool = False
+    reason: str = ""
+    # The searcher's current length for the trial, in its unit (0 = the config's max_length).
+    searcher_length: int = 0
+    searcher_stopped: bool = False
 
 
 def grpc_target(master: str) -> str:
@@ -106,8 +121,72 @@ class TrialClient:
         )
         self._call(self._stub.ReportCheckpoint, request)
 
+    def report_status(self, trial_id: int, status: str) -> None:
+        request = self._api.ReportStatusRequest(
+            trial_id=trial_id, status=status, reporter_id=REPORTER_ID, seq=next(_status_seqs)
+        )
+        self._call(self._stub.ReportStatus, request)
+
+    def get_best_validation(self, trial_id: int) -> float | None:
+        """The experiment's best searcher metric so far; None before any trial reported one."""
+        response = self._call(
+            self._stub.GetBestValidation, self._api.GetBestValidationRequest(trial_id=trial_id)
+        )
+        return float(response.metric) if response.found else None
+
+    def watch_allocation(
+        self, allocation_id: str, known: AllocationState, timeout_s: float
+    ) -> AllocationState:
+        """One long poll: answers once the cluster's answer differs from `known`, or after
+        `timeout_s` unchanged. Not retried: the watcher decides what an error means."""
+        request = self._api.WatchAllocationRequest(
+            allocation_id=allocation_id,
+            stop=known.stop,
+            searcher_length=known.searcher_length,
+            timeout_s=timeout_s,
+        )
+        response = self._stub.WatchAllocation(
+            request, timeout=timeout_s + CALL_TIMEOUT_S, metadata=self._metadata
+        )
+        return AllocationState(
+            stop=response.stop,
+            reason=response.reason,
+            searcher_length=response.searcher_length,
+            searcher_stopped=response.searcher_stopped,
+        )
+
+    def acknowledge_stop(self, allocation_id: str) -> None:
+        self._call(self._stub.AcknowledgeStop, self._api.AcknowledgeStopRequest(allocation_id=allocation_id))
+
     def close(self) -> None:
+        """Release the connection; calls in flight end with CANCELLED."""
         self._channel.close()
+
+    def is_transient(self, error: BaseException) -> bool:
+        """The gateway is unreachable, slow or went away mid-call (a restarting server cancels
+        the calls in flight): the same call may succeed later."""
+        codes = self._grpc.StatusCode
+        return isinstance(error, self._grpc.RpcError) and error.code() in (
+            codes.UNAVAILABLE,
+            codes.DEADLINE_EXCEEDED,
+            codes.CANCELLED,
+        )
+
+    def refusal(self, error: BaseException) -> str | None:
+        """Why the gateway refuses this allocation's calls for good (FAILED_PRECONDITION: the
+        allocation is closed, or the call does not fit its state), else None."""
+        if (
+            isinstance(error, self._grpc.RpcError)
+            and error.code() == self._grpc.StatusCode.FAILED_PRECONDITION
+        ):
+            return str(error.details())
+        return None
+
+    def describe(self, error: BaseException) -> str:
+        """A one-line account of a failed call (a gRPC error's code and details)."""
+        if isinstance(error, self._grpc.RpcError):
+            return f"{error.code().name}: {error.details()}"
+        return repr(error)
 
     def _call(self, method: Callable[..., T], request: Any) -> T:
         """Call `method`, retrying the same request while the gateway is unreachable."""
@@ -117,12 +196,8 @@ class TrialClient:
             try:
                 return method(request, timeout=CALL_TIMEOUT_S, metadata=self._metadata)
             except self._grpc.RpcError as error:
-                if not self._is_transient(error) or time.monotonic() + delay > give_up_at:
+                if not self.is_transient(error) or time.monotonic() + delay > give_up_at:
                     raise
                 logger.warning("gateway unreachable (%s); retrying in %.2fs", error.code(), delay)
             time.sleep(delay)
             delay = min(delay * 2, _BACKOFF_MAX_S)
-
-    def _is_transient(self, error: Any) -> bool:
-        codes = self._grpc.StatusCode
-        return error.code() in (codes.UNAVAILABLE, codes.DEADLINE_EXCEEDED)

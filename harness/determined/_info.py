@@ -37,6 +37,7 @@ class TrialInfo:
         config: dict[str, Any],
         steps_completed: int,
         trial_run_id: int,
+        searcher_length: int = 0,
     ) -> None:
         self.trial_id = trial_id
         self.experiment_id = experiment_id
@@ -45,6 +46,8 @@ class TrialInfo:
         self._config = config
         self._steps_completed = steps_completed
         self._trial_run_id = trial_run_id
+        # The searcher's current length for the trial (ASHA: its rung); 0 = searcher.max_length.
+        self._searcher_length = searcher_length
 
     @classmethod
     def _from_env(cls, env: Mapping[str, str]) -> "TrialInfo":
@@ -56,6 +59,7 @@ class TrialInfo:
             config=json.loads(env.get("DET_EXPERIMENT_CONFIG") or "{}"),
             steps_completed=int(env.get("DET_STEPS_COMPLETED") or "0"),
             trial_run_id=int(env.get("DET_TRIAL_RUN_ID") or "0"),
+            searcher_length=int(env.get("DET_SEARCHER_LENGTH") or "0"),
         )
 
 

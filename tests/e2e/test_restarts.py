@@ -187,3 +187,67 @@ def test_agent_restart_retries_the_running_trial(cluster: Cluster, tmp_path: Pat
     cluster.det("experiment", "kill", str(experiment_id))
     wait_for(lambda: cluster.experiment_state(experiment_id) == "CANCELED", "the experiment to end CANCELED")
     assert cluster.trials(experiment_id)[0]["state"] == "CANCELED"
+
+
+# Validates every 4 batches of 100 ms with the searcher metric `x` and the time metric
+# `batches`; stops when asked to.
+ASHA_TRAIN_PY = textwrap.dedent(
+    """
+    import time
+    import determined as det
+
+    x = det.get_cluster_info().trial.hparams["x"]
+    with det.core.init() as core_context:
+        for batch in range(1, 17):
+            time.sleep(0.1)
+            if batch % 4 == 0:
+                core_context.train.report_validation_metrics(
+                    steps_completed=batch, metrics={"x": x, "batches": batch}
+                )
+            if core_context.preempt.should_preempt():
+                break
+    """
+)
+
+
+def test_restarts_in_the_middle_of_an_adaptive_search_decide_nothing_twice(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    (tmp_path / "train.py").write_text(ASHA_TRAIN_PY)
+    searcher = {
+        "name": "async_halving",
+        "metric": "x",
+        "num_rungs": 2,
+        "max_trials": 5,
+        "max_concurrent_trials": 2,
+        "time_metric": "batches",
+        "max_time": 16,
+    }
+    hyperparameters = {"x": {"type": "int", "minval": 1, "maxval": 1000}}
+    experiment_id = cluster.create(
+        tmp_path,
+        config("restarted-asha", searcher=searcher, hyperparameters=hyperparameters, max_restarts=2),
+    )
+    wait_for(lambda: len(cluster.trials(experiment_id)) >= 3, "the search to stop a trial", 120)
+
+    restart(cluster, "searcher")
+    restart(cluster, "scheduler")
+    restart(cluster, "agent")
+
+    wait_for(lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete", 180)
+    trials = cluster.trials(experiment_id)
+    assert len(trials) == 5 and {t["state"] for t in trials} == {"COMPLETED"}, trials
+    # Each decision is in the log once: one stop per trial, and at most one run more than
+    # the agent's restart cost (a run lost with the agent is run again, not counted).
+    assert all(t["restarts"] == 0 for t in trials), trials
+    stops = cluster.query(
+        "SELECT count(*) AS n FROM read_model.trials WHERE experiment_id = $1 AND stop_reason IS NOT NULL",
+        experiment_id,
+    )
+    assert stops[0]["n"] == 5
+    runs = cluster.query(
+        "SELECT trial_id, count(*) AS n FROM read_model.allocations WHERE trial_id = ANY($1::bigint[])"
+        " GROUP BY trial_id",
+        [t["id"] for t in trials],
+    )
+    assert sum(row["n"] for row in runs) <= 5 + 2, runs

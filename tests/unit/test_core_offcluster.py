@@ -1,5 +1,6 @@
 """Off-cluster, a script written for the cluster runs unchanged against null objects."""
 
+import logging
 import os
 import pathlib
 import subprocess
@@ -134,13 +135,15 @@ def test_preempt_modes() -> None:
     )
 
 
-def test_a_preemption_signal_is_seen_and_acknowledged_once() -> None:
-    watcher = det.core._preempt.PreemptionWatcher()
-    preempt = det.core.PreemptContext(watcher, det.core.DummyDistributedContext())
-    assert preempt.should_preempt() is False
-    watcher.signal()
-    assert preempt.should_preempt(auto_ack=False) is True and not watcher.is_acknowledged()
-    assert preempt.should_preempt() is True and watcher.is_acknowledged()
+def test_off_cluster_set_status_is_checked_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    train = det.core.DummyTrainContext()
+    with caplog.at_level(logging.INFO, logger="determined.core"):
+        train.set_status("validating")
+    assert "set_status(validating)" in caplog.text
+    with pytest.raises(ValueError, match="non-empty"):
+        train.set_status("")
+    with pytest.raises(TypeError, match="status must be a str, got int"):
+        train.set_status(3)  # type: ignore[arg-type]
 
 
 def test_checkpoint_operations_on_shared_fs(tmp_path: pathlib.Path) -> None:

@@ -1,105 +1,24 @@
-"""On-cluster reporting against a small in-process gateway that records what arrives.
-
-The fake stores metric batches by batch_seq, as the real gateway does with its message ids,
-and can refuse calls with UNAVAILABLE or be stopped and restarted on the same port.
-"""
+"""On-cluster reporting against a small in-process gateway that records what arrives
+(`core_gateway`)."""
 
 import json
 import pathlib
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent import futures
-from typing import Any
+from collections.abc import Iterator
 
 import grpc
 import pytest
+from core_gateway import TOKEN, Server, running_gateway, set_trial_env, wait_for
 
 import determined as det
 from determined._client import TrialClient
 from determined.core import _metrics
-from determined.proto import api_pb2, api_pb2_grpc
-
-TOKEN = "7:7.1:signature"
-
-
-class FakeGateway(api_pb2_grpc.DeterminedServicer):
-    def __init__(self) -> None:
-        self.batches: dict[int, api_pb2.ReportMetricsRequest] = {}
-        self.metric_calls = 0
-        self.progress: list[float] = []
-        self.checkpoints: list[api_pb2.ReportCheckpointRequest] = []
-        self.order: list[str] = []
-        self.unavailable_calls = 0
-        self.lost_replies = 0
-        self.fail_with: grpc.StatusCode | None = None
-        self.tokens: set[str] = set()
-        self.lock = threading.Lock()
-
-    def _refuse(self, context: grpc.ServicerContext) -> None:
-        self.tokens.add(dict(context.invocation_metadata()).get("x-allocation-token", ""))
-        with self.lock:
-            if self.unavailable_calls > 0:
-                self.unavailable_calls -= 1
-                context.abort(grpc.StatusCode.UNAVAILABLE, "gateway starting")
-        if self.fail_with is not None:
-            context.abort(self.fail_with, "no such trial")
-
-    def ReportMetrics(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self.metric_calls += 1
-        self._refuse(context)
-        self.batches.setdefault(request.batch_seq, request)
-        self.order.append("metrics")
-        if self.lost_replies > 0:  # stored, but the reply never reaches the trial
-            self.lost_replies -= 1
-            context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
-        return api_pb2.ReportMetricsResponse()
-
-    def ReportProgress(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._refuse(context)
-        self.progress.append(request.progress)
-        return api_pb2.ReportProgressResponse()
-
-    def ReportCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._refuse(context)
-        self.checkpoints.append(request)
-        self.order.append("checkpoint")
-        return api_pb2.ReportCheckpointResponse()
-
-    def reports(self) -> list[tuple[str, int, dict[str, Any]]]:
-        return [
-            (r.group, r.steps_completed, json.loads(r.metrics_json))
-            for _, batch in sorted(self.batches.items())
-            for r in batch.reports
-        ]
-
-
-class Server:
-    """A gRPC server for the fake that can be stopped and started again on its port."""
-
-    def __init__(self, gateway: FakeGateway) -> None:
-        self.gateway = gateway
-        self.port = 0
-        self._server: grpc.Server | None = None
-
-    def start(self) -> None:
-        self._server = grpc.server(futures.ThreadPoolExecutor(4))
-        api_pb2_grpc.add_DeterminedServicer_to_server(self.gateway, self._server)  # type: ignore[no-untyped-call]
-        self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
-        self._server.start()
-
-    def stop(self) -> None:
-        assert self._server is not None
-        self._server.stop(grace=None).wait()
 
 
 @pytest.fixture
 def gateway() -> Iterator[Server]:
-    server = Server(FakeGateway())
-    server.start()
-    yield server
-    server.stop()
+    yield from running_gateway()
 
 
 @pytest.fixture
@@ -110,34 +29,9 @@ def on_cluster(
     config = {
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "ckpts"}
     }
-    env = {
-        "DET_MASTER": f"127.0.0.1:{gateway.port}",
-        "DET_CLUSTER_ID": "c1",
-        "DET_AGENT_ID": "a1",
-        "DET_SLOT_IDS": "[0]",
-        "DET_TASK_ID": "7",
-        "DET_ALLOCATION_ID": "7.1",
-        "DET_SESSION_TOKEN": TOKEN,
-        "DET_TASK_TYPE": "TRIAL",
-        "DET_EXPERIMENT_ID": "3",
-        "DET_TRIAL_ID": "7",
-        "DET_TRIAL_RUN_ID": "2",
-        "DET_TRIAL_SEED": "1",
-        "DET_EXPERIMENT_CONFIG": json.dumps(config),
-        "DET_HPARAMS": "{}",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    det.get_cluster_info.cache_clear()
+    set_trial_env(monkeypatch, gateway.port, config)
     yield tmp_path / "ckpts"
     det.get_cluster_info.cache_clear()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def test_reports_arrive_in_order_in_batches_with_token(gateway: Server, on_cluster: pathlib.Path) -> None:
@@ -303,3 +197,46 @@ def test_reporting_outside_the_with_block_is_explained(on_cluster: pathlib.Path)
     with pytest.raises(RuntimeError, match="with det.core.init"):
         core_context.train.report_training_metrics(1, {"loss": 1.0})
     core_context.close()
+
+
+def test_validations_must_carry_the_searcher_metrics(
+    gateway: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    searcher = {
+        "name": "adaptive_asha",
+        "metric": "validation_loss",
+        "time_metric": "batches",
+        "max_time": 937,
+    }
+    storage = {"type": "directory", "container_path": str(tmp_path)}
+    set_trial_env(monkeypatch, gateway.port, {"searcher": searcher, "checkpoint_storage": storage})
+    with det.core.init() as core_context:
+        train = core_context.train
+        with pytest.raises(
+            ValueError, match=r"the searcher metric 'validation_loss' \(searcher.metric\); reported: loss"
+        ):
+            train.report_validation_metrics(10, {"loss": 1.0})
+        with pytest.raises(ValueError, match=r"the time metric 'batches' \(searcher.time_metric\)"):
+            train.report_metrics("validation", 10, {"validation_loss": 1.0})
+        train.report_metrics("training", 10, {"loss": 1.0})
+        train.report_validation_metrics(10, {"validation_loss": 0.5, "batches": 10})
+    assert [(g, s) for g, s, _ in gateway.gateway.reports()] == [("training", 10), ("validation", 10)]
+    det.get_cluster_info.cache_clear()
+
+
+def test_status_and_best_validation(gateway: Server, on_cluster: pathlib.Path) -> None:
+    fake = gateway.gateway
+    with det.core.init() as core_context:
+        train = core_context.train
+        train.set_status("training")
+        train.set_status("validating")
+        with pytest.raises(ValueError, match="status must be a non-empty string"):
+            train.set_status("")
+        with pytest.raises(TypeError, match="status must be a str, got NoneType"):
+            train.set_status(None)  # type: ignore[arg-type]
+        assert train.get_experiment_best_validation() is None
+        fake.best = 0.25
+        assert train.get_experiment_best_validation() == 0.25
+    assert [(s.trial_id, s.status) for s in fake.statuses] == [(7, "training"), (7, "validating")]
+    first, second = fake.statuses
+    assert first.reporter_id == second.reporter_id != "" and 1 <= first.seq < second.seq

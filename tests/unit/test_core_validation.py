@@ -1,6 +1,7 @@
 """Mistakes in what a script reports fail at the call, naming the argument."""
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -91,3 +92,70 @@ def test_the_checked_copy_is_plain_json_and_independent_of_the_caller() -> None:
 def test_non_finite_floats_become_strings() -> None:
     copy = _validate.check_metrics({"a": math.nan, "b": math.inf, "c": -math.inf, "d": 1.5})
     assert copy == {"a": "NaN", "b": "Infinity", "c": "-Infinity", "d": 1.5}
+
+
+@pytest.mark.parametrize(
+    ("searcher", "required"),
+    [
+        ({"name": "single", "metric": "validation_loss"}, {"validation_loss": "searcher.metric"}),
+        ({"name": "single", "metric": None}, {}),
+        (
+            {"name": "adaptive_asha", "metric": "validation_loss", "time_metric": "batches"},
+            {"validation_loss": "searcher.metric", "batches": "searcher.time_metric"},
+        ),
+        (
+            {"name": "async_halving", "metric": "loss", "max_length": {"batches": 937}, "time_metric": None},
+            {"loss": "searcher.metric"},
+        ),
+        ({"name": "random", "metric": "loss", "time_metric": "batches"}, {"loss": "searcher.metric"}),
+    ],
+)
+def test_the_searcher_metrics_a_validation_needs(searcher: dict[str, Any], required: dict[str, str]) -> None:
+    assert _validate.searcher_metrics(searcher) == required
+
+
+@pytest.mark.parametrize(
+    ("metrics", "error", "message"),
+    [
+        (
+            {"loss": 1.0, "accuracy": 0.5},
+            ValueError,
+            (
+                "validation metrics must include the searcher metric 'validation_loss' (searcher.metric); "
+                "reported: loss, accuracy"
+            ),
+        ),
+        (
+            {"validation_loss": 1.0},
+            ValueError,
+            (
+                "validation metrics must include the time metric 'batches' (searcher.time_metric); "
+                "reported: validation_loss"
+            ),
+        ),
+        ({}, ValueError, "searcher metric 'validation_loss' (searcher.metric); reported: nothing"),
+        ({"validation_loss": True, "batches": 1}, TypeError, "(searcher.metric) must be a number, got bool"),
+        ({"validation_loss": "0.5", "batches": 1}, TypeError, "must be a number, got str"),
+        (
+            {"validation_loss": 0.5, "batches": [1]},
+            TypeError,
+            "'batches' (searcher.time_metric) must be a number",
+        ),
+    ],
+)
+def test_a_validation_without_the_searcher_metrics_is_refused(
+    metrics: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    required = {"validation_loss": "searcher.metric", "batches": "searcher.time_metric"}
+    with pytest.raises(error, match=re.escape(message)):
+        _validate.check_searcher_metrics(metrics, required)
+
+
+def test_numbers_of_any_kind_satisfy_the_searcher() -> None:
+    class Scalar:  # numpy scalars and 0-d tensors
+        def tolist(self) -> float:
+            return 0.5
+
+    required = {"validation_loss": "searcher.metric", "batches": "searcher.time_metric"}
+    for loss in (0.5, 1, math.nan, math.inf, Scalar()):
+        _validate.check_searcher_metrics({"validation_loss": loss, "batches": 58}, required)

@@ -25,6 +25,7 @@ def trial_env(**overrides: str) -> dict[str, str]:
         ),
         "DET_HPARAMS": json.dumps({"lr": 0.1, "model": {"layers": 2}}),
         "DET_STEPS_COMPLETED": "100",
+        "DET_SEARCHER_LENGTH": "234",
     }
     env.update(overrides)
     return env
@@ -66,7 +67,14 @@ def test_a_trial_task_has_all_fields() -> None:
     assert (trial.trial_id, trial.experiment_id, trial.trial_seed) == (7, 3, 42)
     assert trial.hparams == {"lr": 0.1, "model": {"layers": 2}}
     assert trial._config["checkpoint_storage"] == {"type": "shared_fs"}
-    assert (trial._steps_completed, trial._trial_run_id) == (100, 1)
+    assert (trial._steps_completed, trial._trial_run_id, trial._searcher_length) == (100, 1, 234)
+
+
+def test_without_a_searcher_length_the_config_decides() -> None:
+    env = trial_env(DET_SEARCHER_LENGTH="")
+    assert ClusterInfo._from_env(env).trial._searcher_length == 0
+    del env["DET_SEARCHER_LENGTH"]
+    assert ClusterInfo._from_env(env).trial._searcher_length == 0
 
 
 def test_without_a_checkpoint_latest_checkpoint_is_none() -> None:

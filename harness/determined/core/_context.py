@@ -13,8 +13,14 @@ from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP
 from determined.core._metrics import MetricsShipper
-from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptionWatcher, PreemptMode
-from determined.core._searcher import SearcherContext
+from determined.core._preempt import (
+    DummyPreemptContext,
+    NeverStopped,
+    PreemptContext,
+    PreemptionWatcher,
+    PreemptMode,
+)
+from determined.core._searcher import ASHA_SEARCHERS, RungSearcherContext, SearcherContext
 from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
 
 logger = logging.getLogger("determined.core")
@@ -34,6 +40,7 @@ class Context:
         info: _info.ClusterInfo | None,
         shipper: MetricsShipper | None = None,
         client: TrialClient | None = None,
+        watcher: PreemptionWatcher | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.distributed = distributed
@@ -43,10 +50,13 @@ class Context:
         self.info = info
         self._metrics = shipper
         self._client = client
+        self._watcher = watcher
 
     def __enter__(self) -> Self:
         if self._metrics is not None:
             self._metrics.start()
+        if self._watcher is not None:
+            self._watcher.start()
         return self
 
     def __exit__(
@@ -63,11 +73,13 @@ class Context:
             sys.exit(0)
 
     def close(self) -> None:
-        """Send every queued report, then release the connection."""
+        """Send every queued report, stop watching the allocation, release the connections."""
         try:
             if self._metrics is not None:
                 self._metrics.close()
         finally:
+            if self._watcher is not None:
+                self._watcher.close()
             if self._client is not None:
                 self._client.close()
             self.distributed.close()
@@ -120,17 +132,50 @@ def _trial_context(
         )
 
     storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
-    train = TrainContext(shipper, client, trial.trial_id)
-    max_length = (trial._config.get("searcher") or {}).get("max_length")
+    searcher_config = trial._config.get("searcher") or {}
+    train = TrainContext(shipper, client, trial.trial_id, searcher_config)
+    watcher = _watcher(info, distributed, preempt_mode)
     return Context(
         checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
         distributed=distributed,
-        preempt=PreemptContext(PreemptionWatcher(), distributed, preempt_mode),
+        preempt=PreemptContext(watcher or NeverStopped(), distributed, preempt_mode),
         train=train,
-        searcher=SearcherContext(max_length, train.report_progress, distributed.rank == 0),
+        searcher=_searcher(searcher_config, train, shipper, watcher, distributed),
         info=info,
         shipper=shipper,
         client=client,
+        watcher=watcher,
+    )
+
+
+def _watcher(
+    info: _info.ClusterInfo, distributed: DistributedContext, preempt_mode: PreemptMode
+) -> PreemptionWatcher | None:
+    """The chief watches the allocation (and in WorkersAskMaster mode every worker does);
+    the other workers get the chief's answers by broadcast."""
+    if distributed.rank != 0 and preempt_mode is not PreemptMode.WorkersAskMaster:
+        return None
+    client = TrialClient(info.master_url, info.session_token)
+    return PreemptionWatcher(client, info.allocation_id, info.trial._searcher_length)
+
+
+def _searcher(
+    config: dict[str, Any],
+    train: TrainContext,
+    shipper: MetricsShipper,
+    watcher: PreemptionWatcher | None,
+    distributed: DistributedContext,
+) -> SearcherContext:
+    """Seed-era ASHA trains rung by rung; every other searcher, one operation of max_length."""
+    max_length = config.get("max_length")
+    if max_length is None or config.get("name") not in ASHA_SEARCHERS:
+        return SearcherContext(max_length, train.report_progress, distributed.rank == 0)
+    return RungSearcherContext(
+        max_length,
+        train.report_progress,
+        watcher=watcher,
+        flush=shipper.flush,
+        distributed=distributed,
     )
 
 

@@ -3,6 +3,7 @@
 import enum
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from determined._client import TrialClient
@@ -23,13 +24,21 @@ class TrainContext:
     """Reports a trial's metrics and progress to the cluster.
 
     A report call only validates and queues (see `_metrics`); it blocks only when the
-    shipper is far behind.
+    shipper is far behind. Validation reports must carry the metrics the configured searcher
+    reads (`searcher`: the experiment config's section).
     """
 
-    def __init__(self, shipper: MetricsShipper, client: TrialClient, trial_id: int) -> None:
+    def __init__(
+        self,
+        shipper: MetricsShipper,
+        client: TrialClient,
+        trial_id: int,
+        searcher: Mapping[str, Any] | None = None,
+    ) -> None:
         self._shipper = shipper
         self._client = client
         self._trial_id = trial_id
+        self._searcher_metrics = _validate.searcher_metrics(searcher or {})
 
     def report_training_metrics(
         self,
@@ -46,25 +55,31 @@ class TrainContext:
         self._report("training", steps_completed, _validate.check_metrics(metrics))
 
     def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:
-        self._report("validation", steps_completed, _validate.check_metrics(metrics, allow_none=False))
+        """Report validation metrics: what the searcher decides from."""
+        self.report_metrics("validation", steps_completed, metrics)
 
     def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        """Report metrics of any group (a non-empty name without '.'); "training" and
+        "validation" are the built-in series, checked as their own report calls are."""
         group = _validate.check_group(group)
-        self._report(
-            group, steps_completed, _validate.check_metrics(metrics, allow_none=group != "validation")
-        )
+        if group != "validation":
+            self._report(group, steps_completed, _validate.check_metrics(metrics))
+            return
+        checked = _validate.check_metrics(metrics, allow_none=False)
+        _validate.check_searcher_metrics(metrics, self._searcher_metrics)
+        self._report(group, steps_completed, checked)
 
     def report_progress(self, progress: float) -> None:
         """Report how far the trial is, a fraction in [0, 1]."""
         self._client.report_progress(self._trial_id, _validate.check_progress(progress))
 
     def set_status(self, status: str) -> None:
-        """Accepted for compatibility; the cluster does not show statuses yet."""
-        logger.debug("trial status: %s", status)
+        """Say what the trial is doing (`det trial describe` shows it)."""
+        self._client.report_status(self._trial_id, _validate.check_status(status))
 
     def get_experiment_best_validation(self) -> float | None:
-        """The experiment's best searcher metric so far; None until the gateway serves it."""
-        return None
+        """The best searcher metric any trial of the experiment reported so far, or None."""
+        return self._client.get_best_validation(self._trial_id)
 
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         steps_completed = _validate.check_steps_completed(steps_completed)
@@ -75,10 +90,16 @@ class DummyTrainContext(TrainContext):
     """Off-cluster: the same checks, and reports go to the log (no shipper, no client)."""
 
     def __init__(self) -> None:
-        pass
+        self._searcher_metrics = {}
 
     def report_progress(self, progress: float) -> None:
         logger.info("report_progress(%s)", _validate.check_progress(progress))
+
+    def set_status(self, status: str) -> None:
+        logger.info("set_status(%s)", _validate.check_status(status))
+
+    def get_experiment_best_validation(self) -> float | None:
+        return None
 
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         steps_completed = _validate.check_steps_completed(steps_completed)

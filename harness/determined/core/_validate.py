@@ -12,8 +12,11 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from determined.core._searcher import ASHA_SEARCHERS
+
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _PLAIN = (int, str, bool, type(None))
+_SEARCHER_FIELDS = {"searcher.metric": "the searcher metric", "searcher.time_metric": "the time metric"}
 
 
 def check_steps_completed(steps_completed: Any) -> int:
@@ -45,6 +48,47 @@ def check_metrics(metrics: Any, *, argument: str = "metrics", allow_none: bool =
             raise ValueError(f"{argument}[{key!r}] is None; validation metrics must have values")
         copy[key] = _json_value(value, argument, key)
     return copy
+
+
+def check_status(status: Any) -> str:
+    if not isinstance(status, str):
+        raise TypeError(f"status must be a str, got {type(status).__name__}")
+    if not status:
+        raise ValueError("status must be a non-empty string")
+    return status
+
+
+def searcher_metrics(searcher: Mapping[str, Any]) -> dict[str, str]:
+    """{metric name: its config field} for the metrics the configured searcher reads from each
+    validation. A report without them would fail the experiment in the searcher, so the
+    harness refuses it at the call. ASHA with `time_metric` also needs that metric; seed-era
+    ASHA (`max_length`, no `time_metric`) counts the report's steps_completed instead.
+    """
+    required: dict[str, str] = {}
+    if searcher.get("metric"):
+        required[searcher["metric"]] = "searcher.metric"
+    if searcher.get("name") in ASHA_SEARCHERS and searcher.get("time_metric"):
+        required.setdefault(searcher["time_metric"], "searcher.time_metric")
+    return required
+
+
+def check_searcher_metrics(metrics: Mapping[str, Any], required: Mapping[str, str]) -> None:
+    """ValueError when a metric the searcher reads is missing, TypeError when it is no number."""
+    for name, field in required.items():
+        what = f"{_SEARCHER_FIELDS[field]} {name!r} ({field})"
+        if name not in metrics:
+            reported = ", ".join(metrics) or "nothing"
+            raise ValueError(f"validation metrics must include {what}; reported: {reported}")
+        if not _is_number(metrics[name]):
+            raise TypeError(f"{what} must be a number, got {type(metrics[name]).__name__}")
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, bool excepted; numpy scalars and 0-d tensors (through tolist()) count."""
+    tolist = getattr(value, "tolist", None)
+    if not isinstance(value, numbers.Real) and callable(tolist):
+        value = tolist()
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_progress(progress: Any) -> float:

@@ -1,0 +1,197 @@
+"""A small in-process gateway for the Core API tests: a real grpc server with a servicer
+that implements the calls trial processes make and records what arrives.
+
+Metric batches are stored by batch_seq, as the real gateway does with its message ids; calls
+can be refused with UNAVAILABLE, and the server stopped and restarted on the same port.
+WatchAllocation is a long poll with the real one's rules (answer at once when the caller's
+stop or searcher_length is out of date or the searcher stopped the trial, else on a change or
+after timeout_s); `decisions` plays the searcher: a validation at steps_completed S applies
+`decisions[S]` to the allocation, as a rung decision would.
+"""
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent import futures
+from typing import Any
+
+import grpc
+import pytest
+
+import determined as det
+from determined.proto import api_pb2, api_pb2_grpc
+
+TOKEN = "7:7.1:signature"
+ALLOCATION_ID = "7.1"
+MAX_WATCH_S = 60.0
+
+
+class FakeGateway(api_pb2_grpc.DeterminedServicer):
+    def __init__(self) -> None:
+        self.batches: dict[int, api_pb2.ReportMetricsRequest] = {}
+        self.metric_calls = 0
+        self.progress: list[float] = []
+        self.checkpoints: list[api_pb2.ReportCheckpointRequest] = []
+        self.statuses: list[api_pb2.ReportStatusRequest] = []
+        self.order: list[str] = []
+        self.unavailable_calls = 0
+        self.unavailable_watches = 0
+        self.lost_replies = 0
+        self.fail_with: grpc.StatusCode | None = None
+        self.tokens: set[str] = set()
+        self.lock = threading.Lock()
+        # The allocation as WatchAllocation tells it; change it with `update()`.
+        self.allocation = api_pb2.WatchAllocationResponse()
+        self.closed = False
+        self.watches: list[api_pb2.WatchAllocationRequest] = []
+        self.acks: list[str] = []
+        self.decisions: dict[int, dict[str, Any]] = {}
+        self.best: float | None = None
+        self.changed = threading.Condition()
+
+    def update(self, *, closed: bool = False, **fields: Any) -> None:
+        """Change the allocation (or close it) and wake the long polls."""
+        with self.changed:
+            for name, value in fields.items():
+                setattr(self.allocation, name, value)
+            self.closed = self.closed or closed
+            self.changed.notify_all()
+
+    def _refuse(self, context: grpc.ServicerContext) -> None:
+        self.tokens.add(dict(context.invocation_metadata()).get("x-allocation-token", ""))
+        with self.lock:
+            if self.unavailable_calls > 0:
+                self.unavailable_calls -= 1
+                context.abort(grpc.StatusCode.UNAVAILABLE, "gateway starting")
+        if self.fail_with is not None:
+            context.abort(self.fail_with, "no such trial")
+
+    def ReportMetrics(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.metric_calls += 1
+        self._refuse(context)
+        self.batches.setdefault(request.batch_seq, request)
+        self.order.append("metrics")
+        for report in request.reports:
+            if report.group == "validation" and report.steps_completed in self.decisions:
+                self.update(**self.decisions[report.steps_completed])
+        if self.lost_replies > 0:  # stored, but the reply never reaches the trial
+            self.lost_replies -= 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+        return api_pb2.ReportMetricsResponse()
+
+    def ReportProgress(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        self.progress.append(request.progress)
+        return api_pb2.ReportProgressResponse()
+
+    def ReportCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        self.checkpoints.append(request)
+        self.order.append("checkpoint")
+        return api_pb2.ReportCheckpointResponse()
+
+    def ReportStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        self.statuses.append(request)
+        return api_pb2.ReportStatusResponse()
+
+    def GetBestValidation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        if self.best is None:
+            return api_pb2.GetBestValidationResponse(found=False)
+        return api_pb2.GetBestValidationResponse(found=True, metric=self.best)
+
+    def AcknowledgeStop(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        if self.closed or not self.allocation.stop:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "nothing to acknowledge")
+        self.acks.append(request.allocation_id)
+        return api_pb2.AcknowledgeStopResponse()
+
+    def WatchAllocation(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.tokens.add(dict(context.invocation_metadata()).get("x-allocation-token", ""))
+        self.watches.append(request)
+        with self.lock:
+            if self.unavailable_watches > 0:
+                self.unavailable_watches -= 1
+                context.abort(grpc.StatusCode.UNAVAILABLE, "gateway starting")
+        deadline = time.monotonic() + min(request.timeout_s, MAX_WATCH_S)
+        with self.changed:
+            while True:
+                if self.closed:
+                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"allocation {ALLOCATION_ID} exited")
+                answer = api_pb2.WatchAllocationResponse()
+                answer.CopyFrom(self.allocation)
+                known = (answer.stop, answer.searcher_length) == (request.stop, request.searcher_length)
+                remaining = deadline - time.monotonic()
+                if not known or answer.searcher_stopped or remaining <= 0 or not context.is_active():
+                    return answer
+                self.changed.wait(min(remaining, 0.05))
+
+    def reports(self) -> list[tuple[str, int, dict[str, Any]]]:
+        return [
+            (r.group, r.steps_completed, json.loads(r.metrics_json))
+            for _, batch in sorted(self.batches.items())
+            for r in batch.reports
+        ]
+
+
+class Server:
+    """A gRPC server for the fake that can be stopped and started again on its port."""
+
+    def __init__(self, gateway: FakeGateway) -> None:
+        self.gateway = gateway
+        self.port = 0
+        self._server: grpc.Server | None = None
+
+    def start(self) -> None:
+        self._server = grpc.server(futures.ThreadPoolExecutor(8))
+        api_pb2_grpc.add_DeterminedServicer_to_server(self.gateway, self._server)  # type: ignore[no-untyped-call]
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        self._server.start()
+
+    def stop(self) -> None:
+        assert self._server is not None
+        self._server.stop(grace=None).wait()
+
+
+def running_gateway() -> Iterator[Server]:
+    """For a fixture: a started server, stopped afterwards."""
+    server = Server(FakeGateway())
+    server.start()
+    yield server
+    server.stop()
+
+
+def set_trial_env(
+    monkeypatch: pytest.MonkeyPatch, port: int, config: Mapping[str, Any], **extra: str
+) -> None:
+    """The environment the agent gives a trial talking to the fake on `port`."""
+    env = {
+        "DET_MASTER": f"127.0.0.1:{port}",
+        "DET_CLUSTER_ID": "c1",
+        "DET_AGENT_ID": "a1",
+        "DET_SLOT_IDS": "[0]",
+        "DET_TASK_ID": "7",
+        "DET_ALLOCATION_ID": ALLOCATION_ID,
+        "DET_SESSION_TOKEN": TOKEN,
+        "DET_TASK_TYPE": "TRIAL",
+        "DET_EXPERIMENT_ID": "3",
+        "DET_TRIAL_ID": "7",
+        "DET_TRIAL_RUN_ID": "2",
+        "DET_TRIAL_SEED": "1",
+        "DET_EXPERIMENT_CONFIG": json.dumps(config),
+        "DET_HPARAMS": "{}",
+        **extra,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    det.get_cluster_info.cache_clear()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
