@@ -16,6 +16,7 @@ experiment seed and the trial's request number, so a rerun with the same
 """
 
 import json
+import math
 import random
 import uuid
 from dataclasses import dataclass, field, replace
@@ -204,7 +205,9 @@ def _on_search_event(search: Search, event: Any) -> Search:
         case events_pb2.TrialLengthSet():
             request = search.request_of(event.trial_id)
             lengths = tuple(
-                s for s in search.lengths if request is None or (s.request, s.rung) != (request.request, event.rung)
+                s
+                for s in search.lengths
+                if request is None or (s.request, s.rung) != (request.request, event.rung)
             )
             return replace(search, lengths=lengths)
         case events_pb2.TrialValidationReported():
@@ -229,18 +232,32 @@ def _on_validation(search: Search, event: events_pb2.TrialValidationReported) ->
     if search.method is None or request is None or _exited(request) or request.stopped:
         return search
     try:
-        metrics = json.loads(event.metrics_json or "{}")
+        metrics = _numbers(json.loads(event.metrics_json or "{}"))
         decided = search.method.validation_reported(request.request, metrics, event.steps_completed)
     except (SearcherMetricError, ValueError):
         return search
     return _apply(search, decided)
 
 
+# The gateway stores NaN and the infinities as these strings (PostgreSQL's jsonb
+# refuses them); the search reads them as the numbers they were.
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _numbers(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: _NON_FINITE.get(value, value) if isinstance(value, str) else value
+        for name, value in metrics.items()
+    }
+
+
 def _on_trial_ended(search: Search, event: events_pb2.TrialEnded) -> Search:
     request = search.request_of(event.trial_id)
     if search.method is None or request is None or _exited(request):
         return search
-    search = _with_request(search, replace(request, ended_state=event.state or TrialState.TRIAL_STATE_COMPLETED))
+    search = _with_request(
+        search, replace(request, ended_state=event.state or TrialState.TRIAL_STATE_COMPLETED)
+    )
     reason = _EARLY_EXIT_REASONS.get(event.state)
     if reason is not None and search.method is not None:
         search = _apply(search, search.method.trial_exited_early(request.request, reason))

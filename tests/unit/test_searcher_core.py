@@ -235,3 +235,15 @@ def test_replaying_an_asha_history_decides_nothing_again() -> None:
         state, appends = settle(given(event, state=state), progress=True)
         history += [event, *[a.payload for a in appends]]
     assert core.decide(given(*history)) == []
+
+
+def test_asha_ranks_a_diverged_trial_worst() -> None:
+    state, _ = settle(given(asha()))
+    state, _ = settle(given(validation(1, 0.5, 4), state=state))
+    nan = ev.TrialValidationReported(
+        trial_id=2, experiment_id=1, steps_completed=4, metrics_json='{"loss": "NaN", "batches": 4}'
+    )
+    _, appends = settle(given(nan, state=state))
+    assert [a.payload.reason for a in appends if isinstance(a.payload, ev.TrialStopRequested)] == [
+        "cut at rung 0 (4 batches)"
+    ]
