@@ -1,26 +1,76 @@
-"""A recorded log replays against today's cores, and they agree that nothing
-is left to decide: no trial to create, no slot to assign, no exit to close."""
+"""Recorded logs replay against today's cores.
+
+- Every log, whatever the shapes it was written in, leaves nothing to decide once folded.
+- Logs written in today's shapes are replayed step by step, as Temporal replays a
+  workflow's history: each decision the log records must be one today's core makes from
+  the events before it, with the same payload.
+- One log, a recorded log with one decision changed by hand, must fail that replay.
+"""
+
+from typing import Any
 
 import pytest
-from golden_log import golden_log
+from golden_log import ReplayMismatch, golden_log, replay_decisions
 
 from services.agent.core import AgentCore
 from services.common.decider import Core
 from services.scheduler.core import SchedulerCore
 from services.searcher.core import SearcherCore
+from services.searcher.lifecycle import TrialLifecycleCore
+
+ALL_LOGS = ["three_experiments.jsonl", "adaptive_pause_kill.jsonl"]
+# Logs in today's shapes (AllocationRequested, ...), replayed decision by decision.
+TODAYS_LOGS = ["adaptive_pause_kill.jsonl"]
+
+# Each decider: its core, the actor its decisions are appended as, and their types.
+DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
+    "searcher": (
+        SearcherCore(),
+        "service:searcher",
+        {
+            "trial_created",
+            "trial_stop_requested",
+            "trial_length_set",
+            "experiment_progress_changed",
+            "experiment_state_changed",
+        },
+    ),
+    "lifecycle": (
+        TrialLifecycleCore(),
+        "service:searcher",
+        {"allocation_requested", "allocation_stop_requested", "allocation_kill_requested", "trial_ended"},
+    ),
+    "scheduler": (SchedulerCore(), "service:scheduler", {"allocation_assigned", "allocation_canceled"}),
+}
+CORES = [decider[0] for decider in DECIDERS.values()] + [AgentCore(agent_id="vm")]
 
 
-@pytest.mark.parametrize("core", [SearcherCore(), SchedulerCore(), AgentCore(agent_id="vm")], ids=lambda core: type(core).__name__)
-def test_a_settled_log_leaves_nothing_to_decide(core: Core[object]) -> None:
+@pytest.mark.parametrize("name", ALL_LOGS)
+@pytest.mark.parametrize("core", CORES, ids=lambda core: type(core).__name__)
+def test_a_settled_log_leaves_nothing_to_decide(core: Core[object], name: str) -> None:
     state = core.initial_state()
-    for envelope in golden_log("three_experiments.jsonl"):
+    for envelope in golden_log(name):
         assert envelope.WhichOneof("payload") is not None, envelope.event_id
         state = core.evolve(state, envelope)
     assert core.decide(state) == []
 
 
-def test_every_decision_of_a_service_names_its_cause() -> None:
-    log = golden_log("three_experiments.jsonl")
+@pytest.mark.parametrize("name", TODAYS_LOGS)
+@pytest.mark.parametrize("decider", list(DECIDERS))
+def test_todays_cores_make_the_recorded_decisions_step_by_step(decider: str, name: str) -> None:
+    core, actor, decided_types = DECIDERS[decider]
+    replay_decisions(core, golden_log(name), actor, decided_types)
+
+
+def test_a_log_with_a_changed_decision_fails_the_replay() -> None:
+    core, actor, decided_types = DECIDERS["searcher"]
+    with pytest.raises(ReplayMismatch, match="trial-stop-"):
+        replay_decisions(core, golden_log("must_fail_changed_stop.jsonl"), actor, decided_types)
+
+
+@pytest.mark.parametrize("name", ALL_LOGS)
+def test_every_decision_of_a_service_names_its_cause(name: str) -> None:
+    log = golden_log(name)
     known = {envelope.event_id for envelope in log}
     for envelope in log:
         if envelope.actor.startswith("service:") and envelope.WhichOneof("payload") != "agent_registered":
