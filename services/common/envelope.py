@@ -88,6 +88,8 @@ SUBJECT_KINDS: dict[str, str] = {
     "trial_stop_requested": "trial",
     "trial_length_set": "trial",
     "trial_status_reported": "trial",
+    "trial_early_exit_reported": "trial",
+    "trial_metadata_set": "trial",
     "trial_validation_reported": "validation",
     "trial_metrics_reported": "metrics",
     "checkpoint_reported": "checkpoint",

@@ -68,6 +68,8 @@ class TrialRequest:
     ended_state: int = TrialState.TRIAL_STATE_UNSPECIFIED
     # Stopped by the searcher: later validations are not the method's business.
     stopped: bool = False
+    # The trial said its hyperparameters are invalid (det.InvalidHP) before it ended.
+    invalid_hp: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ SEARCHER_FOLDS = (
     "trial_stop_requested",
     "trial_length_set",
     "trial_validation_reported",
+    "trial_early_exit_reported",
     "trial_ended",
 )
 
@@ -212,6 +215,9 @@ def _on_search_event(search: Search, event: Any) -> Search:
             return replace(search, lengths=lengths)
         case events_pb2.TrialValidationReported():
             return _on_validation(search, event)
+        case events_pb2.TrialEarlyExitReported() if event.reason == ExitReason.INVALID_HP.value:
+            request = search.request_of(event.trial_id)
+            return search if request is None else _with_request(search, replace(request, invalid_hp=True))
         case events_pb2.TrialEnded():
             return _on_trial_ended(search, event)
     return search
@@ -258,7 +264,7 @@ def _on_trial_ended(search: Search, event: events_pb2.TrialEnded) -> Search:
     search = _with_request(
         search, replace(request, ended_state=event.state or TrialState.TRIAL_STATE_COMPLETED)
     )
-    reason = _EARLY_EXIT_REASONS.get(event.state)
+    reason = ExitReason.INVALID_HP if request.invalid_hp else _EARLY_EXIT_REASONS.get(event.state)
     if reason is not None and search.method is not None:
         search = _apply(search, search.method.trial_exited_early(request.request, reason))
     assert search.method is not None

@@ -247,3 +247,14 @@ def test_asha_ranks_a_diverged_trial_worst() -> None:
     assert [a.payload.reason for a in appends if isinstance(a.payload, ev.TrialStopRequested)] == [
         "cut at rung 0 (4 batches)"
     ]
+
+
+def test_a_trial_with_invalid_hyperparameters_is_replaced() -> None:
+    state, appends = settle(given(experiment(name="random", max_trials=2, max_concurrent_trials=1)))
+    assert [a.msg_id for a in appends] == ["trial-created-1-0"]
+    early_exit = ev.TrialEarlyExitReported(trial_id=1, experiment_id=1, reason="INVALID_HP")
+    state, appends = settle(given(early_exit, ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.msg_id for a in appends] == ["trial-created-1-1"]
+    # It does not count against max_trials: two more trials run in all.
+    state, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.msg_id for a in appends] == ["trial-created-1-2"]

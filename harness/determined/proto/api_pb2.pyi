@@ -420,3 +420,39 @@ class GetBestValidationResponse(_message.Message):
     found: bool
     metric: float
     def __init__(self, found: _Optional[bool] = ..., metric: _Optional[float] = ...) -> None: ...
+
+class ReportEarlyExitRequest(_message.Message):
+    __slots__ = ("trial_id", "reason")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    reason: str
+    def __init__(self, trial_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReportEarlyExitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SetTrialMetadataRequest(_message.Message):
+    __slots__ = ("trial_id", "metadata_json")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    metadata_json: str
+    def __init__(self, trial_id: _Optional[int] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class SetTrialMetadataResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetTrialMetadataRequest(_message.Message):
+    __slots__ = ("trial_id",)
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
+
+class GetTrialMetadataResponse(_message.Message):
+    __slots__ = ("metadata_json",)
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    metadata_json: str
+    def __init__(self, metadata_json: _Optional[str] = ...) -> None: ...

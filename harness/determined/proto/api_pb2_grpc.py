@@ -129,6 +129,21 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetBestValidationRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetBestValidationResponse.FromString,
                 _registered_method=True)
+        self.ReportEarlyExit = channel.unary_unary(
+                '/determined.api.Determined/ReportEarlyExit',
+                request_serializer=determined_dot_proto_dot_api__pb2.ReportEarlyExitRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ReportEarlyExitResponse.FromString,
+                _registered_method=True)
+        self.SetTrialMetadata = channel.unary_unary(
+                '/determined.api.Determined/SetTrialMetadata',
+                request_serializer=determined_dot_proto_dot_api__pb2.SetTrialMetadataRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.SetTrialMetadataResponse.FromString,
+                _registered_method=True)
+        self.GetTrialMetadata = channel.unary_unary(
+                '/determined.api.Determined/GetTrialMetadata',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.FromString,
+                _registered_method=True)
 
 
 class DeterminedServicer:
@@ -251,6 +266,24 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportEarlyExit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetTrialMetadata(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrialMetadata(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeterminedServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -348,6 +381,21 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.GetBestValidation,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetBestValidationRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetBestValidationResponse.SerializeToString,
+            ),
+            'ReportEarlyExit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportEarlyExit,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ReportEarlyExitRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ReportEarlyExitResponse.SerializeToString,
+            ),
+            'SetTrialMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTrialMetadata,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.SetTrialMetadataRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.SetTrialMetadataResponse.SerializeToString,
+            ),
+            'GetTrialMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrialMetadata,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -863,6 +911,87 @@ class Determined:
             '/determined.api.Determined/GetBestValidation',
             determined_dot_proto_dot_api__pb2.GetBestValidationRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.GetBestValidationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportEarlyExit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ReportEarlyExit',
+            determined_dot_proto_dot_api__pb2.ReportEarlyExitRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ReportEarlyExitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTrialMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/SetTrialMetadata',
+            determined_dot_proto_dot_api__pb2.SetTrialMetadataRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.SetTrialMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrialMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetTrialMetadata',
+            determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
