@@ -13,12 +13,13 @@ task's fault) and its task runs it again. Starting, stopping and killing
 processes is the shell's business (`runner.py`), driven by this state.
 """
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from determined.proto import events_pb2
-from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
-from services.common.upcast import upcast
+from services.common.decider import PureCore
+from services.common.envelope import Append, Envelope, aggregate, payload_of
 
 AGENT_RESTARTED = "agent restarted"
 AGENT_RESTARTED_EXIT_CODE = -1
@@ -83,21 +84,10 @@ AGENT_FOLDS = (
 )
 
 
-@dataclass
-class AgentCore:
-    agent_id: str
-    kinds: list[str] = field(default_factory=lambda: kinds_of(AGENT_FOLDS))
-
-    def initial_state(self) -> AgentState:
-        return AgentState()
-
-    def evolve(self, state: AgentState, envelope: Envelope) -> AgentState:
-        for event in upcast(envelope):
-            state = evolve(self.agent_id, state, event)
-        return state
-
-    def decide(self, state: AgentState) -> list[Append]:
-        return decide(state)
+class AgentCore(PureCore[AgentState]):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(AGENT_FOLDS, AgentState, functools.partial(evolve, agent_id), decide)
+        self.agent_id = agent_id
 
 
 def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
@@ -112,7 +102,9 @@ def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
         case events_pb2.AllocationAssigned():
             return _on_assigned(agent_id, state, event, envelope)
         case events_pb2.AllocationCanceled():
-            return replace(state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id})
+            return replace(
+                state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id}
+            )
         case events_pb2.AllocationStopRequested():
             return _update(state, event.allocation_id, stop_requested=True)
         case events_pb2.AllocationKillRequested():
@@ -157,9 +149,7 @@ def _update(state: AgentState, allocation_id: str, **changes: Any) -> AgentState
 def decide(state: AgentState) -> list[Append]:
     return [
         allocation.answer(
-            allocation_exited(
-                allocation, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED, agent_lost=True
-            )
+            allocation_exited(allocation, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED, agent_lost=True)
         )
         for allocation in state.allocations.values()
         if allocation.orphaned

@@ -17,8 +17,9 @@ from typing import Generic, Protocol, TypeVar
 
 import structlog
 
-from services.common.envelope import Append, Envelope
+from services.common.envelope import Append, Envelope, kinds_of
 from services.common.eventstore import ConflictError, EventStore
+from services.common.upcast import upcast
 
 State = TypeVar("State")
 
@@ -35,6 +36,36 @@ class Core(Protocol[State]):
     def evolve(self, state: State, envelope: Envelope) -> State: ...
 
     def decide(self, state: State) -> list[Append]: ...
+
+
+class PureCore(Generic[State]):
+    """A core made of a module's pure functions. `folds` names the event types
+    `evolve_one` folds (the kinds of aggregate it reads follow from them), and
+    every event is read in today's shape (`upcast`) before it is folded."""
+
+    def __init__(
+        self,
+        folds: tuple[str, ...],
+        initial_state: Callable[[], State],
+        evolve_one: Callable[[State, Envelope], State],
+        decide: Callable[[State], list[Append]],
+    ) -> None:
+        self.folds = folds
+        self.kinds = kinds_of(folds)
+        self._initial_state = initial_state
+        self._evolve_one = evolve_one
+        self._decide = decide
+
+    def initial_state(self) -> State:
+        return self._initial_state()
+
+    def evolve(self, state: State, envelope: Envelope) -> State:
+        for event in upcast(envelope):
+            state = self._evolve_one(state, event)
+        return state
+
+    def decide(self, state: State) -> list[Append]:
+        return self._decide(state)
 
 
 @dataclass
@@ -102,9 +133,7 @@ class Shell(Generic[State]):
                     return state
         raise RuntimeError(f"{self.actor}: decisions did not settle")
 
-    async def _append(
-        self, state: State, append: Append, own_sequences: set[int]
-    ) -> tuple[State, Envelope]:
+    async def _append(self, state: State, append: Append, own_sequences: set[int]) -> tuple[State, Envelope]:
         sequence, envelope = await self.store.append(append, actor=self.actor)
         own_sequences.add(sequence)
         log.debug("appended", event_id=envelope.event_id, aggregate=envelope.aggregate, sequence=sequence)

@@ -22,8 +22,8 @@ that runs it sees the stop as well.
 from dataclasses import dataclass, field, replace
 
 from determined.proto import events_pb2
-from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
-from services.common.upcast import upcast
+from services.common.decider import PureCore
+from services.common.envelope import Append, Envelope, aggregate, payload_of
 
 
 @dataclass(frozen=True)
@@ -63,20 +63,9 @@ SCHEDULER_FOLDS = (
 )
 
 
-@dataclass
-class SchedulerCore:
-    kinds: list[str] = field(default_factory=lambda: kinds_of(SCHEDULER_FOLDS))
-
-    def initial_state(self) -> SchedulerState:
-        return SchedulerState()
-
-    def evolve(self, state: SchedulerState, envelope: Envelope) -> SchedulerState:
-        for event in upcast(envelope):
-            state = evolve(state, event)
-        return state
-
-    def decide(self, state: SchedulerState) -> list[Append]:
-        return decide(state)
+class SchedulerCore(PureCore[SchedulerState]):
+    def __init__(self) -> None:
+        super().__init__(SCHEDULER_FOLDS, SchedulerState, evolve, decide)
 
 
 # -- evolve -----------------------------------------------------------------------

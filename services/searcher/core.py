@@ -25,7 +25,8 @@ from typing import Any
 from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
 from services.common.config import experiment_config
-from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
+from services.common.decider import PureCore
+from services.common.envelope import Append, Envelope, aggregate, payload_of
 from services.searcher.methods.base import (
     Action,
     Create,
@@ -126,18 +127,9 @@ SEARCHER_FOLDS = (
 )
 
 
-@dataclass
-class SearcherCore:
-    kinds: list[str] = field(default_factory=lambda: kinds_of(SEARCHER_FOLDS))
-
-    def initial_state(self) -> SearcherState:
-        return SearcherState()
-
-    def evolve(self, state: SearcherState, envelope: Envelope) -> SearcherState:
-        return evolve(state, envelope)
-
-    def decide(self, state: SearcherState) -> list[Append]:
-        return decide(state)
+class SearcherCore(PureCore[SearcherState]):
+    def __init__(self) -> None:
+        super().__init__(SEARCHER_FOLDS, SearcherState, evolve, decide)
 
 
 # -- evolve -----------------------------------------------------------------------
@@ -318,8 +310,7 @@ def _queue_create(search: Search, create: Create) -> Search:
 
 
 def _sampled(config: ExperimentConfig, rng: random.Random) -> dict[str, Any]:
-    hyperparameters: dict[str, Any] = config.to_json_dict()["hyperparameters"]
-    return sample_hparams(hyperparameters, rng)
+    return sample_hparams(config.hyperparameters, rng)
 
 
 def _with_request(search: Search, request: TrialRequest) -> Search:

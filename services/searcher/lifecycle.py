@@ -25,8 +25,9 @@ from typing import Any
 from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
 from services.common.config import experiment_config
-from services.common.envelope import Append, Envelope, aggregate, kinds_of, payload_of
-from services.common.upcast import TRIAL_TASK, upcast
+from services.common.decider import PureCore
+from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.upcast import TRIAL_TASK
 
 ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
@@ -118,20 +119,9 @@ LIFECYCLE_FOLDS = (
 )
 
 
-@dataclass
-class TrialLifecycleCore:
-    kinds: list[str] = field(default_factory=lambda: kinds_of(LIFECYCLE_FOLDS))
-
-    def initial_state(self) -> LifecycleState:
-        return LifecycleState()
-
-    def evolve(self, state: LifecycleState, envelope: Envelope) -> LifecycleState:
-        for event in upcast(envelope):
-            state = evolve(state, event)
-        return state
-
-    def decide(self, state: LifecycleState) -> list[Append]:
-        return decide(state)
+class TrialLifecycleCore(PureCore[LifecycleState]):
+    def __init__(self) -> None:
+        super().__init__(LIFECYCLE_FOLDS, LifecycleState, evolve, decide)
 
 
 # -- evolve -----------------------------------------------------------------------
@@ -152,7 +142,9 @@ def evolve(state: LifecycleState, envelope: Envelope) -> LifecycleState:
         case events_pb2.TrialKillRequested():
             return _update_trial(state, event.trial_id, kill_requested=True)
         case events_pb2.TrialStopRequested():
-            return _update_trial(state, event.trial_id, searcher_stop=event.reason or "stopped by the searcher")
+            return _update_trial(
+                state, event.trial_id, searcher_stop=event.reason or "stopped by the searcher"
+            )
         case events_pb2.TrialLengthSet():
             return _update_trial(state, event.trial_id, searcher_length=event.length)
         case events_pb2.TrialEnded():
@@ -195,7 +187,9 @@ def _on_experiment_state(state: LifecycleState, event: events_pb2.ExperimentStat
         trials = [t for t in state.trials.values() if t.created.experiment_id == event.experiment_id]
         for trial in trials:
             state = _without_trial(state, trial.trial_id)
-        return replace(state, experiments={k: v for k, v in state.experiments.items() if k != event.experiment_id})
+        return replace(
+            state, experiments={k: v for k, v in state.experiments.items() if k != event.experiment_id}
+        )
     if event.state == ExperimentState.EXPERIMENT_STATE_PAUSED:
         return _update_experiment(state, event.experiment_id, paused=True)
     if event.state == ExperimentState.EXPERIMENT_STATE_ACTIVE:
@@ -328,11 +322,15 @@ def _signal_run(trial: Trial, run: Run, killed: bool, paused: bool) -> list[Appe
         event = events_pb2.AllocationKillRequested(
             allocation_id=run.allocation_id, trial_id=trial.trial_id, task_id=task_id, reason=reason
         )
-        return [Append(aggregate("allocation", run.allocation_id), event, f"allocation-kill-{run.allocation_id}")]
+        return [
+            Append(aggregate("allocation", run.allocation_id), event, f"allocation-kill-{run.allocation_id}")
+        ]
     stop_reason = trial.searcher_stop or ("experiment paused" if paused else None)
     if killed or stop_reason is None or run.stop_requested or run.kill_requested:
         return []
-    stop = events_pb2.AllocationStopRequested(allocation_id=run.allocation_id, task_id=task_id, reason=stop_reason)
+    stop = events_pb2.AllocationStopRequested(
+        allocation_id=run.allocation_id, task_id=task_id, reason=stop_reason
+    )
     return [Append(aggregate("allocation", run.allocation_id), stop, f"allocation-stop-{run.allocation_id}")]
 
 
