@@ -6,9 +6,7 @@ cluster can already start it and wait for its ready file.
 Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_READY_FILE, DET_LOG_*.
 """
 
-from dataclasses import dataclass, field
-
-from services.common.envelope import Append, Envelope, kinds_of
+from services.common.decider import PureCore
 from services.common.service import run_core, serve
 from services.common.settings import CommonSettings
 
@@ -17,24 +15,13 @@ class CheckpointSettings(CommonSettings):
     pass
 
 
-@dataclass
-class FollowingCore:
+def following_core() -> PureCore[None]:
     """Reads checkpoints and decides nothing: the place GC will grow into."""
-
-    kinds: list[str] = field(default_factory=lambda: kinds_of(("checkpoint_reported",)))
-
-    def initial_state(self) -> None:
-        return None
-
-    def evolve(self, state: None, envelope: Envelope) -> None:
-        return None
-
-    def decide(self, state: None) -> list[Append]:
-        return []
+    return PureCore(("checkpoint_reported",), lambda: None, lambda state, envelope: None, lambda state: [])
 
 
 async def run(settings: CheckpointSettings) -> None:
-    await run_core(settings, FollowingCore(), name="checkpoint")
+    await run_core(settings, following_core(), name="checkpoint")
 
 
 def main() -> None:
