@@ -1,63 +1,86 @@
-"""Drawing hyperparameter values from the stored (typed) hyperparameter form.
+"""Drawing hyperparameter values from the typed hyperparameters
+(``ExperimentConfig.hyperparameters``), giving plain dicts of values.
 
 Pure and seeded: the caller hands in the experiment's ``random.Random``.
 Names are visited in sorted order at every depth, so the same seed always
 gives the same trials (Determined iterates nested groups in random order;
-sorting them is our deliberate fix)."""
+sorting them is our deliberate fix). The draws are those of the stored JSON
+form, call for call, so recorded event logs replay unchanged.
+
+Const and categorical values are handed out as deep copies, so a caller
+that changes a sampled dict never reaches into the (frozen) config."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, assert_never
+
+from determined.common.expconf import (
+    CategoricalHyperparameter,
+    ConstHyperparameter,
+    DoubleHyperparameter,
+    Hyperparameter,
+    HyperparameterGroup,
+    IntHyperparameter,
+    LogHyperparameter,
+)
 
 Route = tuple[str, ...]
+Hyperparameters = Mapping[str, Hyperparameter]
+LeafHyperparameter = (
+    ConstHyperparameter
+    | IntHyperparameter
+    | DoubleHyperparameter
+    | LogHyperparameter
+    | CategoricalHyperparameter
+)
 
 
-def sample_hparams(hyperparameters_json: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+def sample_hparams(hyperparameters: Hyperparameters, rng: random.Random) -> dict[str, Any]:
     """One random value per hyperparameter (nested groups give nested dicts)."""
-    return {name: _sample(hyperparameters_json[name], rng) for name in sorted(hyperparameters_json)}
+    return {name: _sample(hyperparameters[name], rng) for name in sorted(hyperparameters)}
 
 
-def _sample(spec: Mapping[str, Any], rng: random.Random) -> Any:
-    kind = spec["type"]
-    if kind == "const":
-        return spec["val"]
-    if kind == "int":
-        return spec["minval"] + rng.randrange(spec["maxval"] - spec["minval"] + 1)
-    if kind == "double":
-        return _uniform(spec["minval"], spec["maxval"], rng)
-    if kind == "log":
-        return spec["base"] ** _uniform(spec["minval"], spec["maxval"], rng)
-    if kind == "categorical":
-        return spec["vals"][rng.randrange(len(spec["vals"]))]
-    if kind == "object":
-        return sample_hparams(spec["vals"], rng)
-    raise ValueError(f"unknown hyperparameter type {kind!r}")
+def _sample(hp: Hyperparameter, rng: random.Random) -> Any:
+    if isinstance(hp, ConstHyperparameter):
+        return copy.deepcopy(hp.val)
+    if isinstance(hp, IntHyperparameter):
+        return hp.minval + rng.randrange(hp.maxval - hp.minval + 1)
+    if isinstance(hp, DoubleHyperparameter):
+        return _uniform(hp.minval, hp.maxval, rng)
+    if isinstance(hp, LogHyperparameter):
+        return hp.base ** _uniform(hp.minval, hp.maxval, rng)
+    if isinstance(hp, CategoricalHyperparameter):
+        return copy.deepcopy(hp.vals[rng.randrange(len(hp.vals))])
+    if isinstance(hp, HyperparameterGroup):
+        return sample_hparams(hp.vals, rng)
+    assert_never(hp)
 
 
 def _uniform(low: float, high: float, rng: random.Random) -> float:
     return low + (high - low) * rng.random()
 
 
-def grid_points(hyperparameters_json: Mapping[str, Any]) -> list[dict[str, Any]]:
+def grid_points(hyperparameters: Hyperparameters) -> list[dict[str, Any]]:
     """Every point of the grid: the cartesian product of one axis per leaf
     hyperparameter (sorted names; the first axis varies slowest)."""
-    axes = _axes(hyperparameters_json, ())
+    axes = _axes(hyperparameters, ())
     routes = [route for route, _ in axes]
     return [_assemble(routes, values) for values in itertools.product(*(values for _, values in axes))]
 
 
-def grid_size(hyperparameters_json: Mapping[str, Any]) -> int:
+def grid_size(hyperparameters: Hyperparameters) -> int:
     """How many points `grid_points` has, without building them."""
-    return math.prod(len(values) for _, values in _axes(hyperparameters_json, ()))
+    return math.prod(len(values) for _, values in _axes(hyperparameters, ()))
 
 
-def grid_point(hyperparameters_json: Mapping[str, Any], index: int) -> dict[str, Any]:
+def grid_point(hyperparameters: Hyperparameters, index: int) -> dict[str, Any]:
     """`grid_points(...)[index]`, without building the others."""
-    axes = _axes(hyperparameters_json, ())
+    axes = _axes(hyperparameters, ())
     chosen: list[Any] = []
     for _, values in reversed(axes):  # the last axis varies fastest
         index, position = divmod(index, len(values))
@@ -65,32 +88,34 @@ def grid_point(hyperparameters_json: Mapping[str, Any], index: int) -> dict[str,
     return _assemble([route for route, _ in axes], tuple(reversed(chosen)))
 
 
-def _axes(hparams: Mapping[str, Any], prefix: Route) -> list[tuple[Route, list[Any]]]:
+def _axes(hyperparameters: Hyperparameters, prefix: Route) -> list[tuple[Route, list[Any]]]:
     axes: list[tuple[Route, list[Any]]] = []
-    for name in sorted(hparams):
-        spec, route = hparams[name], prefix + (name,)
-        if spec["type"] != "object":
-            axes.append((route, axis_values(spec)))
-        elif spec["vals"]:
-            axes += _axes(spec["vals"], route)
+    for name in sorted(hyperparameters):
+        hp, route = hyperparameters[name], prefix + (name,)
+        if not isinstance(hp, HyperparameterGroup):
+            axes.append((route, axis_values(hp)))
+        elif hp.vals:
+            axes += _axes(hp.vals, route)
         else:
             axes.append((route, [{}]))
     return axes
 
 
-def axis_values(spec: Mapping[str, Any]) -> list[Any]:
+def axis_values(hp: LeafHyperparameter) -> list[Any]:
     """The grid values of one leaf hyperparameter (``count`` must be set for ranges)."""
-    kind = spec["type"]
-    if kind == "const":
-        return [spec["val"]]
-    if kind == "categorical":
-        return list(spec["vals"])
-    low, high = spec["minval"], spec["maxval"]
-    if kind == "int":
-        count = min(spec["count"], high - low + 1)
-        return [_round_half_away(value) for value in _spaced(low, high, count)]
-    values = _spaced(low, high, spec["count"])
-    return [spec["base"] ** value for value in values] if kind == "log" else values
+    if isinstance(hp, ConstHyperparameter):
+        return [hp.val]
+    if isinstance(hp, CategoricalHyperparameter):
+        return list(hp.vals)
+    if hp.count is None:
+        raise ValueError(f"a {hp.type} hyperparameter needs a count to be searched on a grid")
+    if isinstance(hp, IntHyperparameter):
+        count = min(hp.count, hp.maxval - hp.minval + 1)
+        return [_round_half_away(value) for value in _spaced(hp.minval, hp.maxval, count)]
+    values = _spaced(hp.minval, hp.maxval, hp.count)
+    if isinstance(hp, LogHyperparameter):
+        return [hp.base**value for value in values]
+    return values
 
 
 def _spaced(low: float, high: float, count: int) -> list[float]:
@@ -109,5 +134,5 @@ def _assemble(routes: list[Route], values: tuple[Any, ...]) -> dict[str, Any]:
         group = point
         for key in route[:-1]:
             group = group.setdefault(key, {})
-        group[route[-1]] = value
+        group[route[-1]] = copy.deepcopy(value)
     return point

@@ -21,7 +21,7 @@ from pathlib import Path
 GOLDEN = Path(__file__).resolve().parent
 sys.path.insert(0, str(GOLDEN.parent / "e2e"))
 
-from e2e_cluster import Cluster, started_cluster, wait_for  # noqa: E402
+from e2e_cluster import Cluster, started_cluster, wait_for
 
 TRAIN_PY = textwrap.dedent(
     """

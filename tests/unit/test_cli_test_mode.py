@@ -74,7 +74,7 @@ def test_every_hyperparameter_becomes_one_deterministic_constant() -> None:
 
 
 def test_the_searcher_samples_exactly_the_chosen_values() -> None:
-    stored = load_config(rewrite_for_test_mode(CONFIG)).to_json_dict()["hyperparameters"]
+    stored = load_config(rewrite_for_test_mode(CONFIG)).hyperparameters
 
     sampled = sample_hparams(stored, random.Random(7))
 

@@ -90,6 +90,9 @@ def config(new_experiment: bool = True, **searcher: Any) -> ExperimentConfig:
     )
 
 
+GRID_TYPED = config(name="grid").hyperparameters  # what the grid searcher is built with
+
+
 def asha(**changes: Any) -> AsyncHalving:
     """Rungs at 2, 4 and 8 batches, divisor 2, 10 trials, 3 at a time."""
     params: dict[str, Any] = {
@@ -414,7 +417,7 @@ def test_single_random_and_grid_from_the_config() -> None:
         max_trials=40, max_concurrent_trials=16
     )
     assert search_method(config(name="grid", max_concurrent_trials=0)) == GridSearch(
-        hyperparameters=GRID_HPARAMS, max_concurrent_trials=0
+        hyperparameters=GRID_TYPED, max_concurrent_trials=0
     )
 
 
@@ -448,7 +451,7 @@ def test_random_replaces_an_invalid_trial_but_single_does_not() -> None:
 
 
 def test_grid_runs_the_last_point_first_a_few_at_a_time() -> None:
-    driver = Driver(GridSearch(hyperparameters=GRID_HPARAMS, max_concurrent_trials=4))
+    driver = Driver(GridSearch(hyperparameters=GRID_TYPED, max_concurrent_trials=4))
     assert [c.hparams for c in driver.start() if isinstance(c, Create)] == [
         {"a": 2, "b": 20},
         {"a": 2, "b": 10},
@@ -493,9 +496,7 @@ def cases(draw: st.DrawFn) -> Case:
             RandomSearch(max_trials=max_trials, max_concurrent_trials=concurrency), max_trials, concurrency
         )
     if kind == "grid":
-        return Case(
-            GridSearch(hyperparameters=GRID_HPARAMS, max_concurrent_trials=concurrency), 6, concurrency
-        )
+        return Case(GridSearch(hyperparameters=GRID_TYPED, max_concurrent_trials=concurrency), 6, concurrency)
     common: dict[str, Any] = {
         "metric": "loss",
         "smaller_is_better": draw(st.booleans()),

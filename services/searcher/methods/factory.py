@@ -4,7 +4,6 @@ comes from the config model: nothing here re-defaults a field."""
 from typing import TypeVar
 
 from determined.common.expconf import ExperimentConfig, SearcherConfig
-from determined.common.expconf._hyperparameters import hyperparameters_to_json
 from services.searcher.methods.adaptive import AdaptiveASHA
 from services.searcher.methods.asha import AsyncHalving
 from services.searcher.methods.base import SearchMethod
@@ -31,7 +30,7 @@ def search_method(config: ExperimentConfig) -> SearchMethod:
             )
         case "grid":
             return GridSearch(
-                hyperparameters=hyperparameters_to_json(config.hyperparameters),
+                hyperparameters=config.hyperparameters,
                 max_concurrent_trials=searcher.max_concurrent_trials,
             )
         case "async_halving":

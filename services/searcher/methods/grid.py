@@ -6,16 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from determined.common.expconf import Hyperparameter
 from services.searcher.methods.base import Create, Decided, ExitReason
 from services.searcher.sampling import grid_point, grid_size
 
 
 @dataclass(frozen=True, kw_only=True)
 class GridSearch:
-    """`hyperparameters` is the stored (typed JSON) form; `max_concurrent_trials`
-    0 = every point at once."""
+    """`hyperparameters` is the typed form (`ExperimentConfig.hyperparameters`);
+    `max_concurrent_trials` 0 = every point at once."""
 
-    hyperparameters: Mapping[str, Any]
+    hyperparameters: Mapping[str, Hyperparameter]
     max_concurrent_trials: int
     requested: int = 0
     exited: int = 0
