@@ -127,6 +127,34 @@ class TrialClient:
         )
         self._call(self._stub.ReportStatus, request)
 
+    def report_early_exit(self, trial_id: int, reason: str) -> bool:
+        """Report why the trial exits early ("INVALID_HP" or "USER_REQUESTED_STOP"). False when
+        the gateway says an early exit was reported already (Determined's 400); True when this
+        call stored it, also when a retry after a lost reply finds its own report stored."""
+        attempts = 0
+
+        def report(request: Any, **kwargs: Any) -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self._stub.ReportEarlyExit(request, **kwargs)
+
+        try:
+            self._call(report, self._api.ReportEarlyExitRequest(trial_id=trial_id, reason=reason))
+        except self._grpc.RpcError as error:
+            if "already reported" not in (self.refusal(error) or ""):
+                raise
+            return attempts > 1
+        return True
+
+    def set_trial_metadata(self, trial_id: int, metadata_json: str) -> None:
+        request = self._api.SetTrialMetadataRequest(trial_id=trial_id, metadata_json=metadata_json)
+        self._call(self._stub.SetTrialMetadata, request)
+
+    def get_trial_metadata(self, trial_id: int) -> str:
+        """The trial's metadata as JSON text ("{}" when none was set)."""
+        response = self._call(self._stub.GetTrialMetadata, self._api.GetTrialMetadataRequest(trial_id=trial_id))
+        return str(response.metadata_json or "{}")
+
     def get_best_validation(self, trial_id: int) -> float | None:
         """The experiment's best searcher metric so far; None before any trial reported one."""
         response = self._call(

@@ -7,9 +7,11 @@ Message ids are derived from the request, so a retried append is stored once:
 `validation-<trial>-<run>-<reporter>-<batch_seq>-<index>`, `kill-<experiment>`,
 `activate-<experiment>-<version>`, `pause-<experiment>-<version>`, `trial-kill-<trial>`,
 `checkpoint-<uuid>`, `progress-<trial>-<value>`, `status-<trial>-<allocation>-<reporter>-<seq>`,
-`stop-ack-<allocation>`.
+`stop-ack-<allocation>`, `early-exit-<trial>` (one per trial),
+`metadata-<trial>-<version>-<hash of the metadata>` (version: the trial's last event when it was set).
 """
 
+import hashlib
 import json
 import math
 import re
@@ -25,6 +27,10 @@ from services.gateway.queries import AllocationView
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
 VALIDATION = "validation"
+# A trial's metadata travels in one event: far below NATS's message limit.
+MAX_METADATA_BYTES = 1024 * 1024
+# The reasons a trial may give for exiting early (Determined's EXITED_REASON_<name>).
+EARLY_EXIT_REASONS = ("INVALID_HP", "USER_REQUESTED_STOP")
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,51 @@ def stop_acknowledged(allocation: AllocationView) -> Append:
     return Append(
         aggregate("allocation", allocation.allocation_id), payload, f"stop-ack-{allocation.allocation_id}"
     )
+
+
+def early_exit_reported(
+    request: api_pb2.ReportEarlyExitRequest, experiment_id: int, reported: str | None
+) -> Append:
+    """The trial's early exit, reported once per trial: `reported` is the
+    reason stored already (None: none was), and a second report is refused as
+    Determined answers it (400), which the harness only warns about."""
+    if request.reason not in EARLY_EXIT_REASONS:
+        raise InvalidArgumentError(
+            f"reason must be one of {', '.join(EARLY_EXIT_REASONS)}, not {request.reason!r}"
+        )
+    if reported is not None:
+        raise FailedPreconditionError(
+            f"an early exit of trial {request.trial_id} was already reported ({reported})"
+        )
+    payload = events_pb2.TrialEarlyExitReported(
+        trial_id=request.trial_id, experiment_id=experiment_id, reason=request.reason
+    )
+    return Append(aggregate("trial", request.trial_id), payload, f"early-exit-{request.trial_id}")
+
+
+def metadata_set(
+    request: api_pb2.SetTrialMetadataRequest, experiment_id: int, *, version: int, current: str | None
+) -> Append | None:
+    """The trial's new metadata (a JSON object, stored compact and whole), or
+    None when it is what is stored already (`current`), so a retried request
+    stores nothing new. `version` (the trial's last event) tells apart setting
+    the same metadata again after a change (A, B, A) from a retry."""
+    if len(request.metadata_json) > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(
+            f"metadata_json is {len(request.metadata_json)} bytes; at most {MAX_METADATA_BYTES} are allowed"
+        )
+    constants: list[str] = []
+    value = _check_json_object(request.metadata_json, "metadata_json", constants.append)
+    if constants:
+        raise InvalidArgumentError(f"metadata_json holds {constants[0]}, which is not JSON")
+    metadata_json = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if metadata_json == current:
+        return None
+    payload = events_pb2.TrialMetadataSet(
+        trial_id=request.trial_id, experiment_id=experiment_id, metadata_json=metadata_json
+    )
+    digest = hashlib.sha256(metadata_json.encode()).hexdigest()[:32]
+    return Append(aggregate("trial", request.trial_id), payload, f"metadata-{request.trial_id}-{version}-{digest}")
 
 
 def checkpoint_reported(

@@ -50,8 +50,8 @@ EXPERIMENT_PROGRESS = f"UPDATE {S}.experiments SET progress = $2 WHERE id = $1"
 TRIAL_CREATED = (
     f"INSERT INTO {S}.trials (id, experiment_id, request_id, state, hparams_json, trial_seed,"
     " started_at_ns, ended_at_ns, end_reason, progress, total_batches, current_allocation_id, runs, rung,"
-    " searcher_length, stop_reason, status, kill_requested)"
-    " VALUES ($1, $2, $3, 'ACTIVE', $4, $5, $6, NULL, '', 0, 0, NULL, 0, 0, $7, NULL, '', false)"
+    " searcher_length, stop_reason, status, kill_requested, early_exit_reason, metadata_json)"
+    " VALUES ($1, $2, $3, 'ACTIVE', $4, $5, $6, NULL, '', 0, 0, NULL, 0, 0, $7, NULL, '', false, NULL, '{}')"
     " ON CONFLICT (id) DO NOTHING"
 )
 TRIAL_ENDED = (
@@ -67,6 +67,13 @@ TRIAL_LENGTH_SET = f"UPDATE {S}.trials SET rung = $2, searcher_length = $3 WHERE
 TRIAL_STOP_REQUESTED = f"UPDATE {S}.trials SET stop_reason = $2 WHERE id = $1"
 TRIAL_STATUS = f"UPDATE {S}.trials SET status = $2 WHERE id = $1"
 TRIAL_KILL_REQUESTED = f"UPDATE {S}.trials SET kill_requested = true WHERE id = $1"
+# The first early exit a trial reported is the one that counts (the gateway
+# stores one per trial); COALESCE keeps it absolute whatever follows.
+TRIAL_EARLY_EXIT = (
+    f"UPDATE {S}.trials SET early_exit_reason = COALESCE(early_exit_reason, $2) WHERE id = $1"
+)
+# Metadata is replaced whole: the last one set is the trial's.
+TRIAL_METADATA_SET = f"UPDATE {S}.trials SET metadata_json = $2 WHERE id = $1"
 CHECKPOINT_REPORTED = (
     f"INSERT INTO {S}.checkpoints (uuid, trial_id, experiment_id, allocation_id, steps_completed,"
     " metadata_json, resources, reported_at_ns, state)"
@@ -206,6 +213,10 @@ def _trial_event(plan: Plan, payload: object, at: int) -> None:
             plan.statements.append((TRIAL_STATUS, (payload.trial_id, payload.status)))
         case events_pb2.TrialKillRequested():
             plan.statements.append((TRIAL_KILL_REQUESTED, (payload.trial_id,)))
+        case events_pb2.TrialEarlyExitReported():
+            plan.statements.append((TRIAL_EARLY_EXIT, (payload.trial_id, payload.reason)))
+        case events_pb2.TrialMetadataSet():
+            plan.statements.append((TRIAL_METADATA_SET, (payload.trial_id, payload.metadata_json or "{}")))
         case _:
             _allocation_event(plan, payload, at)
 

@@ -8,8 +8,10 @@ Derived values, computed here so that the projected rows stay absolute:
 - restarts = failed allocations (exit code != 0, not killed, not lost with
   their agent, not asked to stop) other than the current one, i.e. a failure
   counts once the trial was given another run;
-- a trial's end_reason is its TrialEnded reason, else why it is stopping
-  (the searcher's reason, or a user's kill);
+- a trial's end_reason is its TrialEnded reason, else the early exit it
+  reported ("invalid hyperparameters": a trial that raised det.InvalidHP ends
+  COMPLETED with no reason of its own), else why it is stopping (the
+  searcher's reason, or a user's kill);
 - experiment progress = the searcher's (ExperimentProgressChanged), else the
   mean trial progress; 1.0 once COMPLETED.
 
@@ -55,6 +57,16 @@ _CHECKPOINT_COLUMNS = (
     "state",
 )
 _LATEST_CHECKPOINT_COLUMNS = ", ".join(f"lc.{column} AS lc_{column}" for column in _CHECKPOINT_COLUMNS)
+# How `det trial describe` words a reported early exit.
+EARLY_EXIT_REASONS = {
+    "INVALID_HP": "invalid hyperparameters",
+    "USER_REQUESTED_STOP": "stopped early by the training code",
+}
+_EARLY_EXIT_REASON_SQL = (
+    "CASE t.early_exit_reason "
+    + " ".join(f"WHEN '{name}' THEN '{shown}'" for name, shown in EARLY_EXIT_REASONS.items())
+    + " END"
+)
 _TRIALS = f"""
 SELECT t.*,
   CASE WHEN t.state <> 'ACTIVE' THEN t.state
@@ -62,7 +74,7 @@ SELECT t.*,
        WHEN e.state = 'PAUSED' AND (a.allocation_id IS NULL OR a.exited_at_ns IS NOT NULL OR a.canceled)
        THEN 'PAUSED'
        ELSE t.state END AS shown_state,
-  COALESCE(NULLIF(t.end_reason, ''), t.stop_reason,
+  COALESCE(NULLIF(t.end_reason, ''), {_EARLY_EXIT_REASON_SQL}, t.stop_reason,
            CASE WHEN t.kill_requested THEN 'killed by a user' ELSE '' END) AS shown_end_reason,
   (SELECT count(*) FROM {S}.allocations f WHERE f.trial_id = t.id AND f.exit_code <> 0
      AND NOT f.killed AND NOT f.agent_lost AND NOT f.stop_requested
@@ -199,6 +211,16 @@ class Queries:
             f"SELECT experiment_id, state, current_allocation_id FROM {S}.trials WHERE id = $1", trial_id
         )
         return None if row is None else TrialStatus(row[0], row[1], row[2])
+
+    async def trial_metadata(self, trial_id: int) -> str | None:
+        """The trial's metadata as JSON text ("{}" until it set one); None: no such trial."""
+        value = await self.pool.fetchval(f"SELECT metadata_json FROM {S}.trials WHERE id = $1", trial_id)
+        return None if value is None else str(value)
+
+    async def early_exit_reason(self, trial_id: int) -> str | None:
+        """The early exit the trial reported (INVALID_HP, ...); None while it reported none."""
+        value = await self.pool.fetchval(f"SELECT early_exit_reason FROM {S}.trials WHERE id = $1", trial_id)
+        return None if value is None else str(value)
 
     async def allocation(self, allocation_id: str) -> AllocationView | None:
         row = await self.pool.fetchrow(_ALLOCATION, allocation_id)

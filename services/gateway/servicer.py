@@ -263,6 +263,43 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportStatusResponse()
 
+    async def ReportEarlyExit(
+        self, request: api_pb2.ReportEarlyExitRequest, context: Context
+    ) -> api_pb2.ReportEarlyExitResponse:
+        """Stored once per trial; a later report is refused (FAILED_PRECONDITION,
+        "already reported"), decided on the read models caught up with the log
+        (two reports racing each other are stored once by the message id)."""
+        principal, allocation = await self._reporting(request.trial_id)
+        await self.projector.catch_up()
+        reported = await self.queries.early_exit_reason(request.trial_id)
+        append = commands.early_exit_reported(request, allocation.experiment_id, reported)
+        sequence, _ = await self.store.append(append, actor=principal.actor)
+        await self.projector.wait_for(sequence)  # a second report is then refused by this gateway
+        return api_pb2.ReportEarlyExitResponse()
+
+    async def SetTrialMetadata(
+        self, request: api_pb2.SetTrialMetadataRequest, context: Context
+    ) -> api_pb2.SetTrialMetadataResponse:
+        """Replaces the trial's metadata; answers once the read models hold it,
+        so that GetTrialMetadata (from any process of the trial) reads it back."""
+        principal, allocation = await self._reporting(request.trial_id)
+        last = await self.store.last_event(aggregate("trial", request.trial_id))
+        version = 0 if last is None else last.sequence
+        await self.projector.wait_for(version)  # compare with what the trial's events say now
+        current = await self.queries.trial_metadata(request.trial_id)
+        append = commands.metadata_set(request, allocation.experiment_id, version=version, current=current)
+        if append is not None:
+            sequence, _ = await self.store.append(append, actor=principal.actor)
+            await self.projector.wait_for(sequence)
+        return api_pb2.SetTrialMetadataResponse()
+
+    async def GetTrialMetadata(
+        self, request: api_pb2.GetTrialMetadataRequest, context: Context
+    ) -> api_pb2.GetTrialMetadataResponse:
+        await self._reporting(request.trial_id)
+        metadata_json = await self.queries.trial_metadata(request.trial_id)
+        return api_pb2.GetTrialMetadataResponse(metadata_json=metadata_json or "{}")
+
     async def AcknowledgeStop(
         self, request: api_pb2.AcknowledgeStopRequest, context: Context
     ) -> api_pb2.AcknowledgeStopResponse:

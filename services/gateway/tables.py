@@ -84,6 +84,12 @@ trials = Table(
     # What the trial last said it is doing (core_context.train.set_status).
     Column("status", Text, nullable=False),
     Column("kill_requested", Boolean, nullable=False),
+    # Why the trial said it exits early (TrialEarlyExitReported: INVALID_HP or
+    # USER_REQUESTED_STOP; the first report); NULL while it did not.
+    Column("early_exit_reason", Text),
+    # core_context.train.set_metadata(): a JSON object as text, so that it
+    # reads back with the keys in the trial's order; "{}" until one is set.
+    Column("metadata_json", Text, nullable=False, server_default="{}"),
     Index("trials_by_experiment", "experiment_id", "id"),
 )
 
@@ -168,7 +174,7 @@ schema_fingerprint = Table(
 
 # Bump when the rows built from the same events change (a projection rule),
 # so that existing read models are rebuilt; a change of tables needs no bump.
-PROJECTION_RULES_VERSION = 3
+PROJECTION_RULES_VERSION = 4
 
 
 def ddl() -> list[str]:

@@ -6,7 +6,9 @@ can be refused with UNAVAILABLE, and the server stopped and restarted on the sam
 WatchAllocation is a long poll with the real one's rules (answer at once when the caller's
 stop or searcher_length is out of date or the searcher stopped the trial, else on a change or
 after timeout_s); `decisions` plays the searcher: a validation at steps_completed S applies
-`decisions[S]` to the allocation, as a rung decision would.
+`decisions[S]` to the allocation, as a rung decision would. Early exits are kept once (a second
+report is refused with FAILED_PRECONDITION "already reported", as the real gateway does) and
+the trial's metadata is replaced whole.
 """
 
 import json
@@ -49,6 +51,10 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         self.decisions: dict[int, dict[str, Any]] = {}
         self.best: float | None = None
         self.changed = threading.Condition()
+        self.early_exits: list[str] = []
+        self.early_exit_calls = 0
+        self.metadata_json = "{}"
+        self.metadata_sets: list[str] = []
 
     def update(self, *, closed: bool = False, **fields: Any) -> None:
         """Change the allocation (or close it) and wake the long polls."""
@@ -101,6 +107,34 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         if self.best is None:
             return api_pb2.GetBestValidationResponse(found=False)
         return api_pb2.GetBestValidationResponse(found=True, metric=self.best)
+
+    def ReportEarlyExit(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.early_exit_calls += 1
+        self._refuse(context)
+        if request.reason not in ("INVALID_HP", "USER_REQUESTED_STOP"):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad reason {request.reason!r}")
+        if self.early_exits:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"an early exit of trial {request.trial_id} was already reported ({self.early_exits[0]})",
+            )
+        self.early_exits.append(request.reason)
+        if self.lost_replies > 0:  # stored, but the reply never reaches the trial
+            self.lost_replies -= 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+        return api_pb2.ReportEarlyExitResponse()
+
+    def SetTrialMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        if not isinstance(json.loads(request.metadata_json), dict):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "metadata_json must be a JSON object")
+        self.metadata_json = request.metadata_json
+        self.metadata_sets.append(request.metadata_json)
+        return api_pb2.SetTrialMetadataResponse()
+
+    def GetTrialMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        return api_pb2.GetTrialMetadataResponse(metadata_json=self.metadata_json)
 
     def AcknowledgeStop(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._refuse(context)

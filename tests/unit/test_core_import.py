@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-HEAVY = ("grpc", "torch", "sqlalchemy", "pydantic", "google.protobuf", "services")
+HEAVY = ("grpc", "torch", "sqlalchemy", "pydantic", "google.protobuf", "services", "pynvml")
 
 
 def test_importing_determined_and_its_core_loads_no_heavy_dependency() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from determined.proto import api_pb2, events_pb2
+from services.common.envelope import Append
 from services.gateway import commands
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
 from services.gateway.queries import AllocationView
@@ -181,3 +182,53 @@ def test_contexts_over_95_mib_are_refused() -> None:
     commands.check_context_size(commands.MAX_CONTEXT_BYTES)
     with pytest.raises(InvalidArgumentError, match="95 MiB"):
         commands.check_context_size(commands.MAX_CONTEXT_BYTES + 1)
+
+
+def test_an_early_exit_is_reported_once_per_trial_with_a_known_reason() -> None:
+    request = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="INVALID_HP")
+    append = commands.early_exit_reported(request, experiment_id=2, reported=None)
+    assert (append.aggregate, append.msg_id) == ("trial/4", "early-exit-4")
+    assert append.payload == events_pb2.TrialEarlyExitReported(trial_id=4, experiment_id=2, reason="INVALID_HP")
+    stop = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="USER_REQUESTED_STOP")
+    assert commands.early_exit_reported(stop, 2, None).msg_id == "early-exit-4"
+    with pytest.raises(FailedPreconditionError, match=r"already reported \(INVALID_HP\)"):
+        commands.early_exit_reported(stop, 2, reported="INVALID_HP")
+    for reason in ("", "EXITED_REASON_INVALID_HP", "ERRORED", "invalid_hp"):
+        with pytest.raises(InvalidArgumentError, match="reason must be one of INVALID_HP, USER_REQUESTED_STOP"):
+            commands.early_exit_reported(api_pb2.ReportEarlyExitRequest(trial_id=4, reason=reason), 2, None)
+
+
+def metadata(text: str, *, version: int = 9, current: str | None = "{}") -> Append | None:
+    request = api_pb2.SetTrialMetadataRequest(trial_id=4, metadata_json=text)
+    return commands.metadata_set(request, 2, version=version, current=current)
+
+
+def test_metadata_is_stored_compact_and_keyed_by_the_trials_version_and_content() -> None:
+    append = metadata('{"b": 1, "a": {"x": [1, 2.5]}}')
+    assert append is not None
+    assert append.payload == events_pb2.TrialMetadataSet(
+        trial_id=4, experiment_id=2, metadata_json='{"b":1,"a":{"x":[1,2.5]}}'
+    )
+    assert append.aggregate == "trial/4" and append.msg_id.startswith("metadata-4-9-")
+    # The same content at the same version is one message; at a later version (A, B, A) another.
+    assert (again := metadata('{"b":1, "a": {"x": [1, 2.5]}}')) is not None and again.msg_id == append.msg_id
+    assert (later := metadata('{"b": 1, "a": {"x": [1, 2.5]}}', version=12)) is not None
+    assert later.msg_id != append.msg_id
+    other = metadata('{"b": 2}')
+    assert other is not None and other.msg_id != append.msg_id
+
+
+def test_metadata_already_stored_is_not_set_again() -> None:
+    assert metadata('{"b": 1,  "a": 2}', current='{"b":1,"a":2}') is None
+    assert metadata('{"a": true}', current='{"a":1}') is not None
+
+
+@pytest.mark.parametrize("text", ["[]", "1", "not json", '{"a": NaN}', '{"a": Infinity}', ""])
+def test_metadata_must_be_a_json_object(text: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="metadata_json"):
+        metadata(text)
+
+
+def test_metadata_has_a_size_limit() -> None:
+    with pytest.raises(InvalidArgumentError, match="at most"):
+        metadata(json.dumps({"x": "y" * commands.MAX_METADATA_BYTES}))

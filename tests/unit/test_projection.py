@@ -177,3 +177,17 @@ def test_watched_aggregates_are_those_whose_stop_or_length_changed() -> None:
     ]
     watched = projection.watched([envelope(payload) for payload in batch])
     assert watched == {"allocation/1.1", "allocation/2.1", "trial/3", "trial/4"}
+
+
+def test_early_exits_keep_the_first_reason_and_metadata_is_replaced_whole() -> None:
+    batch = [
+        ev.TrialEarlyExitReported(trial_id=3, experiment_id=1, reason="INVALID_HP"),
+        ev.TrialMetadataSet(trial_id=3, experiment_id=1, metadata_json='{"a":1}'),
+        ev.TrialMetadataSet(trial_id=3, experiment_id=1),
+    ]
+    assert projection.plan_batch([envelope(payload) for payload in batch]).statements == [
+        (projection.TRIAL_EARLY_EXIT, (3, "INVALID_HP")),
+        (projection.TRIAL_METADATA_SET, (3, '{"a":1}')),
+        (projection.TRIAL_METADATA_SET, (3, "{}")),
+    ]
+    assert "COALESCE(early_exit_reason, $2)" in projection.TRIAL_EARLY_EXIT

@@ -9,8 +9,9 @@ from determined.core._context import Context, init
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
+from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
-from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
+from determined.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
 
 __all__ = [
     "CheckpointContext",
@@ -19,10 +20,13 @@ __all__ = [
     "DownloadMode",
     "DummyDistributedContext",
     "DummyPreemptContext",
+    "DummyProfilerContext",
     "DummyTrainContext",
+    "EarlyExitReason",
     "InvalidHP",
     "PreemptContext",
     "PreemptMode",
+    "ProfilerContext",
     "SearcherContext",
     "SearcherMode",
     "SearcherOperation",

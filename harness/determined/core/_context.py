@@ -20,10 +20,18 @@ from determined.core._preempt import (
     PreemptionWatcher,
     PreemptMode,
 )
+from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import ASHA_SEARCHERS, RungSearcherContext, SearcherContext
-from determined.core._train import DummyTrainContext, TensorboardMode, TrainContext
+from determined.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
 
 logger = logging.getLogger("determined.core")
+
+_ALERT_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 class Context:
@@ -38,6 +46,7 @@ class Context:
         train: TrainContext,
         searcher: SearcherContext,
         info: _info.ClusterInfo | None,
+        profiler: ProfilerContext | None = None,
         shipper: MetricsShipper | None = None,
         client: TrialClient | None = None,
         watcher: PreemptionWatcher | None = None,
@@ -47,6 +56,7 @@ class Context:
         self.preempt = preempt
         self.train = train
         self.searcher = searcher
+        self.profiler = profiler or DummyProfilerContext()
         self.info = info
         self._metrics = shipper
         self._client = client
@@ -62,6 +72,8 @@ class Context:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if isinstance(exc, InvalidHP):
+            self._report_invalid_hp()
         try:
             self.close()
         except Exception:
@@ -72,9 +84,33 @@ class Context:
             logger.info("InvalidHP raised: ending the trial early with exit code 0")
             sys.exit(0)
 
-    def close(self) -> None:
-        """Send every queued report, stop watching the allocation, release the connections."""
+    def _report_invalid_hp(self) -> None:
+        """Tell the searcher (which replaces the trial where its method does); the exit code
+        stays 0 whether or not the report gets through."""
         try:
+            self.train.report_early_exit(EarlyExitReason.INVALID_HP)
+        except Exception:
+            logger.exception("could not report the early exit (invalid hyperparameters)")
+
+    def alert(self, title: str | None = None, description: str | None = None, level: str = "info") -> None:
+        """Raise an alert about this trial, at `level` "debug", "info", "warn" or "error".
+
+        Determined posts it to the webhooks configured with a custom trigger. This platform has
+        no webhooks yet, so the alert is written to the trial's log (logger "determined.core")
+        at the matching level, where `det trial logs` and its level filter find it.
+        """
+        if level not in _ALERT_LEVELS:
+            raise ValueError(f"level must be one of {', '.join(_ALERT_LEVELS)}, got {level!r}")
+        trial_id = self.info.trial.trial_id if self.info is not None and self.info.task_type == "TRIAL" else None
+        title = title or ("Alert" if trial_id is None else f"Alert from trial {trial_id}")
+        text = f"alert: {title}" + (f": {description}" if description else "")
+        logger.log(_ALERT_LEVELS[level], "%s", text)
+
+    def close(self) -> None:
+        """Stop profiling, send every queued report, stop watching the allocation, release
+        the connections."""
+        try:
+            self.profiler.off()
             if self._metrics is not None:
                 self._metrics.close()
         finally:
@@ -135,6 +171,9 @@ def _trial_context(
     searcher_config = trial._config.get("searcher") or {}
     train = TrainContext(shipper, client, trial.trial_id, searcher_config)
     watcher = _watcher(info, distributed, preempt_mode)
+    # Each node's first process profiles its machine; the nodes report in groups of their own.
+    profiling_group = "profiling" if distributed.cross_rank == 0 else f"profiling-node{distributed.cross_rank}"
+    profiler = ProfilerContext(train.report_metrics, enabled=distributed.local_rank == 0, group=profiling_group)
     return Context(
         checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
         distributed=distributed,
@@ -142,6 +181,7 @@ def _trial_context(
         train=train,
         searcher=_searcher(searcher_config, train, shipper, watcher, distributed),
         info=info,
+        profiler=profiler,
         shipper=shipper,
         client=client,
         watcher=watcher,

@@ -1,6 +1,7 @@
-"""`core_context.train`: metrics and progress reporting."""
+"""`core_context.train`: metrics and progress reporting, early exits and the trial's metadata."""
 
 import enum
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -18,6 +19,26 @@ class TensorboardMode(enum.Enum):
 
     AUTO = "AUTO"
     MANUAL = "MANUAL"
+
+
+class EarlyExitReason(enum.Enum):
+    """Why a trial exits before its searcher is done with it (`report_early_exit`)."""
+
+    # The hyperparameters cannot be trained with; the searcher replaces the trial where its
+    # method does. `det.InvalidHP` raised out of `with det.core.init()` reports this.
+    INVALID_HP = "EXITED_REASON_INVALID_HP"
+    # The training code decided to stop.
+    USER_REQUESTED_STOP = "EXITED_REASON_USER_REQUESTED_STOP"
+
+
+def _checked_metadata(metadata: Any) -> str:
+    """`metadata` as JSON text; TypeError unless it is a dict of JSON values."""
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        return json.dumps(metadata, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"metadata must be a dict of JSON values: {error}") from error
 
 
 class TrainContext:
@@ -81,6 +102,24 @@ class TrainContext:
         """The best searcher metric any trial of the experiment reported so far, or None."""
         return self._client.get_best_validation(self._trial_id)
 
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        """Tell the cluster why the trial is about to exit early. Reported once per trial: a
+        later report is ignored with a warning. INVALID_HP is what `det.InvalidHP` raised out
+        of `with det.core.init()` reports by itself."""
+        reason = EarlyExitReason(reason)
+        logger.info("report_early_exit(%s)", reason)
+        if not self._client.report_early_exit(self._trial_id, reason.name):
+            logger.warning("an early exit was already reported for this trial; ignoring %s", reason)
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Replace the trial's metadata with `metadata`, a dict of JSON values."""
+        self._client.set_trial_metadata(self._trial_id, _checked_metadata(metadata))
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The trial's metadata ({} until some is set)."""
+        value = json.loads(self._client.get_trial_metadata(self._trial_id))
+        return value if isinstance(value, dict) else {}
+
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         steps_completed = _validate.check_steps_completed(steps_completed)
         self._shipper.put(Report(group, steps_completed, metrics, time.time_ns()))
@@ -100,6 +139,15 @@ class DummyTrainContext(TrainContext):
 
     def get_experiment_best_validation(self) -> float | None:
         return None
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        logger.info("report_early_exit(%s)", EarlyExitReason(reason))
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        logger.info("set_metadata(%s)", _checked_metadata(metadata))
+
+    def get_metadata(self) -> dict[str, Any]:
+        return {}
 
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         steps_completed = _validate.check_steps_completed(steps_completed)
