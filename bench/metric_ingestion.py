@@ -49,6 +49,12 @@ async def one_run(gateway: Gateway, trial_id: int, values: int, reports_per_batc
     """Metric values per second from the first report to the last row stored."""
     created = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=1)
     await gateway.store.append(Append(f"trial/{trial_id}", created, f"trial-{trial_id}"), actor="service:bench")
+    # Reports are accepted only from the trial's current, open allocation.
+    launch = events_pb2.TrialLaunch(experiment_id=1, trial_id=trial_id, trial_run_id=1)
+    requested = events_pb2.AllocationRequested(allocation_id=f"{trial_id}.1", task_id=str(trial_id), trial=launch)
+    await gateway.store.append(
+        Append(f"allocation/{trial_id}.1", requested, f"requested-{trial_id}"), actor="service:bench"
+    )
     await gateway.projector.catch_up()
     requests = batches(trial_id, values, reports_per_batch)
     expected_rows = sum(len(r.reports) for r in requests)
