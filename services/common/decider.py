@@ -115,8 +115,11 @@ class Shell(Generic[State]):
 
     async def _settle(self, state: State, own_sequences: set[int], cause: Envelope | None) -> State:
         """Decides and appends until the core has nothing more to say. Each
-        append records its cause (the event it answers: the one just folded,
-        or our own previous append) and carries that cause's correlation id."""
+        append records its cause and carries that cause's correlation id: the
+        event just folded, which every decision it led to answers; on the
+        first settle after a replay, which answers no one event, our own
+        previous append."""
+        previous: Envelope | None = None
         for _ in range(1000):
             appends = list(self.core.decide(state))
             if self.on_state is not None:
@@ -125,7 +128,9 @@ class Shell(Generic[State]):
                 return state
             for append in appends:
                 try:
-                    state, cause = await self._append(state, _caused_by(append, cause), own_sequences)
+                    state, previous = await self._append(
+                        state, _caused_by(append, cause or previous), own_sequences
+                    )
                 except ConflictError as error:
                     # Another writer got there first; its event reaches us
                     # through the log and the next decision sees it.

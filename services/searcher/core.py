@@ -330,7 +330,8 @@ def decide(state: SearcherState) -> list[Append]:
     for search in state.searches.values():
         created = _trials_created(search, next_trial_id)
         next_trial_id += len(created)
-        appends += created + _stops(search) + _lengths(search) + _progress(search)
+        # Stops first: a trial the search is done with should hear so at once.
+        appends += _stops(search) + _lengths(search) + created + _progress(search)
         if not created:
             appends += _ending(search)
     return appends

@@ -201,7 +201,7 @@ def test_asha_promotes_stops_and_replaces_trials_through_events() -> None:
     ]
     # A worse one is cut there, and a new trial replaces it.
     state, appends = settle(given(validation(2, 0.9, 4), state=state))
-    created, stop = appends
+    stop, created = appends
     assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == ("trial-stop-2", "cut at rung 0 (4 batches)", 0)
     assert (created.payload.trial_id, created.msg_id) == (3, "trial-created-1-2")
     # A stopped trial's later validations are not the search's business.

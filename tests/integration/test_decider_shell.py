@@ -1,0 +1,52 @@
+"""The decider shell against a real nats-server: every decision names the
+event it answers."""
+
+import asyncio
+
+from determined.proto import events_pb2
+from services.common.decider import PureCore, Shell
+from services.common.envelope import Append, Envelope, payload_of
+from services.common.eventstore import EventStore
+
+
+def two_trials_per_experiment(state: set[int], envelope: Envelope) -> set[int]:
+    event = payload_of(envelope)
+    if isinstance(event, events_pb2.ExperimentCreated):
+        return state | {event.experiment_id}
+    if isinstance(event, events_pb2.TrialCreated):
+        return state - {event.experiment_id}
+    return state
+
+
+def decide(state: set[int]) -> list[Append]:
+    return [
+        Append(f"trial/{e * 10 + n}", events_pb2.TrialCreated(trial_id=e * 10 + n, experiment_id=e), f"t-{e}-{n}")
+        for e in sorted(state)
+        for n in (1, 2)
+    ]
+
+
+async def test_every_decision_of_one_settle_answers_the_event_folded(event_store: EventStore) -> None:
+    core = PureCore(("experiment_created", "trial_created"), set, two_trials_per_experiment, decide)
+    ready = asyncio.Event()
+
+    async def caught_up() -> None:
+        ready.set()
+
+    shell = asyncio.create_task(Shell(event_store, core, "service:test", on_caught_up=caught_up).run())
+    await ready.wait()  # following the log: what it folds next, it answers
+    try:
+        created = Append("experiment/1", events_pb2.ExperimentCreated(experiment_id=1), "create-1")
+        await event_store.append(created, actor="user:test")
+        for _ in range(100):
+            trials = [s.envelope async for s in event_store.read(["trial"], follow=False)]
+            if len(trials) == 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        shell.cancel()
+        await asyncio.gather(shell, return_exceptions=True)
+    assert [(t.event_id, t.causation_id, t.correlation_id) for t in trials] == [
+        ("t-1-1", "create-1", "create-1"),
+        ("t-1-2", "create-1", "create-1"),
+    ]
