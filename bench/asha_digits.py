@@ -92,12 +92,13 @@ def stop_chain(events: list[dict[str, Any]], experiment_id: int,
     }
 
 
-def one_rep(cluster: BenchCluster, seed: int) -> dict[str, Any]:
+def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
     waited = wait_for_quiet()
     busy0 = busy_cpu_s()
     start = time.perf_counter()
     out = cluster.det("experiment", "create", str(CONTEXT / "adaptive.yaml"), str(CONTEXT),
-                      "--config", f"reproducibility.experiment_seed={seed}")
+                      "--config", f"reproducibility.experiment_seed={seed}",
+                      "--config", f"searcher.mode={mode}")
     experiment_id = created_experiment_id(out)
     state = wait_for_state(cluster.stub(), experiment_id, timeout=1800)
     wall_s = time.perf_counter() - start
@@ -159,6 +160,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0, help="reproducibility.experiment_seed")
+    parser.add_argument("--mode", default="standard", choices=["aggressive", "standard", "conservative"],
+                        help="searcher.mode: aggressive is one bracket, the shape of Ray's ASHA")
     parser.add_argument("--vary-seed", action="store_true", help="rep i uses seed + i (default: the same seed)")
     args = parser.parse_args()
     try:
@@ -169,7 +172,7 @@ def main() -> None:
     runs = []
     with local_cluster(cpu_slots=2) as cluster:
         for rep in range(args.reps):
-            run = one_rep(cluster, args.seed + rep if args.vary_seed else args.seed)
+            run = one_rep(cluster, args.seed + rep if args.vary_seed else args.seed, args.mode)
             log(f"rep {rep + 1}/{args.reps}: {json.dumps(run)}")
             runs.append(run)
     emit("asha_digits", runs)
