@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +93,8 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def local_cluster(cpu_slots: int | None = None) -> Iterator[BenchCluster]:
+def local_cluster(cpu_slots: int | None = None, up_args: Sequence[str] = ()) -> Iterator[BenchCluster]:
+    """`up_args`: more `cluster-up` flags (e.g. --fork-trials)."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)  # so that `finally` stops the cluster
     data_dir = Path("/tmp") / f"det-bench-{uuid.uuid4().hex[:8]}"
     master_port, postgres_port, nats_port = free_port(), free_port(), free_port()
@@ -103,6 +104,7 @@ def local_cluster(cpu_slots: int | None = None) -> Iterator[BenchCluster]:
           "--postgres-port", str(postgres_port)]
     if cpu_slots is not None:
         up += ["--cpu-slots", str(cpu_slots)]
+    up += up_args
     try:
         det(env, *up)
         yield BenchCluster(env, postgres_port, data_dir, nats_port)

@@ -159,6 +159,8 @@ def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--fork-trials", action="store_true",
+                        help="cluster-up --fork-trials: trials start from the agent's warm fork server")
     parser.add_argument("--seed", type=int, default=0, help="reproducibility.experiment_seed")
     parser.add_argument("--mode", default="standard", choices=["aggressive", "standard", "conservative"],
                         help="searcher.mode: aggressive is one bracket, the shape of Ray's ASHA")
@@ -170,7 +172,8 @@ def main() -> None:
     except ImportError as error:
         sys.exit(f"{error}: the trials need torch and scikit-learn (pip install torch==2.13.0 scikit-learn)")
     runs = []
-    with local_cluster(cpu_slots=2) as cluster:
+    up_args = ["--fork-trials", "--preload", "torch,sklearn.datasets"] if args.fork_trials else []
+    with local_cluster(cpu_slots=2, up_args=up_args) as cluster:
         for rep in range(args.reps):
             run = one_rep(cluster, args.seed + rep if args.vary_seed else args.seed, args.mode)
             log(f"rep {rep + 1}/{args.reps}: {json.dumps(run)}")

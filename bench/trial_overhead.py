@@ -125,10 +125,13 @@ def one_rep(cluster: BenchCluster, folder: Path, trials: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--fork-trials", action="store_true",
+                        help="cluster-up --fork-trials: trials start from the agent's warm fork server")
     parser.add_argument("--trials", type=int, default=64)
     args = parser.parse_args()
     runs = []
-    with local_cluster(cpu_slots=2) as cluster, tempfile.TemporaryDirectory() as tmp:
+    up_args = ["--fork-trials"] if args.fork_trials else []
+    with local_cluster(cpu_slots=2, up_args=up_args) as cluster, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "train.py").write_text(TRAIN_PY)
         (folder / "config.yaml").write_text(config(args.trials))

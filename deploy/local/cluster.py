@@ -52,6 +52,10 @@ class ClusterOptions:
     gpu: bool = True
     json_logs: bool = False
     agent_id: str = ""
+    # The agent forks plain `python3 script.py` trials from a warm process
+    # that has imported determined, grpc and the `preload` modules.
+    fork_trials: bool = False
+    preload: str = ""
 
 
 @dataclass
@@ -69,18 +73,21 @@ class ClusterRecord:
     gpu: bool = True
     json_logs: bool = False
     agent_id: str = ""
+    fork_trials: bool = False
+    preload: str = ""
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
         return cls(
             options.master_port, options.nats_port, options.postgres_port, cpu_slots=options.cpu_slots,
             gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
+            fork_trials=options.fork_trials, preload=options.preload,
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
         return ClusterOptions(
             data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
-            self.json_logs, self.agent_id,
+            self.json_logs, self.agent_id, self.fork_trials, self.preload,
         )
 
     @staticmethod
@@ -241,6 +248,8 @@ def _service_environment(options: ClusterOptions, data_dir: Path, nats_url: str,
     )
     if not options.gpu:
         environment["DET_AGENT_GPUS"] = "0"
+    if options.fork_trials:
+        environment.update(DET_AGENT_FORK_SERVER="1", DET_AGENT_PRELOAD=options.preload)
     return environment
 
 

@@ -4,7 +4,10 @@ Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_AGENT_ID (default: the host
 name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU, or
 DET_AGENT_GPUS=0 says not to look),
 DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
-DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S, DET_READY_FILE, DET_LOG_*.
+DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S, DET_READY_FILE, DET_LOG_*,
+DET_AGENT_FORK_SERVER (fork plain `python3 script.py` trials from a warm
+process, `determined.exec.forkserver`) and DET_AGENT_PRELOAD (comma-separated
+modules it imports besides determined and grpc, e.g. `torch,sklearn.datasets`).
 """
 
 import socket
@@ -16,7 +19,7 @@ import structlog
 
 from services.agent.core import AgentCore, agent_registered
 from services.agent.launch import AgentIdentity
-from services.agent.runner import Runner
+from services.agent.runner import ForkServer, Runner
 from services.agent.slots import detect_slots
 from services.common.decider import Shell
 from services.common.eventstore import EventStore
@@ -38,6 +41,8 @@ class AgentSettings(CommonSettings):
     # config sets no preemption_timeout (Determined's default: an hour).
     agent_stop_grace_s: float = 3600.0
     master_address: str = "127.0.0.1:8080"
+    agent_fork_server: bool = False
+    agent_preload: str = ""
 
 
 async def run(settings: AgentSettings) -> None:
@@ -62,6 +67,7 @@ async def run(settings: AgentSettings) -> None:
         actor=ACTOR,
         kill_grace_s=settings.agent_kill_grace_s,
         stop_grace_s=settings.agent_stop_grace_s,
+        fork_server=ForkServer(_modules(settings.agent_preload)) if settings.agent_fork_server else None,
     )
     shell = Shell(
         store,
@@ -75,6 +81,10 @@ async def run(settings: AgentSettings) -> None:
     finally:
         await runner.stop()
         await store.close()
+
+
+def _modules(names: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in names.split(",") if name.strip())
 
 
 def main() -> None:

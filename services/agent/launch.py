@@ -10,6 +10,7 @@ Errors:
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "AgentIdentity",
     "EntrypointError",
     "entrypoint_argv",
+    "forkable_argv",
     "trial_environment",
 ]
 
@@ -60,6 +62,40 @@ def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
         return shared.entrypoint_argv(entrypoint, startup_hook=startup_hook)
     except shared.EntrypointError as error:
         raise EntrypointError(str(error)) from None
+
+
+# A word `sh -c` would pass on as is: no quoting, expansion or operator.
+_PLAIN_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+# Variables that change how the interpreter starts: a forked child would not honour them.
+_INTERPRETER_VARIABLE = re.compile(r"^(PATH|LD_\w*|PYTHON\w*)$")
+
+
+def forkable_argv(config: dict[str, Any], *, startup_hook: bool, slot_type: str) -> list[str] | None:
+    """The script and its arguments (the child's `sys.argv`) when the
+    entrypoint may run in a child of the agent's fork server: exactly
+    `python3|python <script.py> [args...]` (a string of plain words, or a
+    list), no startup hook, and no configured variable that changes how the
+    interpreter starts (PATH, LD_*, PYTHON* but PYTHONUNBUFFERED). None: it
+    runs as a new process, as `entrypoint_argv` says."""
+    if startup_hook:
+        return None
+    entrypoint = config.get("entrypoint")
+    if isinstance(entrypoint, str):
+        words = entrypoint.split()
+        if not all(_PLAIN_WORD.match(word) for word in words):
+            return None
+    elif isinstance(entrypoint, list) and all(isinstance(word, str) for word in entrypoint):
+        words = list(entrypoint)
+    else:
+        return None
+    if len(words) < 2 or words[0] not in ("python3", "python"):
+        return None
+    if not words[1].endswith(".py") or words[1].startswith("-"):
+        return None
+    variables = configured_variables(config, slot_type)
+    if any(_INTERPRETER_VARIABLE.match(name) and name != "PYTHONUNBUFFERED" for name in variables):
+        return None
+    return words[1:]
 
 
 def trial_environment(

@@ -26,6 +26,11 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     up.add_argument("--no-gpu", dest="gpu", action="store_false", help="offer CPU slots only")
     up.add_argument("--json-logs", action="store_true", help="services log JSON lines")
     up.add_argument("--agent-name", default="", help="agent id (default: the host name)")
+    up.add_argument("--fork-trials", action="store_true",
+                    help="start plain `python3 script.py` trials from a warm process that has already "
+                         "imported determined and grpc (and the --preload modules)")
+    up.add_argument("--preload", default="", metavar="MODULES",
+                    help="with --fork-trials: comma-separated modules to import once, e.g. torch,sklearn.datasets")
     up.add_argument("--docker", action="store_true", help="run the services as Docker containers")
     up.set_defaults(run=cluster_up)
 
@@ -54,11 +59,14 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise CliError("--docker is not available yet: the cluster runs as processes for now")
     if args.cpu_slots < 1:
         raise CliError(f"--cpu-slots must be at least 1, got {args.cpu_slots}")
+    if args.preload and not args.fork_trials:
+        raise CliError("--preload needs --fork-trials")
     data_dir = args.data_dir or cluster.default_data_dir()
     options = cluster.ClusterOptions(
         data_dir=data_dir, master_port=args.master_port, nats_port=args.nats_port,
         postgres_port=args.postgres_port, cpu_slots=args.cpu_slots, gpu=args.gpu,
-        json_logs=args.json_logs, agent_id=args.agent_name,
+        json_logs=args.json_logs, agent_id=args.agent_name, fork_trials=args.fork_trials,
+        preload=args.preload,
     )
     print(f"Starting a local cluster with its data in {data_dir.expanduser().resolve()} ...", flush=True)
     try:

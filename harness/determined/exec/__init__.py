@@ -1,0 +1,1 @@
+"""Programs the agent runs next to trials (`python -m determined.exec.<name>`)."""

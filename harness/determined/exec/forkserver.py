@@ -1,0 +1,294 @@
+"""The agent's fork server: `python -m determined.exec.forkserver <socket> [module,module...]`.
+
+One long-lived process per agent that has imported `determined`, grpc, the
+generated protos and the modules the operator lists, then forks a child per
+trial, so that a trial starts warm instead of paying for the interpreter's
+start and those imports each time. Each child is still its own process: its
+own session and process group, killed as one by the agent.
+
+Protocol, one request per connection on the unix socket: the agent sends an
+8-byte big-endian length and that many bytes of JSON `{"argv": [script,
+*args], "cwd": ..., "env": {...}}`, with the two file descriptors the
+child's stdout and stderr go to (`socket.send_fds`). The server answers one
+JSON line `{"pid": N}` once the child has its own session (or `{"error":
+...}`), and one more line `{"exit": CODE}` when the child ends (CODE as a
+shell reports it: the exit code, or -signal).
+
+The server starts no thread and no grpc channel before forking (grpc is
+fork-safe only then): preloading only imports. It exits when the agent that
+started it is gone.
+"""
+
+import atexit
+import contextlib
+import gc
+import importlib
+import io
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+from typing import Any, NoReturn
+
+# What every trial imports: the harness, grpc and the generated protos.
+BASE_PRELOAD = (
+    "determined",
+    "determined.core",
+    "grpc",
+    "determined.proto.api_pb2",
+    "determined.proto.api_pb2_grpc",
+    "determined.proto.events_pb2",
+)
+HEADER = struct.Struct(">Q")
+MAX_REQUEST_BYTES = 64 << 20
+REQUEST_TIMEOUT_S = 10.0
+
+
+def _say(message: str) -> None:
+    print(f"determined forkserver: {message}", file=sys.stderr, flush=True)
+
+
+def preload(modules: list[str]) -> list[str]:
+    """Imports the modules; returns those that imported."""
+    loaded = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - a bad preload is skipped, never fatal
+            _say(f"cannot preload {name!r}, skipped:\n{traceback.format_exc()}")
+        else:
+            loaded.append(name)
+    return loaded
+
+
+def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 2)
+    try:
+        while len(data) < HEADER.size:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                raise ValueError("the request ended early")
+            data += chunk
+        (length,) = HEADER.unpack_from(data)
+        if length > MAX_REQUEST_BYTES:
+            raise ValueError(f"a request of {length} bytes")
+        body = bytearray(data[HEADER.size :])
+        while len(body) < length:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                raise ValueError("the request ended early")
+            body += chunk
+        request = json.loads(bytes(body))
+        argv, cwd, env = request["argv"], request["cwd"], request["env"]
+        if len(fds) != 2:
+            raise ValueError(f"a request with {len(fds)} file descriptors rather than 2")
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+            raise ValueError("argv must be a non-empty list of strings")
+        if not isinstance(cwd, str) or not isinstance(env, dict):
+            raise TypeError("cwd must be a string and env an object")
+        return request, fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
+    """In the forked child, with its own session already: becomes the trial
+    process and runs the script as `python3 script.py args...` would. Never
+    returns: ends with os._exit (no interpreter teardown)."""
+    code = 1
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        for fd in {null, out_fd, err_fd} - {0, 1, 2}:
+            os.close(fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stderr = open(  # noqa: SIM115
+            2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
+        )
+        env: dict[str, str] = {str(k): str(v) for k, v in request["env"].items()}
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(env)
+        script, *_ = argv = [str(a) for a in request["argv"]]
+        sys.argv = argv
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        code = _run_script(script)
+        # What a normal interpreter does at exit, short of tearing itself down.
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - set-up failed: the user reads why in stderr
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001, S110
+            pass
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001, S110
+                pass
+        os._exit(code)
+
+
+def _run_script(script: str) -> int:
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_:
+        return _exit_code(exit_.code)
+    except BaseException:  # noqa: BLE001 - as Python reports an uncaught exception
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+class Server:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.children: dict[int, socket.socket] = {}
+        self.parent = os.getppid()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        # Bound and listening under another name, then renamed: once the path
+        # exists, connections are accepted.
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        staging = f"{path}.{os.getpid()}"
+        self.listener.bind(staging)
+        self.listener.listen(128)
+        os.rename(staging, path)
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        signal.set_wakeup_fd(self.wake_w)
+        while os.getppid() == self.parent:
+            ready, _, _ = select.select([self.listener.fileno(), self.wake_r], [], [], 1.0)
+            if self.wake_r in ready:
+                while True:
+                    try:
+                        if not os.read(self.wake_r, 4096):
+                            break
+                    except BlockingIOError:
+                        break
+            self.reap()
+            if self.listener.fileno() in ready:
+                self.accept()
+        _say("the agent is gone; exiting")
+
+    def accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        conn.settimeout(REQUEST_TIMEOUT_S)
+        try:
+            request, (out_fd, err_fd) = _read_request(conn)
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            _say(f"bad request: {error}")
+            with contextlib.suppress(OSError):
+                _send(conn, {"error": f"bad request: {error}"})
+            conn.close()
+            return
+        try:
+            pid = self.fork(request, conn, out_fd, err_fd)
+        except OSError as error:
+            _say(f"cannot fork: {error}")
+            with contextlib.suppress(OSError):
+                _send(conn, {"error": f"cannot fork: {error}"})
+            conn.close()
+            return
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+        try:
+            _send(conn, {"pid": pid})
+        except OSError:  # the agent cannot know of it: it must not run
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            conn.close()
+            return
+        self.children[pid] = conn
+
+    def fork(self, request: dict[str, Any], conn: socket.socket, out_fd: int, err_fd: int) -> int:
+        if threading.active_count() > 1:
+            _say(f"forking with {threading.active_count()} threads running (a preloaded module started them)")
+        ready_r, ready_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(ready_r)
+            os.close(ready_w)
+            raise
+        if pid == 0:
+            try:
+                os.setsid()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (ready_r, self.wake_r, self.wake_w):
+                    os.close(fd)
+                for sock in (self.listener, conn, *self.children.values()):
+                    sock.close()
+                os.close(ready_w)  # tells the server: its own session, killable as a group
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+            run_child(request, out_fd, err_fd)
+        os.close(ready_w)
+        os.read(ready_r, 1)  # EOF once the child has its session (or died)
+        os.close(ready_r)
+        return pid
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                conn.close()
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) not in (2, 3):
+        sys.exit("usage: python -m determined.exec.forkserver <socket> [module,module...]")
+    extra = [name.strip() for name in (argv[2] if len(argv) == 3 else "").split(",") if name.strip()]
+    loaded = preload([*BASE_PRELOAD, *extra])
+    gc.collect()
+    gc.freeze()  # preloaded objects stay out of the children's collections: fewer copied pages
+    server = Server(argv[1])
+    _say(f"ready: pid {os.getpid()}, preloaded {', '.join(loaded)}")
+    server.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
