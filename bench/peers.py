@@ -26,9 +26,11 @@ DEFAULT_PEERS_DIR = HERE.parent.parent / "shared" / "bench-peers"
 # name -> (ours?, script, extra args); run in this order.
 BENCHES: dict[str, tuple[bool, str, list[str]]] = {
     "trial_overhead": (True, "trial_overhead.py", []),
+    "trial_overhead_forked": (True, "trial_overhead.py", ["--fork-trials"]),
     "ray_fifo": (False, "ray_tune_overhead.py", ["--mode", "fifo"]),
     "ray_fifo_reuse": (False, "ray_tune_overhead.py", ["--mode", "fifo", "--reuse-actors"]),
     "asha_digits": (True, "asha_digits.py", []),
+    "asha_digits_forked": (True, "asha_digits.py", ["--fork-trials"]),
     "ray_digits_asha": (False, "ray_tune_digits.py", []),
     "stop_latency": (True, "stop_latency.py", []),
 }
@@ -107,6 +109,17 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         ("… per trial (s)", fmt(per_trial, digits=3),
          (f"fifo {fmt(None if fifo is None else fifo / 64, digits=3)} / reuse "
           f"{fmt(None if reuse is None else reuse / 64, digits=3)}"), "—"),
+    ]
+    forked_asha = figure(results, "asha_digits_forked", "wall_s")
+    forked_ovh = figure(results, "trial_overhead_forked", "wall_s")
+    rows += [
+        ("with --fork-trials: ASHA digits wall (s)", fmt(forked_asha), fmt(ray_asha), ratio(forked_asha, ray_asha)),
+        ("with --fork-trials: ASHA digits epochs / best accuracy",
+         (f"{fmt(figure(results, 'asha_digits_forked', 'total_epochs'), digits=0)} / "
+          f"{fmt(figure(results, 'asha_digits_forked', 'best_accuracy'), digits=4)}"), "—", "—"),
+        ("with --fork-trials: 64 trivial trials wall (s)", fmt(forked_ovh),
+         f"fifo {fmt(fifo)} / reuse_actors {fmt(reuse)}",
+         f"{ratio(forked_ovh, fifo)} fifo / {ratio(forked_ovh, reuse)} reuse"),
     ]
     stop = results.get("stop_latency")
     if stop:
