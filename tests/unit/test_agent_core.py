@@ -3,6 +3,7 @@
 import itertools
 import json
 
+import pure_core
 import pytest
 from google.protobuf.message import Message
 
@@ -45,15 +46,7 @@ def given(*payloads: Message | Envelope, state: AgentState | None = None) -> Age
 
 
 def settle(state: AgentState) -> tuple[AgentState, list[Append]]:
-    """Decides and folds until nothing more is decided, like the Shell."""
-    decided: list[Append] = []
-    for _ in range(100):
-        appends = core.decide(state)
-        if not appends:
-            return state, decided
-        decided += appends
-        state = given(*[a.payload for a in appends], state=state)
-    raise AssertionError("decisions did not settle")
+    return pure_core.settle(core, state, given)
 
 
 def registered(agent_id: str = "a") -> ev.AgentRegistered:

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pure_core
 import pytest
 from google.protobuf.message import Message
 
@@ -58,15 +59,7 @@ def given(*payloads: Message, state: LifecycleState | None = None) -> LifecycleS
 
 
 def settle(state: LifecycleState) -> tuple[LifecycleState, list[Append]]:
-    """Decides and folds until nothing more is decided, like the Shell."""
-    decided: list[Append] = []
-    for _ in range(100):
-        appends = core.decide(state)
-        if not appends:
-            return state, decided
-        decided += appends
-        state = given(*[a.payload for a in appends], state=state)
-    raise AssertionError(f"decisions did not settle: {kinds(decided[-5:])}")
+    return pure_core.settle(core, state, given)
 
 
 def kinds(appends: list[Append]) -> list[str]:

@@ -6,6 +6,7 @@ trial is the lifecycle's (tests/unit/test_lifecycle_core.py).
 
 import itertools
 
+import pure_core
 from google.protobuf.message import Message
 
 from determined.proto import events_pb2 as ev
@@ -36,15 +37,7 @@ def given(*payloads: Message, state: SchedulerState | None = None) -> SchedulerS
 
 
 def settle(state: SchedulerState) -> tuple[SchedulerState, list[Append]]:
-    """Decides and folds until nothing more is decided, like the Shell."""
-    decided: list[Append] = []
-    for _ in range(100):
-        appends = core.decide(state)
-        if not appends:
-            return state, decided
-        decided += appends
-        state = given(*[a.payload for a in appends], state=state)
-    raise AssertionError("decisions did not settle")
+    return pure_core.settle(core, state, given)
 
 
 def kinds(appends: list[Append]) -> list[str]:

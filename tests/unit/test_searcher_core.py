@@ -2,6 +2,7 @@
 
 import json
 
+import pure_core
 from google.protobuf.message import Message
 
 from determined.proto import events_pb2 as ev
@@ -23,10 +24,7 @@ def given(*payloads: Message, state: SearcherState | None = None) -> SearcherSta
 def settle(state: SearcherState, progress: bool = False) -> tuple[SearcherState, list[Append]]:
     """Decides and folds until nothing more is decided, like the Shell; the
     decisions returned leave out progress announcements unless asked."""
-    decided: list[Append] = []
-    while appends := core.decide(state):
-        decided += appends
-        state = given(*[a.payload for a in appends], state=state)
+    state, decided = pure_core.settle(core, state, given)
     if not progress:
         decided = [a for a in decided if not isinstance(a.payload, ev.ExperimentProgressChanged)]
     return state, decided
