@@ -151,7 +151,8 @@ def evolve(state: SearcherState, envelope: Envelope) -> SearcherState:
         case events_pb2.ExperimentStateChanged():
             return _with_search(state, _on_state_changed(search, event.state))
         case _:
-            return _with_search(state, _on_search_event(search, event))
+            changed = _on_search_event(search, event)
+            return state if changed is search else _with_search(state, changed)
 
 
 def _new_search(event: events_pb2.ExperimentCreated) -> Search:
