@@ -14,7 +14,7 @@ the trial's metadata is replaced whole.
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from typing import Any
 
@@ -188,14 +188,6 @@ class Server:
     def stop(self) -> None:
         assert self._server is not None
         self._server.stop(grace=None).wait()
-
-
-def running_gateway() -> Iterator[Server]:
-    """For a fixture: a started server, stopped afterwards."""
-    server = Server(FakeGateway())
-    server.start()
-    yield server
-    server.stop()
 
 
 def set_trial_env(

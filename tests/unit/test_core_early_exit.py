@@ -8,20 +8,10 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from core_gateway import FakeGateway, Server, running_gateway, set_trial_env
+from core_gateway import FakeGateway, Server, set_trial_env
 
 import determined as det
 from determined.core import EarlyExitReason
-
-
-@pytest.fixture
-def gateway() -> Iterator[Server]:
-    yield from running_gateway()
-
-
-@pytest.fixture
-def fake(gateway: Server) -> FakeGateway:
-    return gateway.gateway
 
 
 @pytest.fixture

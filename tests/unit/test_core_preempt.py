@@ -7,21 +7,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, running_gateway, set_trial_env, wait_for
+from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 from determined._client import TrialClient
 from determined.core._preempt import PreemptionWatcher
-
-
-@pytest.fixture
-def gateway() -> Iterator[Server]:
-    yield from running_gateway()
-
-
-@pytest.fixture
-def fake(gateway: Server) -> FakeGateway:
-    return gateway.gateway
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from core_gateway import FakeGateway, Server, running_gateway, set_trial_env, wait_for
+from core_gateway import FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 from determined.core import _profiler
@@ -179,11 +179,6 @@ def test_visible_gpus_follow_cuda_visible_devices() -> None:
 
 
 # -- through det.core.init() ---------------------------------------------------------------
-
-
-@pytest.fixture
-def gateway() -> Iterator[Server]:
-    yield from running_gateway()
 
 
 @pytest.fixture

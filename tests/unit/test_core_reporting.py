@@ -9,16 +9,11 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from core_gateway import TOKEN, Server, running_gateway, set_trial_env, wait_for
+from core_gateway import TOKEN, Server, set_trial_env, wait_for
 
 import determined as det
 from determined._client import TrialClient
 from determined.core import _metrics
-
-
-@pytest.fixture
-def gateway() -> Iterator[Server]:
-    yield from running_gateway()
 
 
 @pytest.fixture

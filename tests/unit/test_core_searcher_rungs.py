@@ -6,11 +6,10 @@ import logging
 import pathlib
 import re
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, running_gateway, set_trial_env
+from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env
 
 import determined as det
 from determined._client import TrialClient
@@ -26,16 +25,6 @@ ASHA = {
     "max_trials": 16,
     "max_length": {"batches": 937},
 }
-
-
-@pytest.fixture
-def gateway() -> Iterator[Server]:
-    yield from running_gateway()
-
-
-@pytest.fixture
-def fake(gateway: Server) -> FakeGateway:
-    return gateway.gateway
 
 
 def on_cluster(
