@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from deploy.local.servers import NatsServer, PostgresServer, ServerError, port_is_taken, tail
+from services.common.processes import process_alive
 
 SERVICES = ("gateway", "searcher", "scheduler", "checkpoint", "agent")
 READY_DEADLINE_S = 60.0
@@ -108,7 +109,7 @@ class ClusterRecord:
         path.write_text(json.dumps(asdict(self), indent=2))
 
     def running(self) -> dict[str, int]:
-        return {name: pid for name, pid in self.pids.items() if _alive(pid)}
+        return {name: pid for name, pid in self.pids.items() if process_alive(pid)}
 
 
 def cluster_up(options: ClusterOptions) -> ClusterRecord:
@@ -172,7 +173,7 @@ def restart_service(data_dir: Path, name: str) -> None:
     if record is None or not record.running():
         raise DeployError(f"no cluster is running from {data_dir}")
     pid = record.pids.get(name)
-    if pid is not None and _alive(pid):
+    if pid is not None and process_alive(pid):
         _terminate(pid)
     options = record.options(data_dir)
     nats, postgres = _servers(options, data_dir)
@@ -280,7 +281,7 @@ def _wait_until_ready(data_dir: Path, record: ClusterRecord, names: Iterable[str
         for name in list(waiting):
             if (data_dir / "run" / f"{name}.ready").exists():
                 waiting.remove(name)
-            elif not _alive(record.pids[name]):
+            elif not process_alive(record.pids[name]):
                 raise DeployError(_failure(data_dir, name, "exited during start-up"))
         if time.monotonic() > deadline:
             raise DeployError(_failure(data_dir, waiting[0], f"was not ready after {READY_DEADLINE_S:.0f} s"))
@@ -307,7 +308,7 @@ def _stop(data_dir: Path, record: ClusterRecord) -> None:
     order = [*reversed(SERVICES), "nats-server"]
     for name in order:
         pid = record.pids.get(name)
-        if pid is not None and _alive(pid):
+        if pid is not None and process_alive(pid):
             _terminate(pid)
     if "postgres" in record.pids:
         _servers(record.options(data_dir), data_dir)[1].stop()
@@ -319,9 +320,9 @@ def _stop(data_dir: Path, record: ClusterRecord) -> None:
 def _terminate(pid: int) -> None:
     _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_DEADLINE_S
-    while _alive(pid) and time.monotonic() < deadline:
+    while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(pid):
+    if process_alive(pid):
         _signal(pid, signal.SIGKILL)
 
 
@@ -330,18 +331,3 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A child that exited but was not reaped is a zombie: not alive.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -47,6 +47,7 @@ from services.agent.logs import MAX_LINE_BYTES, LogShipper
 from services.common.config import experiment_config
 from services.common.envelope import Append
 from services.common.eventstore import EventStore, NotFoundError
+from services.common.processes import process_alive
 from services.common.tokens import mint_allocation_token
 
 SETUP_FAILED_EXIT_CODE = 1
@@ -110,7 +111,7 @@ class ForkedProcess:
             pass
         # The fork server died: the child, now init's, is watched until it is gone.
         log.warning("fork_server_lost_child", pid=self.pid)
-        while _alive(self.pid):
+        while process_alive(self.pid):
             await asyncio.sleep(0.2)
         self.returncode = SETUP_FAILED_EXIT_CODE
 
@@ -226,18 +227,6 @@ async def _pipe_reader(fd: int) -> asyncio.StreamReader:
     pipe = os.fdopen(fd, "rb", 0)  # closed by the transport at EOF
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
     return reader
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass
 class Running:
     """One allocation's process (None until started) and its watcher."""
