@@ -6,7 +6,10 @@
     ├── AlreadyExistsError
     ├── FailedPreconditionError   the state does not allow it (yet)
     ├── UnauthenticatedError      a token that does not verify
-    └── PermissionDeniedError     a principal acting outside its rights
+    ├── PermissionDeniedError     a principal acting outside its rights
+    └── UnavailableError          a part the gateway stands on is down; retry later
+        ├── EventLogUnavailableError      nats-server (appends, logs, contexts)
+        └── ReadModelsUnavailableError    PostgreSQL (queries)
 """
 
 import grpc
@@ -38,6 +41,18 @@ class UnauthenticatedError(GatewayError):
 
 class PermissionDeniedError(GatewayError):
     code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class UnavailableError(GatewayError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class EventLogUnavailableError(UnavailableError):
+    """The message names nats-server so the CLI can say which part is down."""
+
+
+class ReadModelsUnavailableError(UnavailableError):
+    """Queries wait for PostgreSQL; appends still work meanwhile."""
 
 
 def status_for(error: GatewayError) -> tuple[grpc.StatusCode, str]:

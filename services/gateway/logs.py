@@ -90,7 +90,7 @@ def responses(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
     batch = stored.batch
     return [
         api_pb2.TrialLogsResponse(
-            trial_id=batch.trial_id, allocation_id=batch.allocation_id, agent_id=batch.agent_id, line=line
+            trial_id=batch.trial_id, allocation_id=batch.allocation_id, agent_id=batch.agent_id,
+            lines=batch.lines,
         )
-        for line in batch.lines
     ]

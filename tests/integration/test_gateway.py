@@ -285,4 +285,4 @@ async def test_port_in_use_is_refused(gateway: Gateway) -> None:
 
 
 async def _collect(stream: AsyncIterator[api_pb2.TrialLogsResponse]) -> list[str]:
-    return [response.line.log async for response in stream]
+    return [line.log async for response in stream for line in response.lines]

@@ -106,11 +106,13 @@ def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool 
 
     request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow)
     for entry in gateway.stream(gateway.stub.TrialLogs, request):
-        if as_json:
-            sys.stdout.write(json.dumps(message_dict(entry)) + "\n")
-        else:
-            line = entry.line
-            sys.stdout.write(
-                f"[{format_log_time(line.timestamp_ns)}] {entry.allocation_id[:8]:<8} || {line.log}\n"
-            )
+        for line in entry.lines:
+            if as_json:
+                record = {"trial_id": entry.trial_id, "allocation_id": entry.allocation_id,
+                          "agent_id": entry.agent_id, "line": message_dict(line)}
+                sys.stdout.write(json.dumps(record) + "\n")
+            else:
+                sys.stdout.write(
+                    f"[{format_log_time(line.timestamp_ns)}] {entry.allocation_id[:8]:<8} || {line.log}\n"
+                )
         sys.stdout.flush()

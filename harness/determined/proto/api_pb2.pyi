@@ -12,28 +12,64 @@ class GetMasterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMasterResponse(_message.Message):
-    __slots__ = ("version", "cluster_id", "cluster_name")
+    __slots__ = ("version", "cluster_id", "cluster_name", "parts")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     version: str
     cluster_id: str
     cluster_name: str
-    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+    parts: _containers.RepeatedCompositeFieldContainer[ClusterPart]
+    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ...) -> None: ...
+
+class ClusterPart(_message.Message):
+    __slots__ = ("name", "state", "pid", "restarts", "last_error", "started_at_ns", "disk_bytes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: str
+    pid: int
+    restarts: int
+    last_error: str
+    started_at_ns: int
+    disk_bytes: int
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., disk_bytes: _Optional[int] = ...) -> None: ...
+
+class UploadContextRequest(_message.Message):
+    __slots__ = ("chunk",)
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    chunk: bytes
+    def __init__(self, chunk: _Optional[bytes] = ...) -> None: ...
+
+class UploadContextResponse(_message.Message):
+    __slots__ = ("context_hash", "size_bytes")
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    context_hash: str
+    size_bytes: int
+    def __init__(self, context_hash: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateExperimentRequest(_message.Message):
-    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only", "request_id")
+    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only", "request_id", "context_hash")
     CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TGZ_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     config_yaml: str
     context_tgz: bytes
     activate: bool
     validate_only: bool
     request_id: str
-    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    context_hash: str
+    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ..., request_id: _Optional[str] = ..., context_hash: _Optional[str] = ...) -> None: ...
 
 class CreateExperimentResponse(_message.Message):
     __slots__ = ("experiment_id", "warnings", "config_json")
@@ -267,16 +303,30 @@ class TrialLogsRequest(_message.Message):
     def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
 
 class TrialLogsResponse(_message.Message):
-    __slots__ = ("trial_id", "allocation_id", "agent_id", "line")
+    __slots__ = ("trial_id", "allocation_id", "agent_id", "lines")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
-    LINE_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     allocation_id: str
     agent_id: str
-    line: _events_pb2.LogLine
-    def __init__(self, trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., line: _Optional[_Union[_events_pb2.LogLine, _Mapping]] = ...) -> None: ...
+    lines: _containers.RepeatedCompositeFieldContainer[_events_pb2.LogLine]
+    def __init__(self, trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[_events_pb2.LogLine, _Mapping]]] = ...) -> None: ...
+
+class GetTrialMetricsRequest(_message.Message):
+    __slots__ = ("trial_id", "group")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    group: str
+    def __init__(self, trial_id: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
+
+class GetTrialMetricsResponse(_message.Message):
+    __slots__ = ("points",)
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[MetricPoint]
+    def __init__(self, points: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
 
 class Agent(_message.Message):
     __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns")

@@ -39,6 +39,11 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetMasterRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetMasterResponse.FromString,
                 _registered_method=True)
+        self.UploadContext = channel.stream_unary(
+                '/determined.api.Determined/UploadContext',
+                request_serializer=determined_dot_proto_dot_api__pb2.UploadContextRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.UploadContextResponse.FromString,
+                _registered_method=True)
         self.CreateExperiment = channel.unary_unary(
                 '/determined.api.Determined/CreateExperiment',
                 request_serializer=determined_dot_proto_dot_api__pb2.CreateExperimentRequest.SerializeToString,
@@ -83,6 +88,11 @@ class DeterminedStub:
                 '/determined.api.Determined/TrialLogs',
                 request_serializer=determined_dot_proto_dot_api__pb2.TrialLogsRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.TrialLogsResponse.FromString,
+                _registered_method=True)
+        self.GetTrialMetrics = channel.unary_stream(
+                '/determined.api.Determined/GetTrialMetrics',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetricsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetricsResponse.FromString,
                 _registered_method=True)
         self.KillTrial = channel.unary_unary(
                 '/determined.api.Determined/KillTrial',
@@ -155,6 +165,14 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadContext(self, request_iterator, context):
+        """Streams a context archive in chunks (any size, bounded memory on both
+        sides); CreateExperimentRequest.context_hash then names it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateExperiment(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -205,6 +223,14 @@ class DeterminedServicer:
 
     def TrialLogs(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrialMetrics(self, request, context):
+        """Every stored point of a trial's metrics (all groups, or one), oldest
+        first, in chunks.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -292,6 +318,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetMasterRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetMasterResponse.SerializeToString,
             ),
+            'UploadContext': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadContext,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.UploadContextRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.UploadContextResponse.SerializeToString,
+            ),
             'CreateExperiment': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateExperiment,
                     request_deserializer=determined_dot_proto_dot_api__pb2.CreateExperimentRequest.FromString,
@@ -336,6 +367,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.TrialLogs,
                     request_deserializer=determined_dot_proto_dot_api__pb2.TrialLogsRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.TrialLogsResponse.SerializeToString,
+            ),
+            'GetTrialMetrics': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetTrialMetrics,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetricsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetricsResponse.SerializeToString,
             ),
             'KillTrial': grpc.unary_unary_rpc_method_handler(
                     servicer.KillTrial,
@@ -425,6 +461,33 @@ class Determined:
             '/determined.api.Determined/GetMaster',
             determined_dot_proto_dot_api__pb2.GetMasterRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.GetMasterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadContext(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/determined.api.Determined/UploadContext',
+            determined_dot_proto_dot_api__pb2.UploadContextRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.UploadContextResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -668,6 +731,33 @@ class Determined:
             '/determined.api.Determined/TrialLogs',
             determined_dot_proto_dot_api__pb2.TrialLogsRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.TrialLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrialMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/determined.api.Determined/GetTrialMetrics',
+            determined_dot_proto_dot_api__pb2.GetTrialMetricsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetTrialMetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,
