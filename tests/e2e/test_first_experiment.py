@@ -87,6 +87,18 @@ def test_first_experiment_runs_and_can_be_inspected(cluster: Cluster, context_di
     assert "checkpoint_storage" in config
 
 
+def test_the_readme_first_experiment_runs_from_the_shipped_folder(cluster: Cluster) -> None:
+    """The README's newcomer path, as written: `cd examples/first_experiment` and create
+    `const.yaml` with -f; no deprecation warning, and the followed logs show training."""
+    example = Path(__file__).parents[2] / "examples" / "first_experiment"
+    created = cluster.det("experiment", "create", str(example / "const.yaml"), str(example), "-f")
+    assert "deprecated" not in created.stdout + created.stderr
+    assert "step 100: loss" in created.stdout
+    assert "done: y = " in created.stdout
+    experiment_id = created_id(created.stdout)
+    assert cluster.experiment_state(experiment_id) == "COMPLETED"
+
+
 def test_the_agent_reports_its_slots(cluster: Cluster) -> None:
     [agent] = cluster.json("agent", "list")
     slots = cluster.json("slot", "list")
