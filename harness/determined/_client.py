@@ -1,19 +1,29 @@
 """The trial process's gRPC connection to the gateway.
 
 The only module of the harness that touches grpc or the generated protobuf code, and it
-imports them lazily so that `import determined` stays light off-cluster. Transient
-failures (the gateway restarting, a dropped connection) are retried here, with back-off,
-for up to `retry_for_s`; any other failure, or one that outlasts the retry window, is
-raised to the caller. The allocation's long poll (`watch_allocation`) is the exception:
-its watcher retries it for as long as the trial runs.
+imports them lazily so that `import determined` stays light off-cluster.
+
+What a failed call means (`failure_kind`, by status code):
+
+- transient (UNAVAILABLE: the gateway restarting, or a part it stands on — nats-server,
+  PostgreSQL — down; DEADLINE_EXCEEDED; CANCELLED): the same call is retried here, with
+  back-off, for up to `retry_for_s`. An outage is logged once when it starts and once when
+  the gateway answers again, never once per retry. The allocation's long poll
+  (`watch_allocation`) is not retried here: its watcher retries it for as long as the trial
+  runs.
+- refused (INVALID_ARGUMENT, RESOURCE_EXHAUSTED): the request's content cannot be stored;
+  for a metrics batch, `BatchRefusedError`, so that the sender can split it.
+- final (anything else: FAILED_PRECONDITION, PERMISSION_DENIED, NOT_FOUND, ...): raised at
+  once, never retried.
 """
 
 import itertools
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 logger = logging.getLogger("determined.core")
 
@@ -29,6 +39,56 @@ _BACKOFF_MAX_S = 2.0
 _status_seqs = itertools.count(1)
 
 T = TypeVar("T")
+
+FailureKind = Literal["transient", "refused", "final"]
+_TRANSIENT_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
+_REFUSED_CODES = frozenset({"INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"})
+
+
+def failure_kind(code: str) -> FailureKind:
+    """What a failed call's status code (its name) says about calling again."""
+    if code in _TRANSIENT_CODES:
+        return "transient"
+    if code in _REFUSED_CODES:
+        return "refused"
+    return "final"
+
+
+def part_reporter(reporter_id: str, part: str) -> str:
+    """The reporter id a part of a split batch is sent under: `part` is its path of halves
+    ("0", "01", ...; "" for a whole batch). The gateway makes the message id from it and
+    the batch_seq, so each part is stored once however often it is sent, and never mixed
+    up with the batch it came from."""
+    return f"{reporter_id}.{part}" if part else reporter_id
+
+
+class BatchRefusedError(Exception):
+    """The gateway refused a metrics batch for its content (too large, not storable):
+    sending the same batch again cannot succeed, and nothing of it was stored."""
+
+
+class Outage:
+    """Whether the gateway is unreachable, and since when: one log line when an outage
+    starts and one when it ends, whatever the number of calls and retries in between.
+    Shared by the threads that call through one client."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._lock = threading.Lock()
+        self._since: float | None = None
+
+    def failed(self, description: str, now: float) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = now
+        logger.warning("%s: waiting for the gateway (%s)", self._what, description)
+
+    def answered(self, now: float) -> None:
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            logger.warning("%s: the gateway answers again after %.1f s", self._what, now - since)
 
 
 class MetricRecord(NamedTuple):
@@ -58,7 +118,9 @@ def grpc_target(master: str) -> str:
 class TrialClient:
     """The calls a trial makes, authenticated with its allocation token."""
 
-    def __init__(self, master: str, allocation_token: str, *, retry_for_s: float = RETRY_FOR_S) -> None:
+    def __init__(
+        self, master: str, allocation_token: str, *, retry_for_s: float = RETRY_FOR_S, what: str = "reports"
+    ) -> None:
         import grpc
 
         from determined.proto import api_pb2, api_pb2_grpc, events_pb2
@@ -80,21 +142,31 @@ class TrialClient:
         self._stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata = (("x-allocation-token", allocation_token),)
         self._retry_for_s = retry_for_s
+        # `what` names the calls in the outage's log lines ("reports", "watching the allocation").
+        self._outage = Outage(what)
+        self._closed = False
 
     def report_metrics(
-        self, trial_id: int, trial_run_id: int, batch_seq: int, records: Sequence[MetricRecord]
+        self, trial_id: int, trial_run_id: int, batch_seq: int, part: str, records: Sequence[MetricRecord]
     ) -> None:
+        """Send one batch (or the part `part` of a split one, see `part_reporter`); raise
+        BatchRefusedError when the gateway refuses its content."""
         report = self._events.MetricReport
         request = self._api.ReportMetricsRequest(
             trial_id=trial_id,
             trial_run_id=trial_run_id,
             batch_seq=batch_seq,
-            reporter_id=REPORTER_ID,
+            reporter_id=part_reporter(REPORTER_ID, part),
             reports=[
                 report(group=g, steps_completed=s, metrics_json=m, reported_at_ns=a) for g, s, m, a in records
             ],
         )
-        self._call(self._stub.ReportMetrics, request)
+        try:
+            self._call(self._stub.ReportMetrics, request)
+        except self._grpc.RpcError as error:
+            if failure_kind(error.code().name) == "refused":
+                raise BatchRefusedError(self.describe(error)) from None
+            raise
 
     def report_progress(self, trial_id: int, progress: float) -> None:
         self._call(
@@ -173,9 +245,14 @@ class TrialClient:
             searcher_length=known.searcher_length,
             timeout_s=timeout_s,
         )
-        response = self._stub.WatchAllocation(
-            request, timeout=timeout_s + CALL_TIMEOUT_S, metadata=self._metadata
-        )
+        try:
+            response = self._stub.WatchAllocation(
+                request, timeout=timeout_s + CALL_TIMEOUT_S, metadata=self._metadata
+            )
+        except self._grpc.RpcError as error:
+            self._note(error)
+            raise
+        self._outage.answered(time.monotonic())
         return AllocationState(
             stop=response.stop,
             reason=response.reason,
@@ -187,18 +264,14 @@ class TrialClient:
         self._call(self._stub.AcknowledgeStop, self._api.AcknowledgeStopRequest(allocation_id=allocation_id))
 
     def close(self) -> None:
-        """Release the connection; calls in flight end with CANCELLED."""
+        """Release the connection; calls in flight end with CANCELLED (no outage, then)."""
+        self._closed = True
         self._channel.close()
 
     def is_transient(self, error: BaseException) -> bool:
-        """The gateway is unreachable, slow or went away mid-call (a restarting server cancels
-        the calls in flight): the same call may succeed later."""
-        codes = self._grpc.StatusCode
-        return isinstance(error, self._grpc.RpcError) and error.code() in (
-            codes.UNAVAILABLE,
-            codes.DEADLINE_EXCEEDED,
-            codes.CANCELLED,
-        )
+        """The gateway is unreachable, slow, went away mid-call (a restarting server cancels
+        the calls in flight) or a part it stands on is down: the same call may succeed later."""
+        return isinstance(error, self._grpc.RpcError) and failure_kind(error.code().name) == "transient"
 
     def refusal(self, error: BaseException) -> str | None:
         """Why the gateway refuses this allocation's calls for good (FAILED_PRECONDITION: the
@@ -222,10 +295,22 @@ class TrialClient:
         delay = _BACKOFF_FIRST_S
         while True:
             try:
-                return method(request, timeout=CALL_TIMEOUT_S, metadata=self._metadata)
+                response = method(request, timeout=CALL_TIMEOUT_S, metadata=self._metadata)
             except self._grpc.RpcError as error:
+                self._note(error)
                 if not self.is_transient(error) or time.monotonic() + delay > give_up_at:
                     raise
-                logger.warning("gateway unreachable (%s); retrying in %.2fs", error.code(), delay)
+            else:
+                self._outage.answered(time.monotonic())
+                return response
             time.sleep(delay)
             delay = min(delay * 2, _BACKOFF_MAX_S)
+
+    def _note(self, error: Any) -> None:
+        """Start an outage on a transient failure; any other answer ends one."""
+        if self._closed:
+            return
+        if self.is_transient(error):
+            self._outage.failed(self.describe(error), time.monotonic())
+        else:
+            self._outage.answered(time.monotonic())

@@ -4,21 +4,29 @@ Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_AGENT_ID (default: the host
 name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU, or
 DET_AGENT_GPUS=0 says not to look),
 DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
-DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S, DET_READY_FILE, DET_LOG_*,
+DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S,
+DET_AGENT_KEEP_FAILED_S (how long the folder of an allocation that ended
+badly is kept, for debugging; default 24 h), DET_AGENT_LOG_MEMORY_BYTES (how
+much of an allocation's output waits in memory while NATS is unreachable; the
+rest waits in a file in its folder), DET_READY_FILE, DET_LOG_*,
 DET_AGENT_FORK_SERVER (fork plain `python3 script.py` trials from a warm
 process, `determined.exec.forkserver`) and DET_AGENT_PRELOAD (comma-separated
 modules it imports besides determined and grpc, e.g. `torch,sklearn.datasets`).
 """
 
+import asyncio
 import socket
 import sys
 import uuid
 from pathlib import Path
+from typing import Annotated
 
 import structlog
+from pydantic import Field
 
 from services.agent.core import AgentCore, agent_registered
 from services.agent.launch import AgentIdentity
+from services.agent.logs import MEMORY_BYTES
 from services.agent.runner import ForkServer, Runner
 from services.agent.slots import detect_slots
 from services.common.decider import Shell
@@ -40,22 +48,20 @@ class AgentSettings(CommonSettings):
     # How long a stopped allocation may take to checkpoint and exit, when its
     # config sets no preemption_timeout (Determined's default: an hour).
     agent_stop_grace_s: float = 3600.0
+    agent_keep_failed_s: Annotated[float, Field(ge=0)] = 24 * 3600.0
+    # Per allocation: output waiting in memory for NATS; past it, in a file.
+    agent_log_memory_bytes: Annotated[int, Field(ge=0)] = MEMORY_BYTES
     master_address: str = "127.0.0.1:8080"
     agent_fork_server: bool = False
     agent_preload: str = ""
 
 
 async def run(settings: AgentSettings) -> None:
-    """Registers this agent's slots, then runs what is assigned to it until
-    cancelled."""
+    """Kills what an earlier run of this agent left running, registers this
+    agent's slots, then runs what is assigned to it until cancelled."""
     structlog.contextvars.bind_contextvars(agent_id=settings.agent_id)
     store = await EventStore.connect(settings.nats_url, settings.namespace, name=f"agent-{settings.agent_id}")
     slots = detect_slots(settings.agent_cpu_slots, settings.agent_gpus)
-    boot_id = uuid.uuid4().hex[:12]  # a new registration per start: see AgentCore
-    await store.append(agent_registered(settings.agent_id, socket.gethostname(), slots, boot_id), actor=ACTOR)
-    log.info(
-        "agent_registered", slots=len(slots), slot_type=slots[0].type if slots else "none", boot_id=boot_id
-    )
     runner = Runner(
         store,
         AgentIdentity(
@@ -67,18 +73,31 @@ async def run(settings: AgentSettings) -> None:
         actor=ACTOR,
         kill_grace_s=settings.agent_kill_grace_s,
         stop_grace_s=settings.agent_stop_grace_s,
+        keep_failed_s=settings.agent_keep_failed_s,
+        log_memory_bytes=settings.agent_log_memory_bytes,
         fork_server=ForkServer(_modules(settings.agent_preload)) if settings.agent_fork_server else None,
+    )
+    # Before registering: the allocations an earlier run left open are closed
+    # as lost once this registration is folded, and run again elsewhere.
+    await runner.recover()
+    await runner.start_reaper()
+    boot_id = uuid.uuid4().hex[:12]  # a new registration per start: see AgentCore
+    await store.append(agent_registered(settings.agent_id, socket.gethostname(), slots, boot_id), actor=ACTOR)
+    log.info(
+        "agent_registered", slots=len(slots), slot_type=slots[0].type if slots else "none", boot_id=boot_id
     )
     shell = Shell(
         store,
-        AgentCore(settings.agent_id),
+        AgentCore(settings.agent_id, boot_id),
         ACTOR,
         on_state=runner.on_state,
         on_caught_up=lambda: write_ready(settings.ready_file),
     )
+    sweeper = asyncio.create_task(runner.sweep_periodically(), name="sweep-allocation-folders")
     try:
         await shell.run()
     finally:
+        sweeper.cancel()
         await runner.stop()
         await store.close()
 

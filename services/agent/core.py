@@ -9,7 +9,13 @@ placed on this agent until they exit.
 It decides one thing itself: an allocation assigned before this agent's
 latest registration (a previous run of the agent) that never exited has no
 process any more, so it is closed as "agent restarted" (`agent_lost`: not the
-task's fault) and its task runs it again. Starting, stopping and killing
+task's fault) and its task runs it again. Its process group, if anything of
+it survived, was killed before this run registered (`folders.py`).
+
+A run of the agent knows its own registration (by its boot id): until that
+registration is folded, `registered` is false and the runner starts nothing,
+for every allocation assigned so far belongs to an earlier run (the log can
+be replayed before it says it caught up). Starting, stopping and killing
 processes is the shell's business (`runner.py`), driven by this state.
 """
 
@@ -71,6 +77,8 @@ class AgentState:
     pending: dict[str, PendingRequest] = field(default_factory=dict)
     # Allocations of this agent that have not exited.
     allocations: dict[str, AgentAllocation] = field(default_factory=dict)
+    # This run's own registration is folded: what is assigned from now on is its own.
+    registered: bool = False
 
 
 AGENT_FOLDS = (
@@ -85,17 +93,21 @@ AGENT_FOLDS = (
 
 
 class AgentCore(PureCore[AgentState]):
-    def __init__(self, agent_id: str) -> None:
-        super().__init__(AGENT_FOLDS, AgentState, functools.partial(evolve, agent_id), decide)
+    """The core of one run of agent `agent_id`, whose registration was
+    appended with `boot_id` (none: a replay that is no run's own)."""
+
+    def __init__(self, agent_id: str, boot_id: str = "") -> None:
+        super().__init__(AGENT_FOLDS, AgentState, functools.partial(evolve, agent_id, boot_id), decide)
         self.agent_id = agent_id
 
 
-def evolve(agent_id: str, state: AgentState, envelope: Envelope) -> AgentState:
+def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -> AgentState:
     event = payload_of(envelope)
     match event:
         case events_pb2.AgentRegistered() if event.agent_id == agent_id:
             orphaned = {k: replace(v, orphaned=True) for k, v in state.allocations.items()}
-            return replace(state, allocations=orphaned)
+            own = bool(boot_id) and envelope.event_id == registration_id(agent_id, boot_id)
+            return replace(state, allocations=orphaned, registered=state.registered or own)
         case events_pb2.AllocationRequested() if event.HasField("trial"):
             pending = PendingRequest(event, envelope.event_id, envelope.correlation_id)
             return replace(state, pending={**state.pending, event.allocation_id: pending})
@@ -200,4 +212,9 @@ def allocation_started(allocation: AgentAllocation, pid: int) -> Append:
 def agent_registered(agent_id: str, hostname: str, slots: list[events_pb2.Slot], boot_id: str) -> Append:
     """A registration per start of the agent: `boot_id` is new each start."""
     event = events_pb2.AgentRegistered(agent_id=agent_id, hostname=hostname, slots=slots)
-    return Append(aggregate("agent", agent_id), event, f"agent-registered-{agent_id}-{boot_id}")
+    return Append(aggregate("agent", agent_id), event, registration_id(agent_id, boot_id))
+
+
+def registration_id(agent_id: str, boot_id: str) -> str:
+    """The msg id, so the event id, of one run's registration."""
+    return f"agent-registered-{agent_id}-{boot_id}"

@@ -7,6 +7,16 @@ and gives those asked to stop their grace period (the experiment config's
 running after it is killed. Each process is watched by its own task, which
 appends AllocationStarted and AllocationExited itself (their msg ids make a
 repeat harmless); the exit folds back into the core's state through the log.
+Those appends, and the logs (`logs.py`), wait out a NATS outage: the trial
+keeps running meanwhile.
+
+No process outlives the agent unnoticed: each runs in its own session (a
+process group killed as one), asks the kernel to SIGKILL it when the agent
+dies (PR_SET_PDEATHSIG), and writes its process record
+(`<work dir>/<allocation id>/process.json`) before it runs anything. What it
+started in its group ends with it. When the agent starts, it kills what an
+earlier run left and sweeps old folders (`recover`, `folders.py`); it starts
+nothing until its own registration is folded (`AgentState.registered`).
 
 With a `ForkServer` (opt-in, DET_AGENT_FORK_SERVER), an allocation whose
 entrypoint is a plain `python3 script.py ...` (`forkable_argv`) runs in a
@@ -25,16 +35,20 @@ import socket
 import struct
 import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from subprocess import SubprocessError
+from typing import Any, Protocol
 
 import structlog
 
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
+from services.agent import workdir
 from services.agent.core import AgentAllocation, AgentState, allocation_exited, allocation_started
+from services.agent.folders import ended_well
 from services.agent.launch import (
     STARTUP_HOOK,
     AgentError,
@@ -43,17 +57,24 @@ from services.agent.launch import (
     forkable_argv,
     trial_environment,
 )
-from services.agent.logs import MAX_LINE_BYTES, LogShipper
+from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper
+from services.agent.logs import MEMORY_BYTES as LOG_MEMORY_BYTES
 from services.common.config import experiment_config
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, NotFoundError
-from services.common.processes import process_alive
+from services.common.eventstore import EventStore, EventStoreError
+from services.common.processes import allocation_preexec, dying_with_parent, process_alive
 from services.common.tokens import mint_allocation_token
 
 SETUP_FAILED_EXIT_CODE = 1
 # How long the fork server may take to preload its modules (torch: seconds).
 FORK_SERVER_START_TIMEOUT_S = 300.0
 FORK_REQUEST_TIMEOUT_S = 30.0
+# After the process exited, how long what it started may keep its output open.
+OUTPUT_DRAIN_S = 1.0
+EXIT_POLL_S = 0.1
+SWEEP_MAX_INTERVAL_S = 600.0
+REAPER_EXIT_TIMEOUT_S = 10.0
+
 
 log = structlog.get_logger()
 
@@ -109,7 +130,8 @@ class ForkedProcess:
             return
         except (ValueError, KeyError, TypeError):
             pass
-        # The fork server died: the child, now init's, is watched until it is gone.
+        # The fork server died, and the kernel kills its children with it:
+        # the child is watched until it is gone.
         log.warning("fork_server_lost_child", pid=self.pid)
         while process_alive(self.pid):
             await asyncio.sleep(0.2)
@@ -125,14 +147,21 @@ class ForkServer:
     folder: Path | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def spawn(self, argv: list[str], cwd: Path, env: Mapping[str, str]) -> ForkedProcess:
-        """Forks a child running `python3 argv...` in cwd with exactly env.
+    async def spawn(
+        self, argv: list[str], cwd: Path, env: Mapping[str, str], record: Mapping[str, str] | None = None
+    ) -> ForkedProcess:
+        """Forks a child running `python3 argv...` in cwd with exactly env;
+        with `record` ({"path", "agent_id", "allocation_id"}), the child
+        writes its process record there before it runs anything.
         ForkServerUnavailable: nothing was started."""
         path = await self._ensure_started()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            request = json.dumps({"argv": argv, "cwd": str(cwd), "env": dict(env)}).encode()
+            message: dict[str, object] = {"argv": argv, "cwd": str(cwd), "env": dict(env)}
+            if record is not None:
+                message["record"] = dict(record)
+            request = json.dumps(message).encode()
             # The thread closes the write ends: a cancelled wait must not close them under it.
             status, pid = await asyncio.to_thread(_fork_request, path, request, out_w, err_w)
         except BaseException:
@@ -166,6 +195,7 @@ class ForkServer:
                 self.process = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "determined.exec.forkserver", str(path), ",".join(self.preload),
                     cwd=self.folder, env=env, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
+                    preexec_fn=dying_with_parent(os.getpid()),  # and its children with it
                 )
             except OSError as error:
                 raise ForkServerUnavailable(f"cannot start the fork server: {error}") from None
@@ -234,6 +264,7 @@ class Running:
     allocation: AgentAllocation
     task: asyncio.Task[None] | None = None
     process: TrialProcess | None = None
+    shipper: LogShipper | None = None
     kill_requested: bool = False
     killer: asyncio.Task[None] | None = None
     stop_timer: asyncio.Task[None] | None = None
@@ -253,24 +284,74 @@ class Runner:
     actor: str
     kill_grace_s: float = 10.0
     stop_grace_s: float = 3600.0
+    # How long the folder of an allocation that ended badly is kept.
+    keep_failed_s: float = 24 * 3600.0
+    # How much of an allocation's output waits in memory while NATS is
+    # unreachable, before the rest waits in a file in its folder.
+    log_memory_bytes: int = LOG_MEMORY_BYTES
     # Forks plain `python3 script.py` trials from a warm process (opt-in).
     fork_server: ForkServer | None = None
     table: dict[str, Running] = field(default_factory=dict)
+    # Kills what this run started once it is gone (`reaper.py`).
+    reaper: asyncio.subprocess.Process | None = None
+
+    async def recover(self) -> None:
+        """Before this run of the agent starts anything (and registers): kills
+        what earlier runs left running, sweeps their folders (`folders.py`)."""
+        await asyncio.to_thread(
+            workdir.recover,
+            self.work_dir,
+            self.identity.agent_id,
+            now=time.time(),
+            keep_failed_s=self.keep_failed_s,
+        )
+
+    async def start_reaper(self) -> None:
+        """Starts the process that kills this run's process groups when it
+        ends (its stdin is a pipe only this process holds)."""
+        self.reaper = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "services.agent.reaper", str(self.work_dir), self.identity.agent_id,
+            stdin=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+
+    async def sweep_periodically(self) -> None:
+        """Removes the folders of failed allocations once they are old enough."""
+        interval = min(max(self.keep_failed_s / 4, 1.0), SWEEP_MAX_INTERVAL_S)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(
+                    workdir.sweep,
+                    self.work_dir,
+                    self.identity.agent_id,
+                    running=set(self.table),
+                    now=time.time(),
+                    keep_failed_s=self.keep_failed_s,
+                )
+            except OSError as error:
+                log.warning("allocation_folder_sweep_failed", error=str(error))
 
     async def on_state(self, state: AgentState) -> list[Append]:
+        if not state.registered:
+            return []  # what is assigned so far belongs to earlier runs of the agent
         for allocation_id, allocation in state.allocations.items():
-            if allocation.orphaned:
-                continue
             running = self.table.get(allocation_id)
+            if allocation.orphaned:
+                if running is not None:  # a newer run of this agent registered: it is no longer ours
+                    self._kill(running)
+                continue
             if running is None:
                 running = self.table[allocation_id] = Running(allocation)
                 running.task = asyncio.create_task(self._run(running), name=f"allocation-{allocation_id}")
+                running.task.add_done_callback(_log_failure)
             if allocation.kill_requested and not running.kill_requested:
                 self._kill(running)
             elif allocation.stop_requested and running.stop_timer is None:
                 running.stop_timer = asyncio.create_task(self._kill_after_grace(running))
         for allocation_id in [a for a in self.table if a not in state.allocations]:
-            del self.table[allocation_id]  # its exit is folded: the process is gone
+            running = self.table.pop(allocation_id)  # its exit is folded
+            if running.process is not None and running.process.returncode is None:
+                self._kill(running)  # closed by another writer: its process must not stay behind
         return []
 
     async def stop(self) -> None:
@@ -282,37 +363,47 @@ class Runner:
             for task in (running.task, running.stop_timer):
                 if task is not None:
                     task.cancel()
+            if running.shipper is not None:
+                running.shipper.abandon()
         if self.fork_server is not None:
             await self.fork_server.close()
+        if self.reaper is not None and self.reaper.stdin is not None:
+            self.reaper.stdin.close()  # it kills what is left, and exits
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.reaper.wait(), REAPER_EXIT_TIMEOUT_S)
 
     # -- one allocation -----------------------------------------------------------
 
     async def _run(self, running: Running) -> None:
         allocation = running.allocation
-        shipper = LogShipper(
+        folder = self.work_dir / allocation.allocation_id
+        shipper = running.shipper = LogShipper(
             self.store.publish_logs,
             trial_id=running.launch.trial_id,
             allocation_id=allocation.allocation_id,
             agent_id=self.identity.agent_id,
+            spill_path=folder / SPILL_FILE,
+            memory_bytes=self.log_memory_bytes,
         )
         try:
-            folder, argv, script = await self._prepare(running.launch, allocation.allocation_id)
+            argv, script = await self._prepare(running.launch, folder)
             if running.kill_requested:  # asked before it could start
                 await shipper.close()
-                await self._answer(running, allocation_exited(allocation, -int(signal.SIGTERM), killed=True))
+                await self._end(running, -int(signal.SIGTERM), killed=True)
                 return
             running.process = await self._spawn(running, folder, argv, script)
-        except (AgentError, ContextError, NotFoundError, OSError) as error:
-            await self._fail(running, shipper, str(error))
+        # EventStoreError: the context is not stored, or damaged.
+        except (AgentError, ContextError, EventStoreError, OSError, SubprocessError) as error:
+            await self._fail(running, shipper, str(error) or repr(error))
             return
-        exit_code = await self._watch(running, running.process, shipper)
+        exit_code = await self._watch(running, running.process, shipper, folder)
         log.info(
             "allocation_exited",
             allocation_id=allocation.allocation_id,
             exit_code=exit_code,
             killed=running.kill_requested,
         )
-        await self._answer(running, allocation_exited(allocation, exit_code, killed=running.kill_requested))
+        await self._end(running, exit_code, killed=running.kill_requested)
 
     async def _fail(self, running: Running, shipper: LogShipper, error: str) -> None:
         """The allocation could not start: the user reads why in the trial's logs."""
@@ -320,15 +411,35 @@ class Runner:
         log.warning("allocation_setup_failed", allocation_id=allocation.allocation_id, error=error)
         shipper.add("stderr", f"determined agent: {error}")
         await shipper.close()
-        await self._answer(running, allocation_exited(allocation, SETUP_FAILED_EXIT_CODE, error=error))
+        await self._end(running, SETUP_FAILED_EXIT_CODE, error=error)
 
-    async def _prepare(
-        self, launch: events_pb2.TrialLaunch, allocation_id: str
-    ) -> tuple[Path, list[str], list[str] | None]:
-        """Extracts the context into the allocation's folder; returns it, the
+    async def _end(self, running: Running, exit_code: int, *, killed: bool = False, error: str = "") -> None:
+        """The allocation's process is gone and its output shipped: its folder
+        goes (or is kept a while, if it ended badly), then its exit is appended."""
+        folder = self.work_dir / running.allocation.allocation_id
+        try:
+            await asyncio.to_thread(self._leave_folder, folder, exit_code, killed=killed, error=error)
+        except OSError as failure:
+            log.warning("allocation_folder_not_cleaned", folder=str(folder), error=str(failure))
+        await self._answer(running, allocation_exited(running.allocation, exit_code, killed=killed, error=error))
+
+    def _leave_folder(self, folder: Path, exit_code: int, *, killed: bool, error: str) -> None:
+        """What the process started in its group goes with it; then its folder."""
+        if workdir.kill_groups(self.work_dir, [folder.name]):
+            log.info("allocation_leftovers_killed", allocation_id=folder.name)
+        if not folder.is_dir():
+            return
+        if ended_well(exit_code, killed=killed, error=error):
+            workdir.remove_folder(folder)
+        else:
+            workdir.note_bad_exit(
+                folder, self.identity.agent_id, exit_code, killed=killed, error=error, now=time.time()
+            )
+
+    async def _prepare(self, launch: events_pb2.TrialLaunch, folder: Path) -> tuple[list[str], list[str] | None]:
+        """Extracts the context into the allocation's folder; returns the
         command to run there and, when the fork server may run it instead,
         the script and its arguments."""
-        folder = self.work_dir / allocation_id
         folder.mkdir(parents=True, exist_ok=True)
         if launch.context_hash:
             data = await self.store.get_context(launch.context_hash)
@@ -339,24 +450,30 @@ class Runner:
         script = None
         if self.fork_server is not None:
             script = forkable_argv(config, startup_hook=startup_hook, slot_type=self.slot_type)
-        return folder, argv, script
+        return argv, script
 
     async def _spawn(
         self, running: Running, folder: Path, argv: list[str], script: list[str] | None
     ) -> TrialProcess:
+        """Starts the process in its own session, dying with the agent (or
+        with the fork server, which dies with the agent); it writes its
+        process record before it runs anything."""
         allocation = running.allocation
         token = mint_allocation_token(self.cluster_secret, running.launch.trial_id, allocation.allocation_id)
         env = trial_environment(
             allocation, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ
         )
+        record = workdir.record_path(folder)
         process: TrialProcess | None = None
         if script is not None and self.fork_server is not None:
+            owner = {"path": str(record), "agent_id": self.identity.agent_id, "allocation_id": allocation.allocation_id}
             try:
-                process = await self.fork_server.spawn(script, folder, env)
+                process = await self.fork_server.spawn(script, folder, env, owner)
             except ForkServerUnavailable as error:
                 log.warning("fork_server_unavailable", allocation_id=allocation.allocation_id, error=str(error))
         if process is None:
-            process = await self._exec(folder, argv, env)
+            preexec = allocation_preexec(os.getpid(), record, self.identity.agent_id, allocation.allocation_id)
+            process = await self._exec(folder, argv, env, preexec)
         log.info(
             "allocation_started",
             allocation_id=allocation.allocation_id,
@@ -367,7 +484,11 @@ class Runner:
         await self._answer(running, allocation_started(allocation, process.pid))
         return process
 
-    async def _exec(self, folder: Path, argv: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
+    async def _exec(
+        self, folder: Path, argv: list[str], env: dict[str, str], preexec: Callable[[], None]
+    ) -> asyncio.subprocess.Process:
+        # Started from the event loop's thread, which lives as long as the agent:
+        # the parent-death signal follows the thread that forked.
         return await asyncio.create_subprocess_exec(
             *argv,
             cwd=folder,
@@ -376,19 +497,29 @@ class Runner:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, killed as one
+            preexec_fn=preexec,
             limit=MAX_LINE_BYTES,
         )
 
-    async def _watch(self, running: Running, process: TrialProcess, shipper: LogShipper) -> int:
-        """Ships the process's output until it exits; returns its exit code."""
+    async def _watch(self, running: Running, process: TrialProcess, shipper: LogShipper, folder: Path) -> int:
+        """Ships the process's output until it exits; returns its exit code.
+        What it started in its process group ends with it: when something
+        still holds its output a moment after it exited, the group is killed."""
         if running.kill_requested:  # asked while it was starting
             self._kill(running)
         shipper.start()
         assert process.stdout is not None and process.stderr is not None
-        await asyncio.gather(
-            shipper.follow(process.stdout, "stdout"), shipper.follow(process.stderr, "stderr")
-        )
-        exit_code = await process.wait()
+        output = asyncio.gather(shipper.follow(process.stdout, "stdout"), shipper.follow(process.stderr, "stderr"))
+        exit_code = await _exit_of(process, output)
+        if not output.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(output), OUTPUT_DRAIN_S)
+            except TimeoutError:
+                await asyncio.to_thread(workdir.kill_groups, self.work_dir, [folder.name])
+                try:
+                    await asyncio.wait_for(output, OUTPUT_DRAIN_S)  # cancelled at the deadline
+                except TimeoutError:  # held by a process that left the group
+                    log.warning("allocation_output_left_open", allocation_id=running.allocation.allocation_id)
         await shipper.close()
         return exit_code
 
@@ -415,8 +546,25 @@ class Runner:
             _signal_group(process.pid, signal.SIGKILL)
 
     async def _answer(self, running: Running, append: Append) -> None:
-        """Appends an event about an allocation, as an answer to its assignment."""
+        """Appends an event about an allocation, as an answer to its assignment
+        (the store waits out a NATS outage; the msg id makes a repeat harmless)."""
         await self.store.append(running.allocation.answer(append), actor=self.actor)
+
+
+async def _exit_of(process: TrialProcess, output: "asyncio.Future[Any]") -> int:
+    """The process's exit code, once its output has ended or it has exited
+    (whichever is first: processes it started may hold its output open)."""
+    while not output.done():
+        if process.returncode is not None:
+            return process.returncode
+        await asyncio.wait({output}, timeout=EXIT_POLL_S)
+    return await process.wait()
+
+
+def _log_failure(task: "asyncio.Task[None]") -> None:
+    """An allocation's task that failed (a bug: its exit may not be in the log) says so at once."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("allocation_task_failed", task=task.get_name(), exc_info=task.exception())
 
 
 def _signal_group(pid: int, signum: int) -> None:

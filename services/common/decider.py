@@ -12,13 +12,14 @@ a crash harmless.
 """
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
 
 import structlog
 
 from services.common.envelope import Append, Envelope, kinds_of
 from services.common.eventstore import ConflictError, EventStore
+from services.common.snapshots import SNAPSHOT_EVERY, Snapshots
 from services.common.upcast import upcast
 
 State = TypeVar("State")
@@ -79,14 +80,21 @@ class Shell(Generic[State]):
     # Called once, the first time the shell has caught up with the log (at
     # once when the log holds nothing of its kinds): the service is ready.
     on_caught_up: Callable[[], Awaitable[None]] | None = None
+    # Where the state is kept between runs (snapshots.py): a start replays
+    # only what came after the newest snapshot. None: from sequence 1.
+    snapshots: Snapshots | None = None
+    _folded: int = field(default=0, init=False)
+    _saved_since_started: bool = field(default=False, init=False)
 
     async def run(self) -> None:
-        state = self.core.initial_state()
+        state, position = await self._restored()
         own_sequences: set[int] = set()
-        started = not await self._has_events()
+        started = not await self._has_events(after=position)
         if started:
+            if position:  # restored, and nothing came after: what it holds may want deciding
+                state = await self._settle(state, own_sequences, None)
             await self._caught_up()
-        async for stored in self.store.read(self.core.kinds, start_sequence=1, follow=True):
+        async for stored in self.store.read(self.core.kinds, start_sequence=position + 1, follow=True):
             if stored.sequence in own_sequences:
                 own_sequences.discard(stored.sequence)
                 continue
@@ -103,10 +111,29 @@ class Shell(Generic[State]):
                     state = await self._settle(state, own_sequences, cause)
                 started = True
                 await self._caught_up()
+            await self._snapshot(state, stored.sequence, started=started, exact=not own_sequences)
         raise RuntimeError("the event log ended")  # follow=True never ends
 
-    async def _has_events(self) -> bool:
-        return await self.store.last_sequence_of(self.core.kinds) > 0
+    async def _has_events(self, after: int = 0) -> bool:
+        return await self.store.last_sequence_of(self.core.kinds) > after
+
+    async def _restored(self) -> tuple[State, int]:
+        """The newest snapshot's state and sequence, else the initial state and 0."""
+        snapshot = None if self.snapshots is None else await self.snapshots.load(type(self.core).__name__)
+        if snapshot is None:
+            return self.core.initial_state(), 0
+        log.info("snapshot_restored", core=type(self.core).__name__, sequence=snapshot.sequence)
+        return snapshot.state, snapshot.sequence
+
+    async def _snapshot(self, state: State, sequence: int, *, started: bool, exact: bool) -> None:
+        """Saves the state every SNAPSHOT_EVERY folded events and once when
+        caught up, at a moment when it is `exact`ly the fold of the log up to
+        `sequence` (each own append read back)."""
+        self._folded += 1
+        due = self._folded >= SNAPSHOT_EVERY or (started and not self._saved_since_started)
+        if self.snapshots is not None and due and exact:
+            await self.snapshots.save(type(self.core).__name__, state, sequence)
+            self._folded, self._saved_since_started = 0, started
 
     async def _caught_up(self) -> None:
         callback, self.on_caught_up = self.on_caught_up, None

@@ -1,32 +1,88 @@
 """The one client of the event log: JetStream streams EVENTS and LOGS and the
 object store of context folders.
 
-Errors (all under EventStoreError):
+Errors (all under EventStoreError), and NatsUnavailableError
+(services/common/connection.py) from any call made with a limited wait:
 
     EventStoreError
     ├── ConflictError      an expected aggregate version did not match
     └── NotFoundError      a context hash that is not stored
+
+Every call waits out an outage of nats-server (`Connection.call`): services
+for as long as it lasts, the gateway's RPCs a few seconds. A read that follows
+the log survives outages of any length and goes on from where it was.
+
+Limits of the streams (the gateway applies them, also to streams that older
+versions created; see StreamLimits):
+
+- EVENTS keeps every event for ever: no limit of age, size or count. One event
+  is at most nats-server's max_payload (8 MiB on a local cluster). A message
+  id is remembered for DUPLICATE_WINDOW_S (600 s).
+- LOGS keeps trial logs for at most 30 days and 2 GiB in all (the gateway's
+  DET_LOGS_MAX_BYTES): past either, the oldest batches are discarded. One
+  batch is at most max_payload; a message id is remembered for 120 s.
 """
 
+import asyncio
+import base64
+import collections
+import contextlib
+import functools
 import hashlib
+import heapq
+import io
+import json
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import BinaryIO
 
-import nats
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NatsClient
+import structlog
+from nats.aio.msg import Msg
 from nats.js import api as js_api
 from nats.js.client import JetStreamContext
+from nats.js.object_store import (
+    OBJ_CHUNKS_PRE_TEMPLATE,
+    OBJ_DIGEST_TEMPLATE,
+    OBJ_META_PRE_TEMPLATE,
+    OBJ_STREAM_TEMPLATE,
+)
 
 from determined.proto import events_pb2
+from services.common.connection import Connection, request_timeout
 from services.common.envelope import Append, Envelope, subject_for, wrap
 
 WRONG_LAST_SEQUENCE = 10071
+STREAM_NAME_IN_USE = 10058
 DUPLICATE_WINDOW_S = 600.0
-LOG_RETENTION_S = 30 * 24 * 3600.0
+LOGS_DUPLICATE_WINDOW_S = 120.0
+LOGS_MAX_AGE_S = 30 * 24 * 3600.0
+LOGS_MAX_BYTES = 2 * 1024**3
 APPEND_TIMEOUT_S = 10.0
+# The stream settings that StreamLimits governs: brought up to date on existing streams.
+LIMIT_FIELDS = ("max_age", "max_bytes", "max_msg_size", "discard", "duplicate_window")
+# One stored chunk of a context archive: at most this, and at most half the
+# server's max_payload (1 MB by default; a local cluster's is 8 MB). Fewer,
+# larger chunks store and fetch faster (each is one synced write).
+CONTEXT_CHUNK_BYTES = 4 * 1024 * 1024
+# A follower holds at most this many delivered, unread messages (see _followed_batches).
+READ_BUFFER = 10_000
+# A replay asks for this many messages per pull request, at most PULL_AHEAD
+# not yet read; a pull consumer that delivers nothing for PULL_STALL_S is made again.
+PULL_BATCH = 2_000
+PULL_AHEAD = 2 * PULL_BATCH
+PULL_STALL_S = 5.0
+# $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+JS_ACK_V1_TOKENS = 9
+# The meta message of an object replaces the earlier ones on its subject.
+ROLLUP_SUBJECT = "sub"
+
+
+log = structlog.get_logger()
 
 
 class EventStoreError(Exception):
@@ -39,6 +95,14 @@ class ConflictError(EventStoreError):
 
 class NotFoundError(EventStoreError):
     pass
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """What the LOGS stream may hold (EVENTS holds everything)."""
+
+    logs_max_bytes: int = LOGS_MAX_BYTES
+    logs_max_age_s: float = LOGS_MAX_AGE_S
 
 
 @dataclass(frozen=True)
@@ -59,52 +123,82 @@ class StoredLogBatch:
 class EventStore:
     """Appends and reads events for one namespace ("det" on a cluster)."""
 
-    def __init__(self, nc: NatsClient, namespace: str = "det") -> None:
-        self.nc = nc
-        self.js: JetStreamContext = nc.jetstream(timeout=APPEND_TIMEOUT_S)
+    def __init__(self, connection: Connection, namespace: str = "det") -> None:
+        self.connection = connection
+        self.nc = connection.nc
         self.namespace = namespace
         suffix = "" if namespace == "det" else f"_{namespace}"
         self.events_stream = f"EVENTS{suffix}"
         self.logs_stream = f"LOGS{suffix}"
         self.context_bucket = f"contexts{suffix}"
 
+    @property
+    def js(self) -> JetStreamContext:
+        """JetStream. Its requests time out after APPEND_TIMEOUT_S, or sooner
+        where the caller's outage wait is shorter (an RPC's): a request made
+        outside `connection.call` also answers within that wait."""
+        return self.nc.jetstream(timeout=request_timeout(APPEND_TIMEOUT_S))
+
     @classmethod
-    async def connect(cls, url: str, namespace: str = "det", name: str = "") -> "EventStore":
-        nc = await nats.connect(url, name=name or None, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-        store = cls(nc, namespace)
-        await store.ensure_streams()
+    async def connect(
+        cls, url: str, namespace: str = "det", name: str = "", *, limits: StreamLimits | None = None
+    ) -> "EventStore":
+        """Connects (waiting for nats-server as long as it takes) and creates
+        the streams that are missing; with `limits`, also brings existing
+        streams to them (the gateway does: one part decides the limits)."""
+        store = cls(await Connection.open(url, name), namespace)
+        await store.connection.call(lambda: store.ensure_streams(limits))
         return store
 
     async def close(self) -> None:
-        await self.nc.drain()
+        await self.connection.close()
 
-    async def ensure_streams(self) -> None:
+    async def ensure_streams(self, limits: StreamLimits | None = None) -> None:
+        """Creates missing streams with `limits` (else the defaults); with
+        `limits`, also updates existing streams whose limits differ."""
+        wanted = limits or StreamLimits()
         await self._ensure_stream(
             js_api.StreamConfig(
                 name=self.events_stream,
                 subjects=[f"{self.namespace}.events.>"],
                 duplicate_window=DUPLICATE_WINDOW_S,
+                max_msg_size=self.nc.max_payload,
                 storage=js_api.StorageType.FILE,
-            )
+            ),
+            update=limits is not None,
         )
         await self._ensure_stream(
             js_api.StreamConfig(
                 name=self.logs_stream,
                 subjects=[f"{self.namespace}.logs.>"],
-                max_age=LOG_RETENTION_S,
+                max_age=wanted.logs_max_age_s,
+                max_bytes=wanted.logs_max_bytes,
+                discard=js_api.DiscardPolicy.OLD,
+                duplicate_window=LOGS_DUPLICATE_WINDOW_S,
+                max_msg_size=self.nc.max_payload,
                 storage=js_api.StorageType.FILE,
-            )
+            ),
+            update=limits is not None,
         )
         try:
             await self.js.object_store(self.context_bucket)
         except nats.js.errors.BucketNotFoundError:
             await self.js.create_object_store(self.context_bucket)
 
-    async def _ensure_stream(self, config: js_api.StreamConfig) -> None:
+    async def _ensure_stream(self, config: js_api.StreamConfig, *, update: bool) -> None:
         try:
-            await self.js.stream_info(config.name or "")
-        except nats.js.errors.NotFoundError:
             await self.js.add_stream(config)
+            return
+        except nats.js.errors.BadRequestError as error:
+            if error.err_code != STREAM_NAME_IN_USE:
+                raise
+        if not update:
+            return
+        current = (await self.js.stream_info(config.name or "")).config
+        changed = {field: getattr(config, field) for field in LIMIT_FIELDS}
+        if any(getattr(current, field) != value for field, value in changed.items()):
+            await self.js.update_stream(replace(current, **changed))
+            log.info("stream_limits_applied", stream=config.name, **{k: str(v) for k, v in changed.items()})
 
     # -- events ---------------------------------------------------------------
 
@@ -115,33 +209,55 @@ class EventStore:
         """Appends one decided event; returns its stream sequence and envelope.
 
         A duplicate (same message id within the window) returns the original
-        sequence and stores nothing.
+        sequence and stores nothing. An attempt cut short by an outage is
+        made again until it lands, stored once: within the duplicate window
+        (600 s) nats-server drops the repeat itself; past it, the aggregate's
+        newest event is looked at first. Nothing can be appended while the
+        server is down, so an earlier attempt that landed is that event,
+        unless another writer appended to the same aggregate in the moment
+        between the server's return and this retry.
         """
         envelope = wrap(append, actor=actor, occurred_at_ns=time.time_ns())
         headers = {"Nats-Msg-Id": append.msg_id}
         if append.expected_version is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(append.expected_version)
-        try:
-            ack = await self.js.publish(
-                self.subject(append.aggregate),
-                envelope.SerializeToString(),
-                stream=self.events_stream,
-                headers=headers,
-            )
-        except nats.js.errors.BadRequestError as error:
-            if error.err_code != WRONG_LAST_SEQUENCE:
-                raise
-            # The server checks the expected sequence before duplicates: a
-            # retry of an append that did land looks like a conflict.
-            stored = await self.last_event(append.aggregate)
-            if stored is not None and stored.envelope.event_id == append.msg_id:
+        attempts = 0
+
+        async def attempt() -> tuple[int, Envelope]:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and (stored := await self._stored_as_newest(append)) is not None:
                 return stored.sequence, stored.envelope
-            raise ConflictError(f"{append.aggregate}: {error.description}") from error
-        return ack.seq, envelope
+            try:
+                ack = await self.js.publish(
+                    self.subject(append.aggregate),
+                    envelope.SerializeToString(),
+                    stream=self.events_stream,
+                    headers=headers,
+                )
+            except nats.js.errors.BadRequestError as error:
+                if error.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                # The server checks the expected sequence before duplicates: a
+                # retry of an append that did land looks like a conflict.
+                if (stored := await self._stored_as_newest(append)) is not None:
+                    return stored.sequence, stored.envelope
+                raise ConflictError(f"{append.aggregate}: {error.description}") from error
+            return ack.seq, envelope
+
+        return await self.connection.call(attempt)
+
+    async def _stored_as_newest(self, append: Append) -> StoredEvent | None:
+        """The aggregate's newest event if it is this append, stored already."""
+        stored = await self._last_event(append.aggregate)
+        return stored if stored is not None and stored.envelope.event_id == append.msg_id else None
 
     async def last_event(self, aggregate_name: str) -> StoredEvent | None:
         """The aggregate's newest event; its sequence is the version an append
         that must not race passes as expected_version."""
+        return await self.connection.call(lambda: self._last_event(aggregate_name))
+
+    async def _last_event(self, aggregate_name: str) -> StoredEvent | None:
         try:
             msg = await self.js.get_last_msg(self.events_stream, self.subject(aggregate_name))
         except nats.js.errors.NotFoundError:
@@ -149,7 +265,7 @@ class EventStore:
         return StoredEvent(msg.seq or 0, Envelope.FromString(msg.data or b""), caught_up=False)
 
     async def last_sequence(self) -> int:
-        info = await self.js.stream_info(self.events_stream)
+        info = await self.connection.call(lambda: self.js.stream_info(self.events_stream))
         return info.state.last_seq
 
     async def last_sequence_of(self, kinds: list[str]) -> int:
@@ -160,7 +276,9 @@ class EventStore:
     async def aggregate_versions(self, kind: str) -> dict[str, int]:
         """Aggregate id -> number of events, for every aggregate of one kind."""
         prefix = f"{self.namespace}.events.{kind}."
-        info = await self.js.stream_info(self.events_stream, subjects_filter=f"{prefix}>")
+        info = await self.connection.call(
+            lambda: self.js.stream_info(self.events_stream, subjects_filter=f"{prefix}>")
+        )
         subjects = info.state.subjects or {}
         return {subject[len(prefix):]: count for subject, count in subjects.items()}
 
@@ -178,14 +296,42 @@ class EventStore:
         ):
             yield StoredEvent(sequence, Envelope.FromString(data), caught_up)
 
+    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """Every event from `start_sequence` to the current end as (sequence,
+        envelope bytes), in lists, undecoded: for a reader in another process
+        (services/gateway/replay.py)."""
+        subjects = [f"{self.namespace}.events.>"]
+        async for batch in self._read_batches(self.events_stream, subjects, start_sequence, False):
+            yield [(sequence, data) for sequence, data, _ in batch]
+
+    async def read_batches(
+        self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
+    ) -> AsyncIterator[list[StoredEvent]]:
+        """As `read`, in lists of the events that have arrived (at most
+        READ_BUFFER), for readers that apply a replay in bulk."""
+        if kinds is None:
+            subjects = [f"{self.namespace}.events.>"]
+        else:
+            subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
+        async for batch in self._read_batches(self.events_stream, subjects, start_sequence, follow):
+            yield [StoredEvent(sequence, Envelope.FromString(data), caught_up) for sequence, data, caught_up in batch]
+
     # -- logs -----------------------------------------------------------------
 
     def log_subject(self, trial_id: int) -> str:
         return f"{self.namespace}.logs.trial.{trial_id}"
 
-    async def publish_logs(self, batch: events_pb2.LogBatch) -> None:
-        await self.js.publish(
-            self.log_subject(batch.trial_id), batch.SerializeToString(), stream=self.logs_stream
+    async def publish_logs(self, batch: events_pb2.LogBatch, msg_id: str = "") -> None:
+        """Publishes one batch, waiting out an outage like `append`; with a
+        msg_id, a retry of a batch that landed is stored once (within 120 s)."""
+        data = batch.SerializeToString()
+        await self.connection.call(
+            lambda: self.js.publish(
+                self.log_subject(batch.trial_id),
+                data,
+                stream=self.logs_stream,
+                headers={"Nats-Msg-Id": msg_id} if msg_id else None,
+            )
         )
 
     async def read_logs(self, trial_id: int, follow: bool) -> AsyncIterator[StoredLogBatch]:
@@ -197,59 +343,339 @@ class EventStore:
 
     async def put_context(self, data: bytes) -> str:
         """Stores a context archive once, by content hash; returns the hash."""
-        digest = hashlib.sha256(data).hexdigest()
-        store = await self.js.object_store(self.context_bucket)
-        try:
-            await store.get_info(digest)
-        except nats.js.errors.ObjectNotFoundError:
-            await store.put(digest, data)
+        digest, _ = await self.put_context_chunks(_one(data))
         return digest
 
-    async def get_context(self, digest: str) -> bytes:
-        store = await self.js.object_store(self.context_bucket)
+    async def put_context_chunks(self, chunks: AsyncIterable[bytes]) -> tuple[str, int]:
+        """Stores a context archive that arrives in pieces, hashing it on the
+        way, and names it by that hash once complete: (hash, size). Memory
+        holds one stored chunk. Stored once: a second upload of the same
+        bytes is dropped; an upload cut short (an exception from `chunks`)
+        leaves nothing behind.
+
+        Written as nats-py's ObjectStore.put writes an object (chunks on a
+        subject of their own, then the meta message naming them), because
+        the object's name, the hash, is known only at the end."""
+        bucket = await self.js.object_store(self.context_bucket)  # the bucket exists
+        stream = OBJ_STREAM_TEMPLATE.format(bucket=self.context_bucket)
+        nuid = uuid.uuid4().hex
+        chunk_subject = OBJ_CHUNKS_PRE_TEMPLATE.format(bucket=self.context_bucket, obj=nuid)
+        chunk_bytes = min(CONTEXT_CHUNK_BYTES, self.nc.max_payload // 2)
         try:
-            result = await store.get(digest)
+            sha, size, count = await self._store_chunks(chunks, chunk_subject, stream, chunk_bytes)
+            digest = sha.hex()
+            try:
+                await bucket.get_info(digest)
+            except nats.js.errors.ObjectNotFoundError:
+                await self._publish_context_meta(digest, nuid, size, count, sha, chunk_bytes)
+                return digest, size
+        except BaseException:
+            # Best effort: the error that cut the upload short is what to report.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.js.purge_stream(stream, subject=chunk_subject))
+            raise
+        await self.js.purge_stream(stream, subject=chunk_subject)  # stored already
+        return digest, size
+
+    async def _store_chunks(
+        self, chunks: AsyncIterable[bytes], subject: str, stream: str, chunk_bytes: int
+    ) -> tuple[bytes, int, int]:
+        """Publishes the bytes in chunks of `chunk_bytes`, one stored while the
+        next arrives (each store is a synced write); (sha256, size, chunks)."""
+        sha = hashlib.sha256()
+        size = count = 0
+        storing: asyncio.Task[object] | None = None
+        try:
+            async for chunk in _rechunked(chunks, chunk_bytes):
+                sha.update(chunk)
+                if storing is not None:
+                    await storing
+                storing = asyncio.create_task(self.js.publish(subject, chunk, stream=stream))
+                size, count = size + len(chunk), count + 1
+            if storing is not None:
+                await storing
+        except BaseException:
+            if storing is not None:
+                storing.cancel()
+                with contextlib.suppress(BaseException):  # retrieved, so that nothing is logged of it
+                    await storing
+            raise
+        return sha.digest(), size, count
+
+    async def _publish_context_meta(
+        self, digest: str, nuid: str, size: int, chunks: int, sha: bytes, chunk_bytes: int
+    ) -> None:
+        info = js_api.ObjectInfo(
+            name=digest,
+            bucket=self.context_bucket,
+            nuid=nuid,
+            size=size,
+            chunks=chunks,
+            mtime=datetime.now(UTC).isoformat(),
+            digest=OBJ_DIGEST_TEMPLATE.format(digest=base64.urlsafe_b64encode(sha).decode()),
+            options=js_api.ObjectMetaOptions(max_chunk_size=chunk_bytes),
+        )
+        meta_subject = OBJ_META_PRE_TEMPLATE.format(
+            bucket=self.context_bucket, obj=base64.urlsafe_b64encode(digest.encode()).decode()
+        )
+        await self.js.publish(
+            meta_subject, json.dumps(info.as_dict()).encode(), headers={js_api.Header.ROLLUP: ROLLUP_SUBJECT}
+        )
+
+    async def context_size(self, digest: str) -> int:
+        """The stored archive's size; NotFoundError when no such context is stored."""
+        return (await self._context_info(digest)).size or 0
+
+    async def fetch_context(self, digest: str, into: BinaryIO) -> None:
+        """Writes a stored context archive into a file as its chunks arrive,
+        checked against its hash at the end. (nats-py's ObjectStore.get
+        concatenates the chunks in memory, quadratic in the size, and with
+        `writeinto` fetched a 90 MiB context 2-5x slower than this here.)"""
+        info = await self._context_info(digest)
+        sha = hashlib.sha256()
+        if info.chunks:
+            subject = OBJ_CHUNKS_PRE_TEMPLATE.format(bucket=self.context_bucket, obj=info.nuid)
+            stream = OBJ_STREAM_TEMPLATE.format(bucket=self.context_bucket)
+            sub = await self.js.subscribe(subject, stream=stream, ordered_consumer=True)
+            try:
+                for _ in range(info.chunks):
+                    msg = await sub.next_msg(timeout=APPEND_TIMEOUT_S)
+                    sha.update(msg.data)
+                    into.write(msg.data)  # in the loop: the next chunk is read once this one is written
+            finally:
+                await sub.unsubscribe()
+        if sha.hexdigest() != digest:
+            raise EventStoreError(f"context {digest} is damaged: its stored chunks hash to {sha.hexdigest()}")
+
+    async def _context_info(self, digest: str) -> js_api.ObjectInfo:
+        bucket = await self.js.object_store(self.context_bucket)
+        try:
+            return await bucket.get_info(digest)
         except nats.js.errors.ObjectNotFoundError as error:
             raise NotFoundError(f"context {digest} is not stored") from error
-        return result.data or b""
+
+    async def get_context(self, digest: str) -> bytes:
+        buffer = io.BytesIO()
+        await self.fetch_context(digest, buffer)
+        return buffer.getvalue()
 
     # -- reading --------------------------------------------------------------
 
     async def _read(
         self, stream: str, subjects: list[str], start_sequence: int, follow: bool
     ) -> AsyncIterator[tuple[int, bytes, bool]]:
-        """(sequence, data, caught_up) in order; caught_up is True on the last
-        message that was stored when it was delivered."""
-        end = None if follow else await self._last_sequence_of(stream, subjects)
-        if end is not None and end < start_sequence:
-            return
-        config = js_api.ConsumerConfig(
-            filter_subjects=subjects if len(subjects) > 1 else None,
-            deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=max(start_sequence, 1),
-        )
-        sub = await self.js.subscribe(
-            subjects[0], stream=stream, ordered_consumer=True, config=config, idle_heartbeat=2.0
+        """(sequence, data, caught_up) in order, one at a time (see _read_batches)."""
+        async for batch in self._read_batches(stream, subjects, start_sequence, follow):
+            for message in batch:
+                yield message
+
+    async def _read_batches(
+        self, stream: str, subjects: list[str], start_sequence: int, follow: bool
+    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+        """(sequence, data, caught_up) in order, in lists of whatever has
+        arrived; caught_up is True on the last message that was stored when it
+        was delivered.
+
+        What is stored when the read starts is replayed through pull
+        consumers (`_pulled_batches`): asked for in batches, so a reader that
+        is slower than nats-server holds two batches at most. A push
+        consumer would outrun it: past its flow-control window nats-server
+        waits, but nats-py answers the "stalled" heartbeat that follows every
+        idle_heartbeat whether or not the reader took what it holds, so a
+        slow reader's buffer grows by a window per heartbeat (1 GB on a
+        replay of a million events). Several subjects are replayed one
+        consumer each, merged in stream order (`_merged_batches`): nats-server
+        2.15 serves a consumer of several filters 5 to 15 times slower than
+        one of a single filter, and slower as the log grows. With `follow`,
+        an ordered push consumer then follows from the end of the replay."""
+        stored_end = await self._last_sequence_of(stream, subjects)
+        if stored_end >= start_sequence:
+            if len(subjects) > 1:
+                replay = self._merged_batches(stream, subjects, start_sequence, stored_end)
+            else:
+                replay = self._pulled_batches(stream, subjects[0], start_sequence, stored_end)
+            try:
+                async for batch in replay:
+                    yield batch
+            finally:
+                await replay.aclose()
+            start_sequence = stored_end + 1
+        if follow:
+            async for batch in self._followed_batches(stream, subjects, start_sequence):
+                yield batch
+
+    async def _followed_batches(
+        self, stream: str, subjects: list[str], start_sequence: int
+    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+        """Follows the log from `start_sequence` with an ordered push consumer,
+        taken by a subscription callback (not `next_msg`: a task and a timer
+        per message) that waits while READ_BUFFER messages are unread.
+
+        The ordered consumer goes on by itself after an outage, from the last
+        sequence it received + 1, or from sequence 1 when it had received
+        nothing yet: what is below the next expected sequence is dropped."""
+        expected = max(start_sequence, 1)
+        arrived: collections.deque[Msg] = collections.deque()
+        waiting, room = asyncio.Event(), asyncio.Event()
+        room.set()
+
+        async def take(msg: Msg) -> None:
+            arrived.append(msg)
+            waiting.set()
+            if len(arrived) >= READ_BUFFER:
+                room.clear()
+                await room.wait()
+
+        sub = await self.connection.call(
+            lambda: self.js.subscribe(  # a new config per attempt: nats-py fills it in
+                subjects[0],
+                stream=stream,
+                ordered_consumer=True,
+                idle_heartbeat=2.0,
+                cb=take,
+                # nats-py drops what passes these limits (and its ordered
+                # consumer then skips it for good): bounded by `take` instead.
+                pending_msgs_limit=0,
+                pending_bytes_limit=0,
+                config=js_api.ConsumerConfig(
+                    filter_subjects=subjects if len(subjects) > 1 else None,
+                    deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=expected,
+                ),
+            )
         )
         try:
             while True:
-                try:
-                    msg = await sub.next_msg(timeout=3600)
-                except nats.errors.TimeoutError:
-                    continue
-                sequence = msg.metadata.sequence.stream
-                caught_up = msg.metadata.num_pending == 0 or sequence == end
-                yield sequence, msg.data, caught_up
-                if end is not None and sequence >= end:
-                    return
+                await waiting.wait()
+                waiting.clear()
+                batch = []
+                while arrived:
+                    msg = arrived.popleft()
+                    sequence, pending = _stream_position(msg.reply)
+                    if sequence >= expected:
+                        expected = sequence + 1
+                        batch.append((sequence, msg.data, pending == 0))
+                room.set()
+                if batch:
+                    yield batch
         finally:
             await sub.unsubscribe()
+
+    async def _pulled_batches(
+        self, stream: str, subject: str, start_sequence: int, end: int
+    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+        """The messages of `subject` from `start_sequence` to `end` (stored
+        already), through an ephemeral pull consumer: PULL_BATCH messages per
+        request, at most PULL_AHEAD asked for and not yet read. A consumer
+        that delivers nothing for PULL_STALL_S (lost in an outage of
+        nats-server) is made again from the next expected sequence."""
+        expected = max(start_sequence, 1)
+        arrived: collections.deque[Msg] = collections.deque()
+        waiting = asyncio.Event()
+
+        async def take(msg: Msg) -> None:
+            arrived.append(msg)
+            waiting.set()
+
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, cb=take, pending_msgs_limit=0, pending_bytes_limit=0)
+        consumer = ""
+        try:
+            while expected <= end:
+                made = functools.partial(self._pull_consumer, stream, subject, expected)
+                consumer, stored = await self.connection.call(made)
+                requested = received = 0
+                while expected <= end and received < stored:
+                    while requested < min(stored, received + PULL_AHEAD):
+                        size = min(PULL_BATCH, stored - requested)
+                        await self.nc.publish(
+                            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps({"batch": size}).encode(), inbox
+                        )
+                        requested += size
+                    try:
+                        await asyncio.wait_for(waiting.wait(), PULL_STALL_S)
+                    except TimeoutError:
+                        break  # made again below, from `expected`
+                    waiting.clear()
+                    batch = []
+                    while arrived:
+                        msg = arrived.popleft()
+                        if not msg.reply:
+                            continue  # a status (408 and the like): what it says, the stall timeout covers
+                        received += 1
+                        sequence, _ = _stream_position(msg.reply)
+                        if expected <= sequence <= end:
+                            expected = sequence + 1
+                            batch.append((sequence, msg.data, sequence == end))
+                    if batch:
+                        yield batch
+                if received >= stored:
+                    expected = end + 1  # every message of `subject` up to `end` is read
+                await self._delete_consumer(stream, consumer)
+                consumer = ""
+        finally:
+            await sub.unsubscribe()
+            if consumer:
+                await self._delete_consumer(stream, consumer)
+
+    async def _pull_consumer(self, stream: str, subject: str, start_sequence: int) -> tuple[str, int]:
+        """An ephemeral pull consumer of `subject` from `start_sequence`, and
+        how many of its messages are stored."""
+        config = js_api.ConsumerConfig(
+            deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start_sequence,
+            ack_policy=js_api.AckPolicy.NONE,
+            filter_subject=subject,
+            inactive_threshold=PULL_STALL_S * 4,
+            mem_storage=True,
+        )
+        info = await self.js.add_consumer(stream, config)
+        return info.name, info.num_pending or 0
+
+    async def _delete_consumer(self, stream: str, consumer: str) -> None:
+        """Best effort: an ephemeral consumer goes by itself when inactive."""
+        with contextlib.suppress(nats.errors.Error, asyncio.TimeoutError):
+            await self.js.delete_consumer(stream, consumer)
+
+    async def _merged_batches(
+        self, stream: str, subjects: list[str], start_sequence: int, end: int
+    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+        """The messages of several subjects from `start_sequence` to `end`, all
+        stored already, in stream order: one pull consumer per subject,
+        merged. A message is passed on once every reader that is not done
+        holds one at least as new; caught_up is True on `end`."""
+        readers = {subject: self._pulled_batches(stream, subject, start_sequence, end) for subject in subjects}
+        held: dict[str, collections.deque[tuple[int, bytes, bool]]] = {s: collections.deque() for s in subjects}
+        done: set[str] = set()
+        try:
+            while True:
+                for subject, reader in readers.items():
+                    if subject not in done and not held[subject]:
+                        batch = await anext(reader, None)
+                        if batch is None:
+                            done.add(subject)
+                        else:
+                            held[subject].extend(batch)
+                waiting = [held[subject][-1][0] for subject in subjects if subject not in done]
+                bound = min(waiting, default=end)
+                ready = heapq.merge(*(_taken_until(messages, bound) for messages in held.values()))
+                merged = [(sequence, data, sequence == end) for sequence, data, _ in ready]
+                if merged:
+                    yield merged
+                if len(done) == len(subjects) and not any(held.values()):
+                    return
+        finally:
+            for reader in readers.values():
+                await reader.aclose()
 
     async def _last_sequence_of(self, stream: str, subjects: list[str]) -> int:
         """The sequence of the newest message on any of these subjects (0 if none).
 
         Asked of the stream, not of a new consumer: a consumer's pending count
         can still read 0 just after it is created."""
+        return await self.connection.call(lambda: self._newest_of(stream, subjects))
+
+    async def _newest_of(self, stream: str, subjects: list[str]) -> int:
         last = 0
         for subject in subjects:
             try:
@@ -258,3 +684,38 @@ class EventStore:
                 continue
             last = max(last, msg.seq or 0)
         return last
+
+
+def _taken_until(messages: "collections.deque[tuple[int, bytes, bool]]", bound: int) -> list[tuple[int, bytes, bool]]:
+    """Takes the messages up to sequence `bound` off the front of `messages`."""
+    taken = []
+    while messages and messages[0][0] <= bound:
+        taken.append(messages.popleft())
+    return taken
+
+
+def _stream_position(reply: str) -> tuple[int, int]:
+    """(stream sequence, messages pending) of a delivered JetStream message,
+    read from its reply subject without building nats-py's Metadata (which
+    costs a datetime per message)."""
+    tokens = Msg.Metadata._get_metadata_fields(reply)
+    if len(tokens) == JS_ACK_V1_TOKENS:
+        return int(tokens[5]), int(tokens[8])
+    return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.NumPending])
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def _rechunked(pieces: AsyncIterable[bytes], size: int) -> AsyncIterator[bytes]:
+    """The same bytes in chunks of `size` (the last one shorter), whatever
+    sizes the pieces came in."""
+    pending = bytearray()
+    async for piece in pieces:
+        pending += piece
+        while len(pending) >= size:
+            yield bytes(pending[:size])
+            del pending[:size]
+    if pending:
+        yield bytes(pending)

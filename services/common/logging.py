@@ -1,32 +1,67 @@
 """structlog, configured once per process: readable in a terminal, JSON when
 asked (DET_LOG_JSON=1), to a file under the cluster's data directory when the
-service is started by `det deploy local`."""
+service is started by `det deploy local`.
+
+The file rotates by size: past DET_LOG_MAX_BYTES (20 MiB) it becomes
+`<file>.1` (the older ones move up to `.DET_LOG_BACKUPS`, 3, and the oldest is
+removed), so a service's logs take at most (backups + 1) × max bytes. Records
+of the libraries below (nats-py, asyncio, gRPC) go through the same handler,
+rendered the same way.
+"""
 
 import logging
+import logging.handlers
 import sys
 from pathlib import Path
-from typing import TextIO
 
 import structlog
 
+LOG_MAX_BYTES = 20 * 1024 * 1024
+LOG_BACKUPS = 3
 
-def configure_logging(service: str, *, json: bool, log_file: Path | None, level: str = "INFO") -> None:
-    stream: TextIO = sys.stderr
-    if log_file is not None:
+
+def configure_logging(
+    service: str,
+    *,
+    json: bool,
+    log_file: Path | None,
+    level: str = "INFO",
+    max_bytes: int = LOG_MAX_BYTES,
+    backups: int = LOG_BACKUPS,
+) -> None:
+    handler: logging.Handler
+    if log_file is None:
+        handler = logging.StreamHandler(sys.stderr)
+    else:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        stream = open(log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives with the process
+        handler = logging.handlers.RotatingFileHandler(
+            log_file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    numeric_level = logging.getLevelName(level.upper())
+    root = logging.getLogger()
+    for old in root.handlers:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(numeric_level)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(stream),
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)

@@ -14,6 +14,7 @@ from services.common.decider import Core, Shell
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.settings import CommonSettings
+from services.common.snapshots import Snapshots
 
 S = TypeVar("S", bound=CommonSettings)
 
@@ -41,7 +42,8 @@ async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> No
         if waiting == 0:
             await write_ready(settings.ready_file)
 
-    shells = [Shell(store, core, f"service:{name}", on_caught_up=caught_up) for core in cores]
+    snapshots = Snapshots(store, name)
+    shells = [Shell(store, core, f"service:{name}", on_caught_up=caught_up, snapshots=snapshots) for core in cores]
     try:
         await asyncio.gather(*(shell.run() for shell in shells))
     finally:
@@ -50,7 +52,14 @@ async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> No
 
 def serve(name: str, settings: S, run: Callable[[S], Awaitable[None]]) -> None:
     """Configures logging and runs `run(settings)` until SIGTERM/SIGINT cancels it."""
-    configure_logging(name, json=settings.log_json, log_file=settings.log_file, level=settings.log_level)
+    configure_logging(
+        name,
+        json=settings.log_json,
+        log_file=settings.log_file,
+        level=settings.log_level,
+        max_bytes=settings.log_max_bytes,
+        backups=settings.log_backups,
+    )
     asyncio.run(_until_signalled(run(settings)))
 
 

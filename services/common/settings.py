@@ -5,8 +5,12 @@ or malformed value stops the service at start-up with a message naming it.
 """
 
 from pathlib import Path
+from typing import Annotated
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.common.logging import LOG_BACKUPS, LOG_MAX_BYTES
 
 
 class CommonSettings(BaseSettings):
@@ -18,6 +22,9 @@ class CommonSettings(BaseSettings):
     log_json: bool = False
     log_level: str = "INFO"
     log_file: Path | None = None
+    # log_file rotates past this size, keeping this many older files.
+    log_max_bytes: Annotated[int, Field(ge=1024)] = LOG_MAX_BYTES
+    log_backups: Annotated[int, Field(ge=0)] = LOG_BACKUPS
     # Shared by the gateway (verifies) and agents (mint) allocation tokens.
     cluster_secret: str = ""
     cluster_id: str = ""

@@ -21,6 +21,7 @@ from typing import cast
 from google.protobuf import json_format
 
 from services.common.eventstore import EventStore, StoredEvent
+from services.common.logging import configure_logging
 
 
 def envelope_line(stored: StoredEvent) -> str:
@@ -53,8 +54,10 @@ def main() -> int:
     parser.add_argument("--kind", action="append", help="only these aggregate kinds (experiment, trial, ...)")
     parser.add_argument("--from-sequence", type=int, default=1)
     parser.add_argument("--follow", action="store_true", help="keep printing new events")
+    options = parser.parse_args()
+    configure_logging("eventlog", json=False, log_file=None, level="WARNING")  # stderr: stdout is the log
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(parser.parse_args()))
+        asyncio.run(run(options))
     return 0
 
 

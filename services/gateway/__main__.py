@@ -14,6 +14,7 @@ import structlog
 from pydantic import ValidationError
 
 from services.common.logging import configure_logging
+from services.gateway.errors import ReadModelsUnavailableError
 from services.gateway.server import Gateway, PortInUseError
 from services.gateway.settings import GatewaySettings
 
@@ -26,7 +27,14 @@ def main() -> int:
     except ValidationError as error:
         print(f"gateway: invalid settings (environment DET_*):\n{error}", file=sys.stderr)
         return 2
-    configure_logging("gateway", json=settings.log_json, log_file=settings.log_file, level=settings.log_level)
+    configure_logging(
+        "gateway",
+        json=settings.log_json,
+        log_file=settings.log_file,
+        level=settings.log_level,
+        max_bytes=settings.log_max_bytes,
+        backups=settings.log_backups,
+    )
     return asyncio.run(serve(settings))
 
 
@@ -52,7 +60,12 @@ async def serve(settings: GatewaySettings) -> int:
 
 
 async def _write_ready_file(gateway: Gateway) -> None:
-    while not await gateway.projector.catch_up(timeout_s=60.0):
+    while True:
+        try:
+            if await gateway.projector.catch_up(timeout_s=60.0):
+                break
+        except ReadModelsUnavailableError:
+            await gateway.projector.wait_available()
         log.info("catching_up", position=gateway.projector.position)
     if gateway.settings.ready_file is not None:
         gateway.settings.ready_file.parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,13 @@ its own trial only. Any other call is a user; until users exist that is
 always the default user `determined` (an `authorization: Bearer ...` header is
 accepted and ignored).
 
-The interceptor also translates GatewayError into the matching status, so
-that the servicer raises domain errors and no handler calls `abort` itself.
+The interceptor also translates GatewayError (and the lower layers' errors
+that `errors.as_gateway_error` explains) into the matching status, so that the
+servicer raises domain errors and no handler calls `abort` itself.
+
+An RPC that needs nats-server while it is down waits for it at most
+EVENT_LOG_WAIT_S, then answers UNAVAILABLE naming nats-server; the
+projector, which runs outside any RPC, waits for as long as the outage lasts.
 """
 
 import contextlib
@@ -18,16 +23,19 @@ from typing import Any
 
 import grpc
 
+from services.common.connection import limit_outage_wait
 from services.common.tokens import InvalidTokenError, verify_allocation_token
 from services.gateway.errors import (
     GatewayError,
     PermissionDeniedError,
     UnauthenticatedError,
+    as_gateway_error,
     status_for,
 )
 
 ALLOCATION_TOKEN = "x-allocation-token"
 DEFAULT_USER = "determined"
+EVENT_LOG_WAIT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_unary is not None:  # UploadContext: the request is an iterator
+            return grpc.stream_unary_rpc_method_handler(
+                _unary(handler.stream_unary, principal),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 _stream(handler.unary_stream, principal),
@@ -140,25 +154,35 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
 
 def _unary(behavior: Callable[..., Any], principal: Principal | GatewayError) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        limit_outage_wait(EVENT_LOG_WAIT_S)  # the RPC's own task: its calls only
         try:
             with acting_as(_verified(principal)):
                 return await behavior(request, context)
-        except GatewayError as error:
-            await context.abort(*status_for(error))
+        except Exception as error:  # noqa: BLE001 - translated or re-raised by _abort
+            await _abort(context, error)
 
     return call
 
 
 def _stream(behavior: Callable[..., Any], principal: Principal | GatewayError) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        limit_outage_wait(EVENT_LOG_WAIT_S)
         try:
             _principal.set(_verified(principal))
             async for response in behavior(request, context):
                 yield response
-        except GatewayError as error:
-            await context.abort(*status_for(error))
+        except Exception as error:  # noqa: BLE001 - translated or re-raised by _abort
+            await _abort(context, error)
 
     return call
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    """End the call with the status `error` stands for; re-raise one that stands for none."""
+    gateway_error = as_gateway_error(error)
+    if gateway_error is None:
+        raise error
+    await context.abort(*status_for(gateway_error))
 
 
 def _verified(principal: Principal | GatewayError) -> Principal:

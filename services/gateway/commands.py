@@ -4,7 +4,8 @@ in everything that is not pure: ids, the seed, the petname, the clock.
 
 Message ids are derived from the request, so a retried append is stored once:
 `create-<request_id>`, `metrics-<trial>-<run>-<reporter>-<batch_seq>`,
-`validation-<trial>-<run>-<reporter>-<batch_seq>-<index>`, `kill-<experiment>`,
+`validation-<trial>-<run>-<reporter>-<batch_seq>-<index>` (a part of a batch the harness split
+after a refusal comes with reporter `<reporter>.<path of halves>`), `kill-<experiment>`,
 `activate-<experiment>-<version>`, `pause-<experiment>-<version>`, `trial-kill-<trial>`,
 `checkpoint-<uuid>`, `progress-<trial>-<value>`, `status-<trial>-<allocation>-<reporter>-<seq>`,
 `stop-ack-<allocation>`, `early-exit-<trial>` (one per trial),
@@ -29,6 +30,8 @@ MAX_CONTEXT_BYTES = 95 * 1024 * 1024
 VALIDATION = "validation"
 # A trial's metadata travels in one event: far below NATS's message limit.
 MAX_METADATA_BYTES = 1024 * 1024
+# Room for an event's envelope (ids, actor, times) and its publish headers beside the payload.
+EVENT_OVERHEAD_BYTES = 4096
 # The reasons a trial may give for exiting early (Determined's EXITED_REASON_<name>).
 EARLY_EXIT_REASONS = ("INVALID_HP", "USER_REQUESTED_STOP")
 
@@ -58,12 +61,38 @@ def validate_config(
     )
 
 
-def check_context_size(size: int) -> None:
+def check_context_size(size: int, *, complete: bool = True) -> None:
+    """Refuses a context archive past MAX_CONTEXT_BYTES; `complete=False`
+    while it is still arriving (`size` bytes so far)."""
     if size > MAX_CONTEXT_BYTES:
+        told = f"{size / 2**20:.1f} MiB" if complete else f"more than {MAX_CONTEXT_BYTES / 2**20:.0f} MiB"
         raise InvalidArgumentError(
-            f"the context directory is {size / 2**20:.1f} MiB packed; at most 95 MiB is allowed"
+            f"the context directory is {told} packed; at most 95 MiB is allowed"
             " (list what to leave out in .detignore)"
         )
+
+
+def check_uploaded(claimed_hash: str, received_hash: str) -> None:
+    """An upload is kept only when its last request named the hash of what
+    arrived: without one it was cut short, with another it was damaged."""
+    if not claimed_hash:
+        raise InvalidArgumentError("the context upload ended before its last request: it was cut short")
+    if claimed_hash != received_hash:
+        raise InvalidArgumentError(
+            f"the context upload was damaged: it says {claimed_hash[:80]!r} but what arrived hashes to {received_hash}"
+        )
+
+
+CONTEXT_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_context_hash(context_hash: str) -> str:
+    """The hash of an uploaded context (sha256, hex), as UploadContext answered it."""
+    if not CONTEXT_HASH.fullmatch(context_hash):
+        raise InvalidArgumentError(
+            f"context_hash {context_hash[:80]!r} is not the sha256 (64 hex digits) UploadContext answers"
+        )
+    return context_hash
 
 
 def experiment_created(
@@ -88,28 +117,40 @@ def experiment_created(
     return Append(aggregate("experiment", experiment_id), payload, f"create-{request_id}", expected_version=0)
 
 
-def activated(experiment_id: int, state: str, version: int) -> Append | None:
+@dataclass(frozen=True)
+class Unchanged:
+    """A user's command that changes nothing (the experiment or trial is in
+    that state already, or has ended): nothing is appended and the user is
+    told why, in these words."""
+
+    reason: str
+
+
+def activated(experiment_id: int, state: str, version: int) -> Append | Unchanged:
     """The activation of a PAUSED experiment (created paused, or paused while
-    it ran); None when it is active already."""
+    it ran); Unchanged when it is active already or has ended."""
     return _state_changed(experiment_id, state, version, events_pb2.EXPERIMENT_STATE_ACTIVE, "activate")
 
 
-def paused(experiment_id: int, state: str, version: int) -> Append | None:
+def paused(experiment_id: int, state: str, version: int) -> Append | Unchanged:
     """The pause of an ACTIVE experiment: its trials stop (to be resumed when
-    it is activated) and no new ones start; None when it is paused already."""
+    it is activated) and no new ones start; Unchanged when it is paused
+    already or has ended."""
     return _state_changed(experiment_id, state, version, events_pb2.EXPERIMENT_STATE_PAUSED, "pause")
 
 
 def _state_changed(
     experiment_id: int, state: str, version: int, target: events_pb2.ExperimentState, action: str
-) -> Append | None:
+) -> Append | Unchanged:
     """A user's change between ACTIVE and PAUSED, decided against the
     experiment's `version` (so two racing changes append once and neither
-    undoes a state it did not see); None when the experiment is there already."""
-    if state in TERMINAL_STATES or state.startswith("STOPPING"):
+    undoes a state it did not see). An experiment that is stopping can be
+    neither paused nor activated: refused, as it is neither there already
+    nor over."""
+    if state in TERMINAL_STATES or state == state_name(events_pb2.ExperimentState.Name(target)):
+        return Unchanged(f"Experiment {experiment_id} is already {state}: nothing to {action}")
+    if state.startswith("STOPPING"):
         raise FailedPreconditionError(f"experiment {experiment_id} is {state} and cannot be {action}d")
-    if state == state_name(events_pb2.ExperimentState.Name(target)):
-        return None
     payload = events_pb2.ExperimentStateChanged(
         experiment_id=experiment_id, state=target, reason=f"{action}d by a user"
     )
@@ -128,20 +169,25 @@ def checked_request_id(request_id: str) -> str:
     return request_id
 
 
-def kill_requested(experiment_id: int, state: str) -> Append | None:
-    """The kill request, or None when the experiment has ended already. An
-    experiment is killed once: a repeated kill is stored once."""
-    if state in TERMINAL_STATES:
-        return None
+# A kill changes nothing once the kill was recorded (STOPPING_KILLED) or the
+# experiment or trial has ended.
+_KILLED_OR_ENDED = (*TERMINAL_STATES, "STOPPING_KILLED")
+
+
+def kill_requested(experiment_id: int, state: str) -> Append | Unchanged:
+    """The kill request, or Unchanged when the experiment has ended or is
+    being killed already. A repeated kill is stored once."""
+    if state in _KILLED_OR_ENDED:
+        return Unchanged(f"Experiment {experiment_id} is already {state}: nothing to kill")
     payload = events_pb2.ExperimentKillRequested(experiment_id=experiment_id)
     return Append(aggregate("experiment", experiment_id), payload, f"kill-{experiment_id}")
 
 
-def trial_kill_requested(trial_id: int, experiment_id: int, state: str) -> Append | None:
-    """The kill request of one trial, or None when it has ended already; a
-    repeated kill is stored once."""
-    if state in TERMINAL_STATES:
-        return None
+def trial_kill_requested(trial_id: int, experiment_id: int, state: str) -> Append | Unchanged:
+    """The kill request of one trial, or Unchanged when it has ended or is
+    being killed already; a repeated kill is stored once."""
+    if state in _KILLED_OR_ENDED:
+        return Unchanged(f"Trial {trial_id} is already {state}: nothing to kill")
     payload = events_pb2.TrialKillRequested(trial_id=trial_id, experiment_id=experiment_id)
     return Append(aggregate("trial", trial_id), payload, f"trial-kill-{trial_id}")
 
@@ -168,6 +214,22 @@ def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) 
         )
         appends.insert(0, Append(aggregate("metrics", request.trial_id), payload, f"metrics-{batch}"))
     return appends
+
+
+def check_event_sizes(appends: list[Append], max_payload: int, what: str) -> None:
+    """InvalidArgumentError, naming the size and the limit, when one of the events would not
+    fit in one message of the event log (nats-server's `max_payload`, which counts the
+    envelope and the headers too). Checked before anything is appended: nats-server would
+    otherwise refuse the message (or close the connection over it)."""
+    limit = max_payload - EVENT_OVERHEAD_BYTES
+    for append in appends:
+        size = append.payload.ByteSize()
+        if size > limit:
+            raise InvalidArgumentError(
+                f"{what} is too large for the event log: {size} bytes as an event, at most {limit}"
+                f" (nats-server's max_payload of {max_payload} bytes less {EVENT_OVERHEAD_BYTES} for the"
+                " envelope); keep large values in a checkpoint's files"
+            )
 
 
 def _validation_reported(

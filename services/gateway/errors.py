@@ -10,9 +10,17 @@
     └── UnavailableError          a part the gateway stands on is down; retry later
         ├── EventLogUnavailableError      nats-server (appends, logs, contexts)
         └── ReadModelsUnavailableError    PostgreSQL (queries)
+
+`as_gateway_error` is where errors of the layers below (nats-py) become these, so that a
+nats-server outage answers UNAVAILABLE (callers retry) and an event over nats-server's
+max_payload answers INVALID_ARGUMENT (never retried), rather than UNKNOWN.
 """
 
 import grpc
+import nats.errors
+import nats.js.errors
+
+from services.common.connection import NatsUnavailableError
 
 
 class GatewayError(Exception):
@@ -57,3 +65,34 @@ class ReadModelsUnavailableError(UnavailableError):
 
 def status_for(error: GatewayError) -> tuple[grpc.StatusCode, str]:
     return error.code, str(error)
+
+
+EVENT_LOG_UNAVAILABLE = "the event log (nats-server) is unavailable; retrying"
+READ_MODELS_UNAVAILABLE = "read models unavailable (PostgreSQL is down); retrying"
+# nats-py's errors that mean nats-server (or its JetStream) cannot be reached right now.
+_EVENT_LOG_DOWN = (
+    NatsUnavailableError,
+    nats.errors.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.NoServersError,
+    nats.errors.StaleConnectionError,
+    nats.errors.FlushTimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+
+
+def as_gateway_error(error: Exception) -> GatewayError | None:
+    """The gateway error that `error` stands for; None for one no layer explains (a bug:
+    left to answer UNKNOWN)."""
+    if isinstance(error, GatewayError):
+        return error
+    if isinstance(error, nats.errors.MaxPayloadError):
+        return InvalidArgumentError("the event is too large for the event log (over nats-server's max_payload)")
+    if isinstance(error, _EVENT_LOG_DOWN):
+        return EventLogUnavailableError(EVENT_LOG_UNAVAILABLE)
+    return None

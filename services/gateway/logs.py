@@ -31,7 +31,7 @@ async def trial_logs(
     queue: asyncio.Queue[StoredLogBatch] = asyncio.Queue(1000)
     reader = asyncio.create_task(_read(store, trial_id, queue))
     try:
-        async for response in _follow(trial_id, queue, status):
+        async for response in _follow(trial_id, queue, status, reader):
             yield response
     finally:
         reader.cancel()
@@ -39,12 +39,14 @@ async def trial_logs(
 
 
 async def _follow(
-    trial_id: int, queue: asyncio.Queue[StoredLogBatch], status: StatusLookup
+    trial_id: int, queue: asyncio.Queue[StoredLogBatch], status: StatusLookup, reader: asyncio.Task[None]
 ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
     while True:
         try:
             stored = await asyncio.wait_for(queue.get(), POLL_INTERVAL_S)
         except TimeoutError:
+            if reader.done() and queue.empty():
+                reader.result()  # the reading failed (e.g. nats-server down): the caller is told why
             current = await status(trial_id)
             if current is None or current.ended:
                 return

@@ -1,17 +1,22 @@
 """Row building for the read models: pure functions from stored events to the
-statements that apply them. No I/O, no clock: the projector shell runs the
-plan inside one transaction.
+rows they leave. No I/O, no clock: the projector shell loads the rows a batch
+of events touches, folds the batch over them here (`Plan.rows`), and writes
+the result back with one statement per table, in one transaction. So a batch
+of a thousand events costs a dozen round trips to PostgreSQL, whatever its
+mix of events, instead of one per run of a statement.
 
 Events are folded as today's shapes (`upcast`): an old log's
 AllocationAssigned reads as the trial's AllocationRequested and an assignment.
 
-Every statement writes absolute values keyed by the event's natural key
+Every rule writes absolute values keyed by the event's natural key
 (experiment id, trial id, allocation id, checkpoint uuid, metric point), so
 applying an event twice leaves the same rows as applying it once: replaying
 the log twice, or a log in which every message is duplicated, gives the same
-tables. (A trial's total_batches is a max over its points, lowered to the
-resume point when a run is requested: max and min fold to the same value
-however often and in whatever batches the log is applied.)
+tables. A creation keeps the row that exists (the first one wins); a change
+of a row that does not exist changes nothing. (A trial's total_batches is a
+max over its points, lowered to the resume point when a run is requested:
+max and min fold to the same value however often and in whatever batches the
+log is applied.)
 
 State strings have no prefix (ACTIVE, STOPPING_KILLED, COMPLETED, ...). A
 trial's stored state is ACTIVE until it ends; the queries show RUNNING while
@@ -19,109 +24,35 @@ its current allocation has started and not exited (see queries.py).
 """
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from determined.proto import events_pb2
-from services.common.envelope import Envelope, aggregate, payload_of
-from services.common.upcast import upcast
+from sqlalchemy import BigInteger, Boolean, Double, Integer, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB
 
-S = "read_model"
+from determined.proto import events_pb2
+from services.common.envelope import Envelope, aggregate
+from services.common.upcast import upcast
+from services.gateway import tables
+
+S = tables.SCHEMA
 # The states (experiment or trial) after which nothing more happens.
 TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
-_TERMINAL_SQL = ", ".join(f"'{state}'" for state in TERMINAL_STATES)
 
-EXPERIMENT_CREATED = (
-    f"INSERT INTO {S}.experiments (id, name, owner, state, started_at_ns, ended_at_ns, description,"
-    " labels, resource_pool, searcher_name, searcher_metric, smaller_is_better, config_json,"
-    " context_hash) VALUES ($1, $2, $3, $4, $5, NULL, $6, $7::jsonb, $8, $9, $10, $11, $12, $13)"
-    " ON CONFLICT (id) DO NOTHING"
-)
-EXPERIMENT_STATE_CHANGED = (
-    f"UPDATE {S}.experiments SET state = $2, ended_at_ns = CASE WHEN $3::bigint IS NULL THEN NULL"
-    " ELSE COALESCE(ended_at_ns, $3::bigint) END, end_reason = $4 WHERE id = $1"
-)
-EXPERIMENT_KILL_REQUESTED = (
-    f"UPDATE {S}.experiments SET state = 'STOPPING_KILLED'"
-    f" WHERE id = $1 AND state NOT IN ({_TERMINAL_SQL})"
-)
-EXPERIMENT_PROGRESS = f"UPDATE {S}.experiments SET progress = $2 WHERE id = $1"
-TRIAL_CREATED = (
-    f"INSERT INTO {S}.trials (id, experiment_id, request_id, state, hparams_json, trial_seed,"
-    " started_at_ns, ended_at_ns, end_reason, progress, total_batches, current_allocation_id, runs, rung,"
-    " searcher_length, stop_reason, status, kill_requested, early_exit_reason, metadata_json)"
-    " VALUES ($1, $2, $3, 'ACTIVE', $4, $5, $6, NULL, '', 0, 0, NULL, 0, 0, $7, NULL, '', false, NULL, '{}')"
-    " ON CONFLICT (id) DO NOTHING"
-)
-TRIAL_ENDED = (
-    f"UPDATE {S}.trials SET state = $2, end_reason = $3, ended_at_ns = COALESCE(ended_at_ns, $4),"
-    " progress = CASE WHEN $2 = 'COMPLETED' THEN 1.0 ELSE progress END"
-    " WHERE id = $1"
-)
-TRIAL_PROGRESS = f"UPDATE {S}.trials SET progress = $2 WHERE id = $1"
-TRIAL_TOTAL_BATCHES = (
-    f"UPDATE {S}.trials SET total_batches = GREATEST(total_batches, $2) WHERE id = $1"
-)
-TRIAL_LENGTH_SET = f"UPDATE {S}.trials SET rung = $2, searcher_length = $3 WHERE id = $1"
-TRIAL_STOP_REQUESTED = f"UPDATE {S}.trials SET stop_reason = $2 WHERE id = $1"
-TRIAL_STATUS = f"UPDATE {S}.trials SET status = $2 WHERE id = $1"
-TRIAL_KILL_REQUESTED = f"UPDATE {S}.trials SET kill_requested = true WHERE id = $1"
-# The first early exit a trial reported is the one that counts (the gateway
-# stores one per trial); COALESCE keeps it absolute whatever follows.
-TRIAL_EARLY_EXIT = (
-    f"UPDATE {S}.trials SET early_exit_reason = COALESCE(early_exit_reason, $2) WHERE id = $1"
-)
-# Metadata is replaced whole: the last one set is the trial's.
-TRIAL_METADATA_SET = f"UPDATE {S}.trials SET metadata_json = $2 WHERE id = $1"
-CHECKPOINT_REPORTED = (
-    f"INSERT INTO {S}.checkpoints (uuid, trial_id, experiment_id, allocation_id, steps_completed,"
-    " metadata_json, resources, reported_at_ns, state)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, 'COMPLETED') ON CONFLICT (uuid) DO UPDATE SET"
-    " trial_id = excluded.trial_id, experiment_id = excluded.experiment_id,"
-    " allocation_id = excluded.allocation_id, steps_completed = excluded.steps_completed,"
-    " metadata_json = excluded.metadata_json, resources = excluded.resources,"
-    " reported_at_ns = excluded.reported_at_ns"
-)
-AGENT_REGISTERED = (
-    f"INSERT INTO {S}.agents (agent_id, hostname, slots, registered_at_ns)"
-    " VALUES ($1, $2, $3::jsonb, $4) ON CONFLICT (agent_id) DO UPDATE SET"
-    " hostname = excluded.hostname, slots = excluded.slots, registered_at_ns = excluded.registered_at_ns"
-)
-ALLOCATION_REQUESTED = (
-    f"INSERT INTO {S}.allocations (allocation_id, trial_id, trial_run_id, requested_at_ns, stop_requested,"
-    " stop_acknowledged, canceled, killed, agent_lost) VALUES ($1, $2, $3, $4, false, false, false, false, false)"
-    " ON CONFLICT (allocation_id) DO NOTHING"
-)
-# The trial's newest run; the steps past its resume point are trained again,
-# so they no longer count as batches the trial got through.
-TRIAL_RUN_REQUESTED = (
-    f"UPDATE {S}.trials SET current_allocation_id = $2, runs = $3, total_batches = LEAST(total_batches, $4)"
-    " WHERE id = $1"
-)
-# Determined archives the metrics a resumed run reports again; here they stay,
-# marked, so that every step is shown once.
-METRICS_SUPERSEDED = (
-    f"UPDATE {S}.metrics SET superseded = true"
-    " WHERE trial_id = $1 AND trial_run_id < $2 AND steps_completed > $3 AND NOT superseded"
-)
-ALLOCATION_ASSIGNED = (
-    f"UPDATE {S}.allocations SET placements = $2::jsonb, assigned_at_ns = COALESCE(assigned_at_ns, $3)"
-    " WHERE allocation_id = $1"
-)
-ALLOCATION_STARTED = (
-    f"UPDATE {S}.allocations SET started_at_ns = COALESCE(started_at_ns, $2) WHERE allocation_id = $1"
-)
-ALLOCATION_STOP_REQUESTED = (
-    f"UPDATE {S}.allocations SET stop_requested = true, stop_reason = COALESCE(stop_reason, $2)"
-    " WHERE allocation_id = $1"
-)
-ALLOCATION_STOP_ACKNOWLEDGED = f"UPDATE {S}.allocations SET stop_acknowledged = true WHERE allocation_id = $1"
-ALLOCATION_CANCELED = f"UPDATE {S}.allocations SET canceled = true WHERE allocation_id = $1"
-ALLOCATION_EXITED = (
-    f"UPDATE {S}.allocations SET exited_at_ns = COALESCE(exited_at_ns, $2), exit_code = $3,"
-    " killed = $4, error = $5, agent_lost = $6 WHERE allocation_id = $1"
-)
+Row = dict[str, Any]
+Args = tuple[Any, ...]
+MetricKey = tuple[int, str, int, int]
+# What one event does to one row: the row after it (None: there is none),
+# given the row before it (None: there is none yet). It may change `row`.
+Change = Callable[[Row | None], Row | None]
+
+# The tables a batch loads, folds and writes back, by their key column.
+ROW_TABLES: dict[str, Table] = {
+    table.name: table
+    for table in (tables.experiments, tables.trials, tables.allocations, tables.checkpoints, tables.agents)
+}
+
 # unnest() makes one statement of a whole batch of metric points (INFRA-NOTES:
 # ~215,000 rows/s); ON CONFLICT keeps a replayed point absolute, and a point
 # once superseded stays so.
@@ -133,26 +64,72 @@ METRICS_UPSERT = (
     " metrics = excluded.metrics, reported_at_ns = excluded.reported_at_ns,"
     f" superseded = {S}.metrics.superseded OR excluded.superseded"
 )
-
-Args = tuple[Any, ...]
-MetricKey = tuple[int, str, int, int]
+# Determined archives the metrics a resumed run reports again; here they stay,
+# marked, so that every step is shown once.
+METRICS_SUPERSEDED = (
+    f"UPDATE {S}.metrics SET superseded = true"
+    " WHERE trial_id = $1 AND trial_run_id < $2 AND steps_completed > $3 AND NOT superseded"
+)
 # The columns of a metric row after its key: metrics, reported_at_ns, superseded.
 _SUPERSEDED = 6
 
 
 @dataclass
 class Plan:
-    """What one batch of events does to the read models, in order."""
+    """What one batch of events does to the read models."""
 
-    statements: list[tuple[str, Args]] = field(default_factory=list)
+    # In the order of the events: (table, key, change).
+    changes: list[tuple[str, Any, Change]] = field(default_factory=list)
     # The newest value of each metric point in the batch (one upsert may not
     # touch a row twice).
     metric_rows: dict[MetricKey, Args] = field(default_factory=dict)
+    # (trial_id, trial_run_id, resumed_at) of each run requested: the stored
+    # points of earlier runs past its resume point are superseded.
+    superseded: list[Args] = field(default_factory=list)
+    # A trial's highest point in the batch, lowered by a later resume.
     total_batches: dict[int, int] = field(default_factory=dict)
+    # Trial id -> the keys of its points in metric_rows.
+    trial_points: dict[int, set[MetricKey]] = field(default_factory=dict)
+
+    def keys(self) -> dict[str, list[Any]]:
+        """The keys of the rows the batch changes, per table: the rows to load."""
+        keys: dict[str, dict[Any, None]] = {}
+        for table, key, _ in self.changes:
+            keys.setdefault(table, {})[key] = None
+        for trial_id in self.total_batches:
+            keys.setdefault("trials", {})[trial_id] = None
+        return {table: list(found) for table, found in keys.items()}
+
+    def rows(self, stored: Mapping[str, Mapping[Any, Row]]) -> dict[str, list[Row]]:
+        """Folds the batch over the `stored` rows it touches (table -> key ->
+        row; a key that is missing has no row); returns, per table, the rows
+        that differ from the stored ones, to be written back whole."""
+        current: dict[str, dict[Any, Row | None]] = {table: {} for table in ROW_TABLES}
+        for table, key, change in self.changes:
+            rows = current[table]
+            row = rows[key] if key in rows else _copy(stored.get(table, {}).get(key))
+            rows[key] = change(row)
+        trials = current["trials"]
+        for trial_id, batches in self.total_batches.items():
+            row = trials[trial_id] if trial_id in trials else _copy(stored.get("trials", {}).get(trial_id))
+            if row is not None:
+                row["total_batches"] = max(row["total_batches"], batches)
+            trials[trial_id] = row
+        return {
+            table: [row for key, row in rows.items() if row is not None and row != stored.get(table, {}).get(key)]
+            for table, rows in current.items()
+        }
 
     def metric_columns(self) -> list[list[Any]]:
         """The metric rows as one list per column, for the unnest() upsert."""
         return [list(column) for column in zip(*self.metric_rows.values(), strict=True)]
+
+    def change(self, table: str, key: Any, change: Change) -> None:
+        self.changes.append((table, key, change))
+
+
+def _copy(row: Row | None) -> Row | None:
+    return None if row is None else dict(row)
 
 
 def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
@@ -163,103 +140,247 @@ def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
     return plan
 
 
+# -- the rules, one event at a time --------------------------------------------
+
+
+def created(new: Row) -> Change:
+    """Creates the row unless it exists (a replayed creation keeps the first)."""
+    return lambda row: new if row is None else row
+
+
+def replaced(new: Row, kept: tuple[str, ...] = ()) -> Change:
+    """Creates the row, or replaces every column of it but `kept`."""
+    return lambda row: new if row is None else {**new, **{column: row[column] for column in kept}}
+
+
+def updated(**values: Any) -> Change:
+    """Sets these columns of the row, if it exists."""
+
+    def change(row: Row | None) -> Row | None:
+        if row is not None:
+            row.update(values)
+        return row
+
+    return change
+
+
+def first(**values: Any) -> Change:
+    """Sets these columns of the row where they are still NULL (the first
+    value stays: COALESCE)."""
+
+    def change(row: Row | None) -> Row | None:
+        if row is not None:
+            for column, value in values.items():
+                if row[column] is None:
+                    row[column] = value
+        return row
+
+    return change
+
+
 def apply_event(plan: Plan, envelope: Envelope) -> None:
-    payload = payload_of(envelope)
-    at = envelope.occurred_at_ns
-    match payload:
-        case events_pb2.TrialMetricsReported():
-            for report in payload.reports:
-                key = (payload.trial_id, report.group, report.steps_completed, payload.trial_run_id)
-                _metric_point(plan, key, report.metrics_json, report.reported_at_ns or at)
-        case events_pb2.TrialValidationReported():
-            key = (payload.trial_id, "validation", payload.steps_completed, payload.trial_run_id)
-            _metric_point(plan, key, payload.metrics_json, payload.reported_at_ns or at)
-        case events_pb2.ExperimentCreated():
-            plan.statements.append((EXPERIMENT_CREATED, experiment_row(payload, at)))
-        case events_pb2.ExperimentStateChanged():
-            state = state_name(events_pb2.ExperimentState.Name(payload.state))
-            ended_at = at if state in TERMINAL_STATES else None
-            ended = (payload.experiment_id, state, ended_at, payload.reason)
-            plan.statements.append((EXPERIMENT_STATE_CHANGED, ended))
-        case events_pb2.ExperimentKillRequested():
-            plan.statements.append((EXPERIMENT_KILL_REQUESTED, (payload.experiment_id,)))
-        case events_pb2.ExperimentProgressChanged():
-            plan.statements.append((EXPERIMENT_PROGRESS, (payload.experiment_id, payload.progress)))
-        case events_pb2.CheckpointReported():
-            plan.statements.append((CHECKPOINT_REPORTED, checkpoint_row(payload, at)))
-        case events_pb2.AgentRegistered():
-            slots = json.dumps([_slot(s) for s in payload.slots])
-            plan.statements.append((AGENT_REGISTERED, (payload.agent_id, payload.hostname, slots, at)))
-        case _:
-            _trial_event(plan, payload, at)
+    """Adds what one event does to the plan; an event type this code does
+    not know (or one that changes no row: kill requests) adds nothing."""
+    field_name = envelope.WhichOneof("payload")
+    rule = _RULES.get(field_name or "")
+    if rule is not None:
+        rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
 
 
-def _trial_event(plan: Plan, payload: object, at: int) -> None:
-    match payload:
-        case events_pb2.TrialCreated():
-            row = (payload.trial_id, payload.experiment_id, payload.request_id, payload.hparams_json,
-                   payload.trial_seed, at, payload.length)
-            plan.statements.append((TRIAL_CREATED, row))
-        case events_pb2.TrialEnded():
-            state = state_name(events_pb2.TrialState.Name(payload.state))
-            plan.statements.append((TRIAL_ENDED, (payload.trial_id, state, payload.reason, at)))
-        case events_pb2.TrialProgressReported():
-            plan.statements.append((TRIAL_PROGRESS, (payload.trial_id, payload.progress)))
-        case events_pb2.TrialLengthSet():
-            plan.statements.append((TRIAL_LENGTH_SET, (payload.trial_id, payload.rung, payload.length)))
-        case events_pb2.TrialStopRequested():
-            plan.statements.append((TRIAL_STOP_REQUESTED, (payload.trial_id, payload.reason)))
-        case events_pb2.TrialStatusReported():
-            plan.statements.append((TRIAL_STATUS, (payload.trial_id, payload.status)))
-        case events_pb2.TrialKillRequested():
-            plan.statements.append((TRIAL_KILL_REQUESTED, (payload.trial_id,)))
-        case events_pb2.TrialEarlyExitReported():
-            plan.statements.append((TRIAL_EARLY_EXIT, (payload.trial_id, payload.reason)))
-        case events_pb2.TrialMetadataSet():
-            plan.statements.append((TRIAL_METADATA_SET, (payload.trial_id, payload.metadata_json or "{}")))
-        case _:
-            _allocation_event(plan, payload, at)
+def _metrics_reported(plan: Plan, payload: events_pb2.TrialMetricsReported, at: int) -> None:
+    for report in payload.reports:
+        key = (payload.trial_id, report.group, report.steps_completed, payload.trial_run_id)
+        _metric_point(plan, key, report.metrics_json, report.reported_at_ns or at)
 
 
-def _allocation_event(plan: Plan, payload: object, at: int) -> None:
-    match payload:
-        case events_pb2.AllocationRequested() if payload.HasField("trial"):
-            _run_requested(plan, payload, at)
-        case events_pb2.AllocationAssigned():
-            placements = json.dumps([_placement(p) for p in payload.placements])
-            plan.statements.append((ALLOCATION_ASSIGNED, (payload.allocation_id, placements, at)))
-        case events_pb2.AllocationStarted():
-            plan.statements.append((ALLOCATION_STARTED, (payload.allocation_id, at)))
-        case events_pb2.AllocationStopRequested():
-            plan.statements.append((ALLOCATION_STOP_REQUESTED, (payload.allocation_id, payload.reason)))
-        case events_pb2.AllocationStopAcknowledged():
-            plan.statements.append((ALLOCATION_STOP_ACKNOWLEDGED, (payload.allocation_id,)))
-        case events_pb2.AllocationCanceled():
-            plan.statements.append((ALLOCATION_CANCELED, (payload.allocation_id,)))
-        case events_pb2.AllocationExited():
-            exited: Args = (payload.allocation_id, at, payload.exit_code, payload.killed, payload.error,
-                            payload.agent_lost)
-            plan.statements.append((ALLOCATION_EXITED, exited))
-        case _:
-            pass  # kill requests and event types this code does not know change no row
+def _validation_reported(plan: Plan, payload: events_pb2.TrialValidationReported, at: int) -> None:
+    key = (payload.trial_id, "validation", payload.steps_completed, payload.trial_run_id)
+    _metric_point(plan, key, payload.metrics_json, payload.reported_at_ns or at)
 
 
-def _run_requested(plan: Plan, payload: events_pb2.AllocationRequested, at: int) -> None:
+def _experiment_created(plan: Plan, payload: events_pb2.ExperimentCreated, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, created(experiment_row(payload, at)))
+
+
+def _experiment_state_changed(plan: Plan, payload: events_pb2.ExperimentStateChanged, at: int) -> None:
+    """The new state and why; a terminal state's end time is the first one's."""
+    state = state_name(events_pb2.ExperimentState.Name(payload.state))
+    terminal = state in TERMINAL_STATES
+
+    def change(row: Row | None) -> Row | None:
+        if row is not None:
+            row["state"] = state
+            row["ended_at_ns"] = (row["ended_at_ns"] if row["ended_at_ns"] is not None else at) if terminal else None
+            row["end_reason"] = payload.reason
+        return row
+
+    plan.change("experiments", payload.experiment_id, change)
+
+
+def _experiment_kill_requested(plan: Plan, payload: events_pb2.ExperimentKillRequested, at: int) -> None:
+    def change(row: Row | None) -> Row | None:
+        """STOPPING_KILLED, unless it has ended already."""
+        if row is not None and row["state"] not in TERMINAL_STATES:
+            row["state"] = "STOPPING_KILLED"
+        return row
+
+    plan.change("experiments", payload.experiment_id, change)
+
+
+def _experiment_progress_changed(plan: Plan, payload: events_pb2.ExperimentProgressChanged, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, updated(progress=payload.progress))
+
+
+def _checkpoint_reported(plan: Plan, payload: events_pb2.CheckpointReported, at: int) -> None:
+    plan.change("checkpoints", payload.uuid, replaced(checkpoint_row(payload, at), kept=("state",)))
+
+
+def _agent_registered(plan: Plan, payload: events_pb2.AgentRegistered, at: int) -> None:
+    slots = json.dumps([_slot(s) for s in payload.slots])
+    row = {"agent_id": payload.agent_id, "hostname": payload.hostname, "slots": slots, "registered_at_ns": at}
+    plan.change("agents", payload.agent_id, replaced(row))
+
+
+def _trial_created(plan: Plan, payload: events_pb2.TrialCreated, at: int) -> None:
+    plan.change("trials", payload.trial_id, created(trial_row(payload, at)))
+
+
+def _trial_ended(plan: Plan, payload: events_pb2.TrialEnded, at: int) -> None:
+    state = state_name(events_pb2.TrialState.Name(payload.state))
+
+    def change(row: Row | None) -> Row | None:
+        if row is not None:
+            row["state"] = state
+            row["end_reason"] = payload.reason
+            if row["ended_at_ns"] is None:
+                row["ended_at_ns"] = at
+            if state == "COMPLETED":
+                row["progress"] = 1.0
+        return row
+
+    plan.change("trials", payload.trial_id, change)
+
+
+def _trial_progress_reported(plan: Plan, payload: events_pb2.TrialProgressReported, at: int) -> None:
+    plan.change("trials", payload.trial_id, updated(progress=payload.progress))
+
+
+def _trial_length_set(plan: Plan, payload: events_pb2.TrialLengthSet, at: int) -> None:
+    plan.change("trials", payload.trial_id, updated(rung=payload.rung, searcher_length=payload.length))
+
+
+def _trial_stop_requested(plan: Plan, payload: events_pb2.TrialStopRequested, at: int) -> None:
+    plan.change("trials", payload.trial_id, updated(stop_reason=payload.reason))
+
+
+def _trial_status_reported(plan: Plan, payload: events_pb2.TrialStatusReported, at: int) -> None:
+    plan.change("trials", payload.trial_id, updated(status=payload.status))
+
+
+def _trial_kill_requested(plan: Plan, payload: events_pb2.TrialKillRequested, at: int) -> None:
+    plan.change("trials", payload.trial_id, updated(kill_requested=True))
+
+
+def _trial_early_exit_reported(plan: Plan, payload: events_pb2.TrialEarlyExitReported, at: int) -> None:
+    """The first early exit a trial reported is the one that counts (the
+    gateway stores one per trial)."""
+    plan.change("trials", payload.trial_id, first(early_exit_reason=payload.reason))
+
+
+def _trial_metadata_set(plan: Plan, payload: events_pb2.TrialMetadataSet, at: int) -> None:
+    """Replaced whole: the last one set is the trial's."""
+    plan.change("trials", payload.trial_id, updated(metadata_json=payload.metadata_json or "{}"))
+
+
+def _allocation_requested(plan: Plan, payload: events_pb2.AllocationRequested, at: int) -> None:
     """A trial's next run: the allocation's row, the trial's current run, and
     the earlier runs' points past the resume point superseded, those already
     stored (a statement) and those earlier in this batch (their rows here).
     Points reported after the request are never superseded by it, however the
-    log is cut into batches."""
+    log is cut into batches. The steps past its resume point are trained
+    again, so they no longer count as batches the trial got through."""
+    if not payload.HasField("trial"):
+        return
     launch = payload.trial
     trial_id, run_id, resumed_at = launch.trial_id, launch.trial_run_id, launch.steps_completed
-    plan.statements.append((ALLOCATION_REQUESTED, (payload.allocation_id, trial_id, run_id, at)))
-    plan.statements.append((TRIAL_RUN_REQUESTED, (trial_id, payload.allocation_id, run_id, resumed_at)))
-    plan.statements.append((METRICS_SUPERSEDED, (trial_id, run_id, resumed_at)))
-    for key, row in plan.metric_rows.items():
-        if key[0] == trial_id and key[3] < run_id and key[2] > resumed_at:
-            plan.metric_rows[key] = (*row[:_SUPERSEDED], True)
+    plan.change("allocations", payload.allocation_id, created(allocation_row(payload.allocation_id, launch, at)))
+
+    def run_requested(row: Row | None) -> Row | None:
+        if row is not None:
+            row["current_allocation_id"] = payload.allocation_id
+            row["runs"] = run_id
+            row["total_batches"] = min(row["total_batches"], resumed_at)
+        return row
+
+    plan.change("trials", trial_id, run_requested)
+    plan.superseded.append((trial_id, run_id, resumed_at))
+    for key in plan.trial_points.get(trial_id, ()):
+        if key[3] < run_id and key[2] > resumed_at:
+            plan.metric_rows[key] = (*plan.metric_rows[key][:_SUPERSEDED], True)
     if trial_id in plan.total_batches:
         plan.total_batches[trial_id] = min(plan.total_batches[trial_id], resumed_at)
+
+
+def _allocation_assigned(plan: Plan, payload: events_pb2.AllocationAssigned, at: int) -> None:
+    placements = json.dumps([_placement(p) for p in payload.placements])
+    plan.change("allocations", payload.allocation_id, _both(updated(placements=placements), first(assigned_at_ns=at)))
+
+
+def _allocation_started(plan: Plan, payload: events_pb2.AllocationStarted, at: int) -> None:
+    plan.change("allocations", payload.allocation_id, first(started_at_ns=at))
+
+
+def _allocation_stop_requested(plan: Plan, payload: events_pb2.AllocationStopRequested, at: int) -> None:
+    change = _both(updated(stop_requested=True), first(stop_reason=payload.reason))
+    plan.change("allocations", payload.allocation_id, change)
+
+
+def _allocation_stop_acknowledged(plan: Plan, payload: events_pb2.AllocationStopAcknowledged, at: int) -> None:
+    plan.change("allocations", payload.allocation_id, updated(stop_acknowledged=True))
+
+
+def _allocation_canceled(plan: Plan, payload: events_pb2.AllocationCanceled, at: int) -> None:
+    plan.change("allocations", payload.allocation_id, updated(canceled=True))
+
+
+def _allocation_exited(plan: Plan, payload: events_pb2.AllocationExited, at: int) -> None:
+    exited = updated(
+        exit_code=payload.exit_code, killed=payload.killed, error=payload.error, agent_lost=payload.agent_lost
+    )
+    plan.change("allocations", payload.allocation_id, _both(first(exited_at_ns=at), exited))
+
+
+def _both(one: Change, then: Change) -> Change:
+    return lambda row: then(one(row))
+
+
+# Each event type (its Envelope field) that changes rows, and its rule.
+_RULES: dict[str, Callable[[Plan, Any, int], None]] = {
+    "trial_metrics_reported": _metrics_reported,
+    "trial_validation_reported": _validation_reported,
+    "experiment_created": _experiment_created,
+    "experiment_state_changed": _experiment_state_changed,
+    "experiment_kill_requested": _experiment_kill_requested,
+    "experiment_progress_changed": _experiment_progress_changed,
+    "checkpoint_reported": _checkpoint_reported,
+    "agent_registered": _agent_registered,
+    "trial_created": _trial_created,
+    "trial_ended": _trial_ended,
+    "trial_progress_reported": _trial_progress_reported,
+    "trial_length_set": _trial_length_set,
+    "trial_stop_requested": _trial_stop_requested,
+    "trial_status_reported": _trial_status_reported,
+    "trial_kill_requested": _trial_kill_requested,
+    "trial_early_exit_reported": _trial_early_exit_reported,
+    "trial_metadata_set": _trial_metadata_set,
+    "allocation_requested": _allocation_requested,
+    "allocation_assigned": _allocation_assigned,
+    "allocation_started": _allocation_started,
+    "allocation_stop_requested": _allocation_stop_requested,
+    "allocation_stop_acknowledged": _allocation_stop_acknowledged,
+    "allocation_canceled": _allocation_canceled,
+    "allocation_exited": _allocation_exited,
+}
 
 
 def watched(envelopes: Iterable[Envelope]) -> set[str]:
@@ -268,17 +389,16 @@ def watched(envelopes: Iterable[Envelope]) -> set[str]:
     wakes the WatchAllocation calls waiting on them once they are stored."""
     found: set[str] = set()
     for envelope in envelopes:
-        payload = payload_of(envelope)
-        match payload:
-            case (
-                events_pb2.AllocationStopRequested()
-                | events_pb2.AllocationCanceled()
-                | events_pb2.AllocationExited()
-            ):
-                found.add(aggregate("allocation", payload.allocation_id))
-            case events_pb2.TrialLengthSet() | events_pb2.TrialStopRequested():
-                found.add(aggregate("trial", payload.trial_id))
+        field_name = envelope.WhichOneof("payload")
+        if field_name in _WATCHED_ALLOCATION_EVENTS:
+            found.add(aggregate("allocation", getattr(envelope, field_name).allocation_id))
+        elif field_name in _WATCHED_TRIAL_EVENTS:
+            found.add(aggregate("trial", getattr(envelope, field_name).trial_id))
     return found
+
+
+_WATCHED_ALLOCATION_EVENTS = ("allocation_stop_requested", "allocation_canceled", "allocation_exited")
+_WATCHED_TRIAL_EVENTS = ("trial_length_set", "trial_stop_requested")
 
 
 def state_name(enum_name: str) -> str:
@@ -289,38 +409,91 @@ def state_name(enum_name: str) -> str:
     return enum_name
 
 
-def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Args:
+# -- new rows ------------------------------------------------------------------------
+
+
+def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
     config = _json_object(payload.config_json)
     searcher = config.get("searcher") or {}
     resources = config.get("resources") or {}
-    return (
-        payload.experiment_id,
-        payload.name,
-        payload.owner,
-        "ACTIVE" if payload.activate else "PAUSED",
-        at,
-        str(config.get("description") or ""),
-        json.dumps(list(config.get("labels") or [])),
-        str(resources.get("resource_pool") or ""),
-        str(searcher.get("name") or ""),
-        str(searcher.get("metric") or ""),
-        bool(searcher.get("smaller_is_better", True)),
-        payload.config_json,
-        payload.context_hash,
-    )
+    return {
+        "id": payload.experiment_id,
+        "name": payload.name,
+        "owner": payload.owner,
+        "state": "ACTIVE" if payload.activate else "PAUSED",
+        "started_at_ns": at,
+        "ended_at_ns": None,
+        "description": str(config.get("description") or ""),
+        "labels": json.dumps(list(config.get("labels") or [])),
+        "resource_pool": str(resources.get("resource_pool") or ""),
+        "searcher_name": str(searcher.get("name") or ""),
+        "searcher_metric": str(searcher.get("metric") or ""),
+        "smaller_is_better": bool(searcher.get("smaller_is_better", True)),
+        "config_json": payload.config_json,
+        "context_hash": payload.context_hash,
+        "end_reason": "",
+        "progress": None,
+    }
 
 
-def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Args:
-    return (
-        payload.uuid,
-        payload.trial_id,
-        payload.experiment_id,
-        payload.allocation_id,
-        payload.steps_completed,
-        payload.metadata_json,
-        json.dumps(dict(sorted(payload.resources.items()))),
-        payload.reported_at_ns or at,
-    )
+def trial_row(payload: events_pb2.TrialCreated, at: int) -> Row:
+    return {
+        "id": payload.trial_id,
+        "experiment_id": payload.experiment_id,
+        "request_id": payload.request_id,
+        "state": "ACTIVE",
+        "hparams_json": payload.hparams_json,
+        "trial_seed": payload.trial_seed,
+        "started_at_ns": at,
+        "ended_at_ns": None,
+        "end_reason": "",
+        "progress": 0.0,
+        "total_batches": 0,
+        "current_allocation_id": None,
+        "runs": 0,
+        "rung": 0,
+        "searcher_length": payload.length,
+        "stop_reason": None,
+        "status": "",
+        "kill_requested": False,
+        "early_exit_reason": None,
+        "metadata_json": "{}",
+    }
+
+
+def allocation_row(allocation_id: str, launch: events_pb2.TrialLaunch, at: int) -> Row:
+    return {
+        "allocation_id": allocation_id,
+        "trial_id": launch.trial_id,
+        "trial_run_id": launch.trial_run_id,
+        "requested_at_ns": at,
+        "placements": None,
+        "assigned_at_ns": None,
+        "started_at_ns": None,
+        "stop_requested": False,
+        "stop_reason": None,
+        "stop_acknowledged": False,
+        "canceled": False,
+        "exited_at_ns": None,
+        "exit_code": None,
+        "killed": False,
+        "agent_lost": False,
+        "error": None,
+    }
+
+
+def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Row:
+    return {
+        "uuid": payload.uuid,
+        "trial_id": payload.trial_id,
+        "experiment_id": payload.experiment_id,
+        "allocation_id": payload.allocation_id,
+        "steps_completed": payload.steps_completed,
+        "metadata_json": payload.metadata_json,
+        "resources": json.dumps(dict(sorted(payload.resources.items()))),
+        "reported_at_ns": payload.reported_at_ns or at,
+        "state": "COMPLETED",
+    }
 
 
 def _metric_point(plan: Plan, key: MetricKey, metrics_json: str, reported_at_ns: int) -> None:
@@ -330,6 +503,7 @@ def _metric_point(plan: Plan, key: MetricKey, metrics_json: str, reported_at_ns:
     superseded = earlier is not None and earlier[_SUPERSEDED]
     plan.metric_rows[key] = (*key, metrics_json or "{}", reported_at_ns, superseded)
     trial_id = key[0]
+    plan.trial_points.setdefault(trial_id, set()).add(key)
     plan.total_batches[trial_id] = max(plan.total_batches.get(trial_id, 0), key[2])
 
 
@@ -347,3 +521,55 @@ def _json_object(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# -- statements ------------------------------------------------------------------------
+
+_SQL_TYPES: list[tuple[type, str]] = [
+    (JSONB, "jsonb"),
+    (BigInteger, "bigint"),
+    (Integer, "integer"),
+    (Boolean, "boolean"),
+    (Double, "double precision"),
+    (Text, "text"),
+]
+
+
+def _sql_type(column: Any) -> str:
+    return next(name for kind, name in _SQL_TYPES if isinstance(column.type, kind))
+
+
+def key_column(table: str) -> str:
+    [key] = ROW_TABLES[table].primary_key.columns
+    return str(key.name)
+
+
+def load_statement(table: str) -> str:
+    """The stored rows of a list of keys ($1)."""
+    key = ROW_TABLES[table].c[key_column(table)]
+    return f'SELECT * FROM {S}.{table} WHERE "{key.name}" = ANY($1::{_sql_type(key)}[])'
+
+
+def upsert_statement(table: str) -> str:
+    """Writes whole rows given as one array per column (in the table's
+    column order; JSONB as text): a new row is inserted, a stored one replaced."""
+    columns = list(ROW_TABLES[table].columns)
+    names = ", ".join(f'"{c.name}"' for c in columns)
+    arrays = ", ".join(f"${n}::{'text' if _sql_type(c) == 'jsonb' else _sql_type(c)}[]"
+                       for n, c in enumerate(columns, start=1))
+    selected = ", ".join(f'"{c.name}"::jsonb' if _sql_type(c) == "jsonb" else f'"{c.name}"' for c in columns)
+    key = key_column(table)
+    updates = ", ".join(f'"{c.name}" = excluded."{c.name}"' for c in columns if c.name != key)
+    return (
+        f"INSERT INTO {S}.{table} ({names}) SELECT {selected} FROM unnest({arrays}) AS u({names})"
+        f' ON CONFLICT ("{key}") DO UPDATE SET {updates}'
+    )
+
+
+def row_columns(table: str, rows: list[Row]) -> list[list[Any]]:
+    """`rows` as one list per column, in the table's column order."""
+    return [[row[c.name] for row in rows] for c in ROW_TABLES[table].columns]
+
+
+LOADS = {table: load_statement(table) for table in ROW_TABLES}
+UPSERTS = {table: upsert_statement(table) for table in ROW_TABLES}

@@ -1,12 +1,22 @@
 """The projector: applies the event log to the read models, in stream order.
 
-A reader task follows the log with an ordered push consumer from the stored
-position + 1 and fills a bounded queue; the applier takes whatever has
-arrived (up to BATCH_SIZE events, at least one) and applies it in ONE
-transaction that also stores the last applied sequence. Events at or below
-the stored sequence are skipped (read under a row lock, so two gateways'
-projectors never apply an event twice), which makes a crash between commit
-and anything else harmless.
+A reader task reads the log from the stored position + 1 (a long stretch of
+it in a helper process: replay.py), then follows it, and queues what
+arrives, in lists; the applier takes whatever
+has arrived (up to `batch_size` events, at least one) and applies it in ONE
+transaction that also stores the last applied sequence (projection.py: the
+rows a batch touches are loaded, folded and written back whole, one
+statement per table). Events at or below the stored sequence are skipped
+(read under a row lock, so two gateways' projectors never apply an event
+twice), which makes a crash between commit and anything else harmless.
+
+PostgreSQL outages are waited out: the projector logs one line when
+PostgreSQL goes away and one when it is back, tries again with backoff in
+between (RETRY_FIRST_S doubling to RETRY_MAX_S), and goes on from the stored
+position (creating the read models first if they are not there: a gateway may
+start while PostgreSQL is down). While it is down, `wait_for` and `catch_up`
+raise ReadModelsUnavailableError at once, so that no request waits on a
+projector that cannot move.
 
 Long polls (WatchAllocation) wait on the aggregates they care about
 (`watching`): after each batch is committed, the projector wakes those whose
@@ -17,6 +27,7 @@ for every batch it read, also when another gateway's projector stored it.
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Collection, Iterator, Sequence
 from typing import cast
 
@@ -24,34 +35,74 @@ import asyncpg
 import structlog
 
 from services.common.eventstore import EventStore, StoredEvent
-from services.gateway import projection
-from services.gateway.tables import SCHEMA
+from services.gateway import projection, replay
+from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
+from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ConnectionLostError, ensure_schema
 
-BATCH_SIZE = 1000
-QUEUE_SIZE = 10 * BATCH_SIZE
+BATCH_SIZE = 2000
+# Lists of events (each at most the store's READ_BUFFER) read ahead of the applier.
+QUEUE_LISTS = 4
 NAME = "read_model"
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
 
 log = structlog.get_logger()
 
+Queued = list[StoredEvent] | None
+
 
 class Projector:
-    def __init__(self, store: EventStore, pool: asyncpg.Pool, name: str = NAME) -> None:
+    def __init__(
+        self, store: EventStore, pool: asyncpg.Pool, name: str = NAME, batch_size: int = BATCH_SIZE
+    ) -> None:
         self.store = store
         self.pool = pool
         self.name = name
+        self.batch_size = batch_size
         self.position = 0
+        # Whether `position` was read from PostgreSQL (it is 0 until then).
+        self.loaded = False
+        # False while PostgreSQL is down (from the first failure to the next success).
+        self.available = True
+        self._down_since = 0.0
+        self._back = asyncio.Event()
+        self._back.set()
         self._advanced = asyncio.Condition()
         # Aggregate ("allocation/12.1", "trial/12") -> the waiters to wake.
         self._watchers: dict[str, set[asyncio.Event]] = {}
 
     async def run(self, follow: bool = True) -> None:
         """Applies the log from the stored position; with follow=False it
-        returns once it has applied what was stored when it started."""
-        self.position = await load_position(self.pool, self.name)
+        returns once it has applied what was stored when it started. Waits
+        out PostgreSQL outages (see the module's docstring)."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                await self._run_from_stored_position(follow)
+                return
+            except POSTGRES_DOWN as error:
+                if self.available:
+                    self._down_since, delay = time.monotonic(), RETRY_FIRST_S
+                    log.warning("read_models_unavailable", error=_described(error), retrying_every_s=RETRY_MAX_S)
+                    await self._set_available(False)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, RETRY_MAX_S)
+
+    async def _run_from_stored_position(self, follow: bool) -> None:
+        async with self.pool.acquire() as connection:  # PostgreSQL may have come up empty
+            if await ensure_schema(connection):
+                log.info("read_models_outdated", action="dropped; replaying the log from sequence 1")
+        async with self._advanced:  # a waiter may already be satisfied by the stored position
+            self.position = await load_position(self.pool, self.name)
+            self.loaded = True
+            self._advanced.notify_all()
+        if not self.available:
+            log.info("read_models_available", down_s=round(time.monotonic() - self._down_since, 1))
+            await self._set_available(True)
         end = None if follow else await self.store.last_sequence()
         if end is not None and end <= self.position:
             return
-        queue: asyncio.Queue[StoredEvent | None] = asyncio.Queue(QUEUE_SIZE)
+        queue: asyncio.Queue[Queued] = asyncio.Queue(QUEUE_LISTS)
         reader = asyncio.create_task(self._read(queue, end))
         try:
             await self._apply_from(queue)
@@ -59,14 +110,37 @@ class Projector:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
 
+    async def _set_available(self, available: bool) -> None:
+        self.available = available
+        if available:
+            self._back.set()
+        else:
+            self._back.clear()
+        async with self._advanced:  # waiters raise at once while it is down
+            self._advanced.notify_all()
+
+    async def wait_available(self) -> None:
+        """Returns once PostgreSQL answers the projector (at once if it does)."""
+        await self._back.wait()
+
     async def wait_for(self, sequence: int, timeout_s: float = 10.0) -> bool:
-        """Waits until every event up to `sequence` is applied."""
+        """Waits until every event up to `sequence` is applied; False after
+        `timeout_s`. Raises ReadModelsUnavailableError at once while
+        PostgreSQL is down: the read models cannot move, and a caller that
+        went on would answer from rows that miss what it waits for."""
         async with self._advanced:
             try:
-                await asyncio.wait_for(self._advanced.wait_for(lambda: self.position >= sequence), timeout_s)
+                await asyncio.wait_for(
+                    self._advanced.wait_for(lambda: self._applied(sequence) or not self.available), timeout_s
+                )
             except TimeoutError:
                 return False
+        if not self._applied(sequence):
+            raise ReadModelsUnavailableError(READ_MODELS_UNAVAILABLE)
         return True
+
+    def _applied(self, sequence: int) -> bool:
+        return self.loaded and self.position >= sequence
 
     async def catch_up(self, timeout_s: float = 10.0) -> bool:
         """Waits until the read models hold every event stored right now."""
@@ -89,42 +163,69 @@ class Projector:
                 if not waiting:
                     self._watchers.pop(name, None)
 
-    async def _read(self, queue: asyncio.Queue[StoredEvent | None], end: int | None) -> None:
-        """Queues events from the position on; None after `end` (if given).
+    async def _read(self, queue: asyncio.Queue[Queued], end: int | None) -> None:
+        """Queues lists of events from the position on; None after `end` (if
+        given). A long stretch of stored events is read by a helper process
+        (replay.py), what follows in this one.
 
         It follows even when it stops at `end`: the store's non-following read
         may stop before the first message when that is already delivered."""
-        reading = cast(AsyncGenerator[StoredEvent, None], self.store.read(None, start_sequence=self.position + 1))
-        async with contextlib.aclosing(reading) as events:
-            async for stored in events:
-                await queue.put(stored)
-                if end is not None and stored.sequence >= end:
+        start = self.position + 1
+        stored = end if end is not None else await self.store.last_sequence()
+        if stored - start >= replay.HELPER_MIN_EVENTS:
+            async for batch in replay.replayed(self.store, start, stored):
+                await queue.put(batch)
+            if end is not None:
+                await queue.put(None)
+                return
+            start = stored + 1
+        reading = cast(AsyncGenerator[list[StoredEvent], None], self.store.read_batches(None, start_sequence=start))
+        async with contextlib.aclosing(reading) as batches:
+            async for batch in batches:
+                if end is not None and batch[-1].sequence >= end:
+                    await queue.put([stored for stored in batch if stored.sequence <= end])
                     await queue.put(None)
                     return
+                await queue.put(batch)
 
-    async def _apply_from(self, queue: asyncio.Queue[StoredEvent | None]) -> None:
+    async def _apply_from(self, queue: asyncio.Queue[Queued]) -> None:
+        """Applies what the reader queues, at most `batch_size` events per
+        transaction (whatever has arrived), until the reader's None."""
+        events: list[StoredEvent] = []
+        ended = False
         while True:
-            batch = [await queue.get()]
-            while len(batch) < BATCH_SIZE and not queue.empty():
-                batch.append(queue.get_nowait())
-            events = [stored for stored in batch if stored is not None]
-            if events:
-                await self.apply(events)
-            if len(events) < len(batch):
+            if not events and not ended:
+                queued = await queue.get()
+                ended = queued is None
+                events += queued or []
+            while len(events) < self.batch_size and not ended and not queue.empty():
+                queued = queue.get_nowait()
+                ended = queued is None
+                events += queued or []
+            if not events:
                 return
+            await self.apply(events[: self.batch_size])
+            del events[: self.batch_size]
 
     async def apply(self, events: Sequence[StoredEvent]) -> None:
         """Applies one batch of stored events in one transaction."""
-        async with self.pool.acquire() as connection, connection.transaction():
-            position = await _locked_position(connection, self.name)
-            fresh = [stored for stored in events if stored.sequence > position]
-            if fresh:
-                await execute_plan(connection, projection.plan_batch(s.envelope for s in fresh))
-                position = max(stored.sequence for stored in fresh)
-                await _store_position(connection, self.name, position)
+        async with self.pool.acquire() as connection:
+            try:
+                async with connection.transaction():
+                    position = await _locked_position(connection, self.name)
+                    fresh = [stored for stored in events if stored.sequence > position]
+                    if fresh:
+                        await execute_plan(connection, projection.plan_batch(s.envelope for s in fresh))
+                        position = max(stored.sequence for stored in fresh)
+                        await _store_position(connection, self.name, position)
+            except asyncpg.InterfaceError as error:
+                if connection.is_closed():
+                    raise ConnectionLostError(str(error)) from error
+                raise
         log.debug("projected", events=len(events), applied=len(fresh), sequence=position)
         async with self._advanced:
             self.position = max(self.position, position)
+            self.loaded = True
             self._advanced.notify_all()
         if self._watchers:
             self._wake(projection.watched(stored.envelope for stored in events))
@@ -136,19 +237,21 @@ class Projector:
 
 
 async def execute_plan(connection: asyncpg.Connection, plan: projection.Plan) -> None:
-    """Runs a plan's statements in order, each run of one statement as one
-    executemany, then the batch's metric points as one upsert."""
-    run: list[projection.Args] = []
-    for index, (sql, args) in enumerate(plan.statements):
-        run.append(args)
-        following = plan.statements[index + 1][0] if index + 1 < len(plan.statements) else None
-        if following != sql:
-            await connection.executemany(sql, run)
-            run = []
+    """Loads the rows the plan touches, folds it over them and writes back
+    what changed, one statement per table; then the metric points: the stored
+    ones a resumed run supersedes, and the batch's as one upsert."""
+    stored: dict[str, dict[object, projection.Row]] = {}
+    for table, keys in plan.keys().items():
+        key = projection.key_column(table)
+        records = await connection.fetch(projection.LOADS[table], keys)
+        stored[table] = {record[key]: dict(record) for record in records}
+    for table, rows in plan.rows(stored).items():
+        if rows:
+            await connection.execute(projection.UPSERTS[table], *projection.row_columns(table, rows))
+    if plan.superseded:
+        await connection.executemany(projection.METRICS_SUPERSEDED, plan.superseded)
     if plan.metric_rows:
         await connection.execute(projection.METRICS_UPSERT, *plan.metric_columns())
-    if plan.total_batches:
-        await connection.executemany(projection.TRIAL_TOTAL_BATCHES, sorted(plan.total_batches.items()))
 
 
 async def load_position(pool: asyncpg.Pool, name: str = NAME) -> int:
@@ -157,13 +260,12 @@ async def load_position(pool: asyncpg.Pool, name: str = NAME) -> int:
 
 
 async def _locked_position(connection: asyncpg.Connection, name: str) -> int:
-    await connection.execute(
-        f"INSERT INTO {SCHEMA}.projection_position (name, sequence) VALUES ($1, 0)"
-        " ON CONFLICT (name) DO NOTHING",
-        name,
-    )
+    """The stored position, its row locked until the transaction ends (so two
+    projectors apply a batch one after the other)."""
     sequence = await connection.fetchval(
-        f"SELECT sequence FROM {SCHEMA}.projection_position WHERE name = $1 FOR UPDATE", name
+        f"INSERT INTO {SCHEMA}.projection_position (name, sequence) VALUES ($1, 0)"
+        " ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING sequence",
+        name,
     )
     return int(sequence)
 
@@ -172,3 +274,7 @@ async def _store_position(connection: asyncpg.Connection, name: str, sequence: i
     await connection.execute(
         f"UPDATE {SCHEMA}.projection_position SET sequence = $2 WHERE name = $1", name, sequence
     )
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -18,15 +18,18 @@ Derived values, computed here so that the projected rows stay absolute:
 Superseded metric points (trained again by a resumed run) are never shown.
 """
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from determined.proto import api_pb2
+from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
 from services.gateway.projection import TERMINAL_STATES
+from services.gateway.tables import POSTGRES_DOWN
 from services.gateway.tables import SCHEMA as S
 
 _EXPERIMENTS = f"""
@@ -115,6 +118,20 @@ WHERE g."group" IS NOT NULL
 ORDER BY g."group", r.steps_completed, r.trial_run_id
 """
 RECENT_METRICS_PER_GROUP = 100
+# Every shown point, in primary-key order from just after a key (keyset
+# pagination: each page is one range scan of the primary key, however deep),
+# of every group or of one.
+_METRIC_POINTS_SELECT = f"""
+SELECT "group", steps_completed, trial_run_id, metrics::text AS metrics, reported_at_ns FROM {S}.metrics
+"""
+_METRIC_POINTS = _METRIC_POINTS_SELECT + """
+WHERE trial_id = $1 AND ("group", steps_completed, trial_run_id) > ($2, $3, $4) AND NOT superseded
+ORDER BY "group", steps_completed, trial_run_id LIMIT $5
+"""
+_GROUP_METRIC_POINTS = _METRIC_POINTS_SELECT + """
+WHERE trial_id = $1 AND "group" = $2 AND (steps_completed, trial_run_id) > ($3, $4) AND NOT superseded
+ORDER BY steps_completed, trial_run_id LIMIT $5
+"""
 _ALLOCATION = f"""
 SELECT a.allocation_id, a.trial_id, t.experiment_id, t.current_allocation_id, a.exited_at_ns IS NOT NULL AS exited,
        a.canceled, a.stop_requested, a.stop_reason, t.searcher_length, t.stop_reason AS searcher_stop
@@ -181,9 +198,43 @@ class AllocationView:
         return None
 
 
+# Where a metric point sits in a trial's points: (group, steps_completed, trial_run_id).
+MetricKey = tuple[str, int, int]
+
+
+class ReadModels:
+    """The pool as the queries use it: while PostgreSQL is down (refused,
+    gone, shutting down) a query answers ReadModelsUnavailableError at once,
+    which the API turns into UNAVAILABLE for the caller to retry."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        with _unavailable_while_down():
+            return list(await self._pool.fetch(sql, *args))
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        with _unavailable_while_down():
+            return await self._pool.fetchrow(sql, *args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        with _unavailable_while_down():
+            return await self._pool.fetchval(sql, *args)
+
+
+@contextlib.contextmanager
+def _unavailable_while_down() -> Iterator[None]:
+    try:
+        yield
+    except (*POSTGRES_DOWN, asyncpg.exceptions.UndefinedTableError) as error:
+        # No table yet: PostgreSQL came up a moment ago, the projector creates them.
+        raise ReadModelsUnavailableError(READ_MODELS_UNAVAILABLE) from error
+
+
 class Queries:
     def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+        self.pool = ReadModels(pool)
 
     async def experiments(self, limit: int = 0, offset: int = 0) -> list[api_pb2.Experiment]:
         sql = _EXPERIMENTS + _GROUP_EXPERIMENTS + " LIMIT $1 OFFSET $2"
@@ -242,6 +293,27 @@ class Queries:
         rows = await self.pool.fetch(_RECENT_METRICS, trial_id, RECENT_METRICS_PER_GROUP)
         return [
             metric_point(row["group"], row["steps_completed"], row["metrics"], row["reported_at_ns"])
+            for row in rows
+        ]
+
+    async def metric_points(
+        self, trial_id: int, group: str, after: MetricKey | None, limit: int
+    ) -> list[tuple[MetricKey, api_pb2.MetricPoint]]:
+        """Up to `limit` shown points of the trial (of `group`, or of every
+        group when it is ""), by group, steps and run, after the key `after`
+        (None: from the first); each with its key, to ask for the next page."""
+        # (group, -1, -1) sorts before every stored key of the group, ("", -1, -1)
+        # before every key: steps and runs are not negative, groups not empty.
+        key = after or (group, -1, -1)
+        if group:
+            rows = await self.pool.fetch(_GROUP_METRIC_POINTS, trial_id, group, key[1], key[2], limit)
+        else:
+            rows = await self.pool.fetch(_METRIC_POINTS, trial_id, *key, limit)
+        return [
+            (
+                (row["group"], row["steps_completed"], row["trial_run_id"]),
+                metric_point(row["group"], row["steps_completed"], row["metrics"], row["reported_at_ns"]),
+            )
             for row in rows
         ]
 

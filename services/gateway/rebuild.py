@@ -36,7 +36,8 @@ async def _main(settings: GatewaySettings) -> None:
     try:
         started = time.monotonic()
         position = await rebuild(store, pool)
-        log.info("rebuilt", sequence=position, seconds=round(time.monotonic() - started, 2))
+        seconds = time.monotonic() - started
+        log.info("rebuilt", sequence=position, seconds=round(seconds, 2), events_per_s=round(position / seconds))
     finally:
         await pool.close()
         await store.close()

@@ -10,15 +10,19 @@ import grpc
 import structlog
 
 from determined.proto import api_pb2_grpc
-from services.common.eventstore import EventStore
+from services.common.eventstore import EventStore, StreamLimits
 from services.gateway.auth import AuthInterceptor
 from services.gateway.projector import Projector
 from services.gateway.queries import Queries
 from services.gateway.servicer import Servicer
 from services.gateway.settings import MAX_MESSAGE_BYTES, GatewaySettings
-from services.gateway.tables import ensure_schema
+from services.gateway.tables import POSTGRES_DOWN, ensure_schema
 
 log = structlog.get_logger()
+
+# How long opening a connection to PostgreSQL may take before the query (or
+# the projector's attempt) counts it as down.
+POSTGRES_CONNECT_TIMEOUT_S = 5.0
 
 
 class PortInUseError(Exception):
@@ -38,14 +42,21 @@ class Gateway:
 
     @classmethod
     async def start(cls, settings: GatewaySettings) -> "Gateway":
-        """Connects, creates (or rebuilds) the read models, starts projecting and
-        listening. Raises PortInUseError when the port is taken."""
-        store = await EventStore.connect(settings.nats_url, settings.namespace, name="gateway")
-        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        """Connects to the event log, starts projecting and listening. Raises
+        PortInUseError when the port is taken.
+
+        PostgreSQL need not be up: the pool connects on demand, the projector
+        creates (or rebuilds) the read models once it answers, and queries
+        answer UNAVAILABLE meanwhile."""
+        store = await EventStore.connect(
+            settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
+        )
+        pool = await asyncpg.create_pool(
+            settings.database_url, min_size=0, max_size=10, timeout=POSTGRES_CONNECT_TIMEOUT_S
+        )
         try:
-            async with pool.acquire() as connection:
-                if await ensure_schema(connection):
-                    log.info("read_models_outdated", action="dropped; replaying the log from sequence 1")
+            with contextlib.suppress(*POSTGRES_DOWN):  # else the projector creates them once it is back
+                await _create_read_models(pool)
             projector = Projector(store, pool)
             servicer = Servicer(settings, store, Queries(pool), projector)
             server, port = await _serve(servicer, settings)
@@ -87,6 +98,12 @@ async def _serve(servicer: Servicer, settings: GatewaySettings) -> tuple[grpc.ai
         raise PortInUseError(f"cannot listen on port {settings.gateway_port}: it is in use")
     await server.start()
     return server, port
+
+
+async def _create_read_models(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as connection:
+        if await ensure_schema(connection):
+            log.info("read_models_outdated", action="dropped; replaying the log from sequence 1")
 
 
 def _report_projector_end(task: asyncio.Task[None]) -> None:

@@ -16,6 +16,7 @@ indexed lookup.
 
 import asyncio
 import contextlib
+import hashlib
 import random
 import time
 import uuid
@@ -30,6 +31,7 @@ from determined.common.petname import experiment_name
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.envelope import Append, aggregate
 from services.common.eventstore import ConflictError, EventStore, StoredEvent
+from services.common.eventstore import NotFoundError as StoreNotFoundError
 from services.gateway import commands
 from services.gateway.auth import (
     Principal,
@@ -38,15 +40,18 @@ from services.gateway.auth import (
     require_allocation,
     require_trial,
 )
-from services.gateway.errors import FailedPreconditionError, NotFoundError
+from services.gateway.cluster_parts import cluster_parts
+from services.gateway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
 from services.gateway.logs import trial_logs
 from services.gateway.projector import Projector
-from services.gateway.queries import AllocationView, Queries
+from services.gateway.queries import AllocationView, MetricKey, Queries
 from services.gateway.settings import GatewaySettings
 
 CREATE_ATTEMPTS = 20
 # The longest a WatchAllocation call waits before answering unchanged.
 MAX_WATCH_S = 60.0
+# Metric points per GetTrialMetrics response.
+METRICS_PAGE = 1000
 
 T = TypeVar("T")
 Context: TypeAlias = grpc.aio.ServicerContext
@@ -71,7 +76,8 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.GetMasterRequest, context: Context
     ) -> api_pb2.GetMasterResponse:
         return api_pb2.GetMasterResponse(
-            version=_version(), cluster_id=self.settings.cluster_id, cluster_name=self.settings.cluster_name
+            version=_version(), cluster_id=self.settings.cluster_id, cluster_name=self.settings.cluster_name,
+            parts=cluster_parts(self.settings.status_file),
         )
 
     async def GetAgents(
@@ -90,8 +96,11 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def create_experiment(
         self, request: api_pb2.CreateExperimentRequest, *, request_id: str, principal: Principal
     ) -> api_pb2.CreateExperimentResponse:
-        """Validates, stores the context and appends ExperimentCreated under
-        the next free id. The same request id appends at most once."""
+        """Validates, stores the context (or finds the uploaded one) and
+        appends ExperimentCreated under the next free id. The same request id
+        appends at most once."""
+        if request.context_tgz and request.context_hash:
+            raise InvalidArgumentError("send the context as context_tgz or context_hash, not both")
         commands.check_context_size(len(request.context_tgz))
         config = commands.validate_config(
             request.config_yaml,
@@ -102,7 +111,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         response = api_pb2.CreateExperimentResponse(warnings=config.warnings, config_json=config.config_json)
         if request.validate_only:
             return response
-        context_hash = await self.store.put_context(request.context_tgz) if request.context_tgz else ""
+        context_hash, context_size = await self._context(request)
         owner = principal.actor.partition(":")[2]
 
         def created(experiment_id: int) -> Append:
@@ -112,13 +121,37 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
                 config,
                 owner=owner,
                 context_hash=context_hash,
-                context_size=len(request.context_tgz),
+                context_size=context_size,
                 activate=request.activate,
             )
 
         response.experiment_id = await self._append_next_experiment(created, principal.actor)
         log.info("experiment_created", experiment_id=response.experiment_id, request_id=request_id)
         return response
+
+    async def _context(self, request: api_pb2.CreateExperimentRequest) -> tuple[str, int]:
+        """The experiment's context as (hash, size): sent inline (stored
+        here), uploaded before (it must be stored), or none ("", 0)."""
+        if request.context_tgz:
+            return await self.store.put_context(request.context_tgz), len(request.context_tgz)
+        if not request.context_hash:
+            return "", 0
+        context_hash = commands.checked_context_hash(request.context_hash)
+        try:
+            size = await self.store.context_size(context_hash)
+        except StoreNotFoundError as error:
+            raise NotFoundError(f"{error}; upload it with UploadContext first") from error
+        commands.check_context_size(size)
+        return context_hash, size
+
+    async def UploadContext(
+        self, request_iterator: AsyncIterator[api_pb2.UploadContextRequest], context: Context
+    ) -> api_pb2.UploadContextResponse:
+        """Stores a context archive streamed in chunks, by its hash, without
+        holding it whole; refused (and nothing kept) past the size limit."""
+        context_hash, size = await self.store.put_context_chunks(_context_chunks(request_iterator))
+        log.info("context_uploaded", context_hash=context_hash, size_bytes=size)
+        return api_pb2.UploadContextResponse(context_hash=context_hash, size_bytes=size)
 
     async def _append_next_experiment(self, created: Callable[[int], Append], actor: str) -> int:
         versions = await self.store.aggregate_versions("experiment")
@@ -169,38 +202,43 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.KillExperimentRequest, context: Context
     ) -> api_pb2.KillExperimentResponse:
         state = await self._found(self.queries.experiment_state, request.experiment_id, "experiment")
-        append = commands.kill_requested(request.experiment_id, state)
-        if append is not None:
-            await self.store.append(append, actor=current_principal().actor)
+        decision = commands.kill_requested(request.experiment_id, state)
+        if isinstance(decision, commands.Unchanged):
+            return api_pb2.KillExperimentResponse(unchanged_reason=decision.reason)
+        await self.store.append(decision, actor=current_principal().actor)
         return api_pb2.KillExperimentResponse()
 
     async def ActivateExperiment(
         self, request: api_pb2.ActivateExperimentRequest, context: Context
     ) -> api_pb2.ActivateExperimentResponse:
-        await self._change_state(request.experiment_id, commands.activated)
-        return api_pb2.ActivateExperimentResponse()
+        unchanged = await self._change_state(request.experiment_id, commands.activated)
+        return api_pb2.ActivateExperimentResponse(unchanged_reason=unchanged)
 
     async def PauseExperiment(
         self, request: api_pb2.PauseExperimentRequest, context: Context
     ) -> api_pb2.PauseExperimentResponse:
-        await self._change_state(request.experiment_id, commands.paused)
-        return api_pb2.PauseExperimentResponse()
+        unchanged = await self._change_state(request.experiment_id, commands.paused)
+        return api_pb2.PauseExperimentResponse(unchanged_reason=unchanged)
 
-    async def _change_state(self, experiment_id: int, decide: Callable[[int, str, int], Append | None]) -> None:
+    async def _change_state(
+        self, experiment_id: int, decide: Callable[[int, str, int], Append | commands.Unchanged]
+    ) -> str:
         """Appends what `decide` makes of the experiment's state, against the
-        version that state was read at: a change meanwhile fails the append."""
+        version that state was read at: a change meanwhile fails the append.
+        Returns why nothing changed ("" when the change was appended)."""
         stored = await self.store.last_event(aggregate("experiment", experiment_id))
         if stored is None:
             raise NotFoundError(f"experiment {experiment_id} not found")
         await self.projector.wait_for(stored.sequence)  # decide on a state at least this new
         state = await self._found(self.queries.experiment_state, experiment_id, "experiment")
-        append = decide(experiment_id, state, stored.sequence)
-        if append is None:
-            return
+        decision = decide(experiment_id, state, stored.sequence)
+        if isinstance(decision, commands.Unchanged):
+            return decision.reason
         try:
-            await self.store.append(append, actor=current_principal().actor)
+            await self.store.append(decision, actor=current_principal().actor)
         except ConflictError as error:
             raise FailedPreconditionError(f"experiment {experiment_id} changed meanwhile; try again") from error
+        return ""
 
     # -- trials ------------------------------------------------------------------------
 
@@ -221,11 +259,29 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         ):
             yield response
 
+    async def GetTrialMetrics(
+        self, request: api_pb2.GetTrialMetricsRequest, context: Context
+    ) -> AsyncIterator[api_pb2.GetTrialMetricsResponse]:
+        """Every shown point (superseded ones are not) of the trial's metrics,
+        of one group or all, by group then step, METRICS_PAGE points per
+        response, each page read on its own (no transaction held open while
+        a slow reader drains the stream)."""
+        await self._found(self.queries.trial_status, request.trial_id, "trial")
+        after: MetricKey | None = None
+        while True:
+            page = await self.queries.metric_points(request.trial_id, request.group, after, METRICS_PAGE)
+            if page:
+                yield api_pb2.GetTrialMetricsResponse(points=[point for _, point in page])
+            if len(page) < METRICS_PAGE:
+                return
+            after = page[-1][0]
+
     async def KillTrial(self, request: api_pb2.KillTrialRequest, context: Context) -> api_pb2.KillTrialResponse:
         status = await self._found(self.queries.trial_status, request.trial_id, "trial")
-        append = commands.trial_kill_requested(request.trial_id, status.experiment_id, status.state)
-        if append is not None:
-            await self.store.append(append, actor=current_principal().actor)
+        decision = commands.trial_kill_requested(request.trial_id, status.experiment_id, status.state)
+        if isinstance(decision, commands.Unchanged):
+            return api_pb2.KillTrialResponse(unchanged_reason=decision.reason)
+        await self.store.append(decision, actor=current_principal().actor)
         return api_pb2.KillTrialResponse()
 
     # -- reports from trial processes ------------------------------------------------------
@@ -233,8 +289,14 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     async def ReportMetrics(
         self, request: api_pb2.ReportMetricsRequest, context: Context
     ) -> api_pb2.ReportMetricsResponse:
+        """Appends the batch's events (a retried batch stores none twice: message ids). A
+        batch with an event too large for the event log is refused whole (INVALID_ARGUMENT,
+        naming the limit) before any is appended, so that the harness can split it and send
+        its parts under ids of their own without storing a report twice."""
         principal, allocation = await self._reporting(request.trial_id)
-        for append in commands.metrics_reported(request, allocation.experiment_id):
+        appends = commands.metrics_reported(request, allocation.experiment_id)
+        commands.check_event_sizes(appends, self.store.nc.max_payload, f"metrics batch {request.batch_seq}")
+        for append in appends:
             await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportMetricsResponse()
 
@@ -252,6 +314,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     ) -> api_pb2.ReportCheckpointResponse:
         principal, allocation = await self._reporting(request.trial_id)
         append = commands.checkpoint_reported(request, allocation.experiment_id, reported_at_ns=time.time_ns())
+        commands.check_event_sizes([append], self.store.nc.max_payload, f"the report of checkpoint {request.uuid}")
         await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportCheckpointResponse()
 
@@ -381,6 +444,22 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         if found is None:
             raise NotFoundError(f"{what} {key} not found")
         return found
+
+
+async def _context_chunks(requests: AsyncIterator[api_pb2.UploadContextRequest]) -> AsyncIterator[bytes]:
+    """The chunks of an upload, refused as soon as they pass the size limit,
+    and at the end unless the last request names the hash of them all (see
+    UploadContextRequest): what raises here leaves nothing stored."""
+    received = 0
+    sha = hashlib.sha256()
+    claimed = ""
+    async for request in requests:
+        received += len(request.chunk)
+        commands.check_context_size(received, complete=False)
+        sha.update(request.chunk)
+        claimed = request.context_hash
+        yield request.chunk
+    commands.check_uploaded(claimed, sha.hexdigest())
 
 
 def _watch_answer(allocation: AllocationView) -> api_pb2.WatchAllocationResponse:

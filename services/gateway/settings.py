@@ -1,7 +1,11 @@
 """The gateway's settings (environment, prefix DET_), validated at start-up."""
 
+from pathlib import Path
+from typing import Annotated
+
 from pydantic import Field
 
+from services.common.eventstore import LOGS_MAX_BYTES
 from services.common.settings import CommonSettings
 
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
@@ -17,3 +21,7 @@ class GatewaySettings(CommonSettings):
     cluster_name: str = "determined-es"
     # How long in-flight RPCs get to finish on SIGTERM.
     grace_period_s: float = 5.0
+    # The most the LOGS stream holds (the oldest trial logs are discarded past it).
+    logs_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = LOGS_MAX_BYTES
+    # A local cluster's supervisor's record of every part (GetMaster's `parts`); unset: none.
+    status_file: Path | None = None

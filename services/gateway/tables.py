@@ -28,6 +28,24 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 SCHEMA = "read_model"
+
+
+class ConnectionLostError(Exception):
+    """The connection closed under a transaction (asyncpg says only
+    InterfaceError: "the underlying connection is closed")."""
+
+
+# What asyncpg raises when PostgreSQL cannot be reached or went away, as
+# opposed to an error of a statement: the read models are unavailable for now.
+POSTGRES_DOWN: tuple[type[BaseException], ...] = (
+    ConnectionLostError,
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+)
 # Serialises schema creation between gateways starting at the same time.
 _SCHEMA_LOCK_KEY = 0x6465745F726D  # "det_rm"
 

@@ -114,7 +114,7 @@ def test_gateway_restart_mid_run_loses_no_metric(cluster: Cluster, tmp_path: Pat
     logs = cluster.logs(trial_id)
     assert "reporting done" in logs
     # The restart hit the shipper while it was sending: it waited for the new gateway.
-    assert "gateway unreachable" in logs, logs
+    assert logs.count("reports: waiting for the gateway") == 1, logs  # one line per outage
     rows = cluster.query(
         'SELECT steps_completed, metrics FROM read_model.metrics WHERE trial_id = $1 AND "group" = $2',
         trial_id,

@@ -26,9 +26,11 @@ from determined.common.context import pack_context
 from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
+from services.agent.launch import AgentError
 from services.agent.runner import ForkServer
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
+from services.common.processes import process_alive
 from services.scheduler.__main__ import SchedulerSettings
 from services.scheduler.__main__ import run as run_scheduler
 from services.searcher.__main__ import SearcherSettings
@@ -145,6 +147,40 @@ async def test_an_entrypoint_that_is_not_a_plain_script_runs_as_before(
     [exited] = payloads(envelopes, ev.AllocationExited)
     assert exited.exit_code == 4
     assert await _lines(event_store, 1) == [("stdout", "forked False")]
+
+
+async def test_a_forked_child_records_itself_first_and_dies_with_the_fork_server(tmp_path: Path) -> None:
+    """The child writes its process record before it runs the script; the
+    kernel kills it when the fork server dies (as the server dies with the agent)."""
+    (tmp_path / "t.py").write_text(
+        "import json, os, time\n"
+        "record = json.load(open('process.json'))\n"
+        "print(record['pid'] == os.getpid() == record['pgid'], record['allocation_id'], flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": "1"}
+    record = {"path": str(tmp_path / "process.json"), "agent_id": "agent-1", "allocation_id": "4.1"}
+    server = ForkServer()
+    try:
+        process = await server.spawn(["t.py"], tmp_path, env, record)
+        assert process.stdout is not None
+        assert await asyncio.wait_for(process.stdout.readline(), 30) == b"True 4.1\n"
+        assert server.process is not None
+        server.process.kill()
+        assert await asyncio.wait_for(process.wait(), 10) != 0
+        assert not process_alive(process.pid)
+    finally:
+        await server.close()
+
+
+async def test_a_request_with_a_bad_record_starts_nothing(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("print('ran')\n")
+    server = ForkServer()
+    try:
+        with pytest.raises(AgentError, match="record must be an object of strings"):
+            await server.spawn(["t.py"], tmp_path, {"PATH": os.environ["PATH"]}, {"path": str(tmp_path / "p")})
+    finally:
+        await server.close()
 
 
 @pytest.mark.parametrize(

@@ -31,16 +31,16 @@ def settings(nats_url: str, namespace: str) -> dict[str, object]:
 
 @asynccontextmanager
 async def cluster(
-    settings: dict[str, object], work_dir: Path
+    settings: dict[str, object], work_dir: Path, **agent: object
 ) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    """Searcher, scheduler and agent-1 (with more agent settings if given)."""
+    agent_settings = AgentSettings(
+        **settings, agent_id="agent-1", agent_work_dir=work_dir, agent_kill_grace_s=2, **agent
+    )
     tasks = {
         "searcher": asyncio.create_task(run_searcher(SearcherSettings(**settings))),
         "scheduler": asyncio.create_task(run_scheduler(SchedulerSettings(**settings))),
-        "agent": asyncio.create_task(
-            run_agent(
-                AgentSettings(**settings, agent_id="agent-1", agent_work_dir=work_dir, agent_kill_grace_s=2)
-            )
-        ),
+        "agent": asyncio.create_task(run_agent(agent_settings)),
     }
     try:
         yield tasks

@@ -1,8 +1,11 @@
 """A small in-process gateway for the Core API tests: a real grpc server with a servicer
 that implements the calls trial processes make and records what arrives.
 
-Metric batches are stored by batch_seq, as the real gateway does with its message ids; calls
-can be refused with UNAVAILABLE, and the server stopped and restarted on the same port.
+Metric batches are stored by (batch_seq, reporter_id), as the real gateway does with its message
+ids, and refused whole with INVALID_ARGUMENT past `max_batch_bytes` of JSON, as the real one
+refuses an event too large for the event log; calls can be refused with UNAVAILABLE (a number of
+them, or all while `down`, as during a nats-server outage), and the server stopped and restarted
+on the same port.
 WatchAllocation is a long poll with the real one's rules (answer at once when the caller's
 stop or searcher_length is out of date or the searcher stopped the trial, else on a change or
 after timeout_s); `decisions` plays the searcher: a validation at steps_completed S applies
@@ -31,8 +34,11 @@ MAX_WATCH_S = 60.0
 
 class FakeGateway(api_pb2_grpc.DeterminedServicer):
     def __init__(self) -> None:
-        self.batches: dict[int, api_pb2.ReportMetricsRequest] = {}
+        self.batches: dict[tuple[int, str], api_pb2.ReportMetricsRequest] = {}
         self.metric_calls = 0
+        self.max_batch_bytes: int | None = None
+        self.down = False
+        self.calls = 0
         self.progress: list[float] = []
         self.checkpoints: list[api_pb2.ReportCheckpointRequest] = []
         self.statuses: list[api_pb2.ReportStatusRequest] = []
@@ -67,6 +73,9 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
     def _refuse(self, context: grpc.ServicerContext) -> None:
         self.tokens.add(dict(context.invocation_metadata()).get("x-allocation-token", ""))
         with self.lock:
+            self.calls += 1
+            if self.down:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable; retrying")
             if self.unavailable_calls > 0:
                 self.unavailable_calls -= 1
                 context.abort(grpc.StatusCode.UNAVAILABLE, "gateway starting")
@@ -76,7 +85,14 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
     def ReportMetrics(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.metric_calls += 1
         self._refuse(context)
-        self.batches.setdefault(request.batch_seq, request)
+        size = sum(len(report.metrics_json) for report in request.reports)
+        if self.max_batch_bytes is not None and size > self.max_batch_bytes:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"metrics batch {request.batch_seq} is too large for the event log: {size} bytes, "
+                f"at most {self.max_batch_bytes}",
+            )
+        self.batches.setdefault((request.batch_seq, request.reporter_id), request)
         self.order.append("metrics")
         for report in request.reports:
             if report.group == "validation" and report.steps_completed in self.decisions:

@@ -310,6 +310,68 @@ def test_an_old_shape_assignment_reads_as_its_request_and_placement() -> None:
     assert (append.payload.experiment_id, append.payload.trial_id, append.payload.agent_lost) == (3, 7, True)
 
 
+# -- this run of the agent, and earlier runs -----------------------------------------------
+
+
+def boot(boot_id: str, agent_id: str = "a") -> Envelope:
+    """A run's registration, as `agent_registered` appends it."""
+    append = agent_registered(agent_id, agent_id, [ev.Slot(slot_id=0, type="cpu")], boot_id)
+    return wrap(append, actor="service:agent", occurred_at_ns=0)
+
+
+def run_of(boot_id: str) -> AgentCore:
+    return AgentCore("a", boot_id)
+
+
+def fold(core_: AgentCore, *items: Message | Envelope) -> AgentState:
+    state = core_.initial_state()
+    for item in items:
+        state = core_.evolve(state, item if isinstance(item, Envelope) else envelope(item))
+    return state
+
+
+def test_a_run_is_registered_once_its_own_registration_is_folded() -> None:
+    this = run_of("boot-2")
+    assert not fold(this).registered
+    assert not fold(this, boot("boot-1"), *placed("1.1")).registered  # an earlier run's
+    assert not fold(this, boot("boot-2", agent_id="b")).registered  # another agent's, same boot id
+    state = fold(this, boot("boot-1"), *placed("1.1"), boot("boot-2"))
+    assert state.registered and state.allocations["1.1"].orphaned
+
+
+def test_a_replay_that_says_it_caught_up_early_shows_nothing_to_start() -> None:
+    """The log may be replayed up to an allocation an earlier run started
+    before this run's registration is folded: not registered yet, so the
+    runner starts nothing; once it is folded, the allocation is an orphan,
+    closed as lost, never started twice."""
+    this = run_of("boot-2")
+    early = fold(this, boot("boot-1"), *placed("1.1"), ev.AllocationStarted(allocation_id="1.1", pid=7))
+    assert not early.registered and not early.allocations["1.1"].orphaned
+    state = this.evolve(early, boot("boot-2"))
+    assert state.registered
+    [append] = this.decide(state)
+    assert append.payload.allocation_id == "1.1" and append.payload.agent_lost
+
+
+def test_what_is_assigned_after_this_runs_registration_is_its_own() -> None:
+    this = run_of("boot-2")
+    state = fold(this, boot("boot-1"), requested("1.1"), boot("boot-2"), assigned("1.1"))
+    assert state.registered and not state.allocations["1.1"].orphaned
+    assert this.decide(state) == []
+
+
+def test_a_later_run_takes_this_runs_allocations() -> None:
+    """Another run with the same agent id registered after this one: this
+    run's allocations are orphans (the runner kills their processes)."""
+    this = run_of("boot-2")
+    state = fold(this, boot("boot-2"), *placed("1.1"), boot("boot-3"))
+    assert state.registered and state.allocations["1.1"].orphaned
+
+
+def test_a_replay_without_a_run_is_never_registered() -> None:
+    assert not fold(AgentCore("a"), boot(""), boot("boot-1"), *placed("1.1")).registered
+
+
 # -- the events the runner appends -------------------------------------------------------
 
 

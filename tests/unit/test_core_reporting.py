@@ -39,7 +39,7 @@ def test_reports_arrive_in_order_in_batches_with_token(gateway: Server, on_clust
         ("validation", 2500)
     ]
     assert fake.reports()[-2][2] == {"loss": 1 / 2500, "step": 2500}
-    seqs = sorted(fake.batches)
+    seqs = sorted(seq for seq, _ in fake.batches)
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert all(len(batch.reports) <= _metrics.MAX_BATCH_REPORTS for batch in fake.batches.values())
     assert {(b.trial_id, b.trial_run_id) for b in fake.batches.values()} == {(7, 2)}

@@ -1,11 +1,13 @@
-"""run/cluster.json: what restart_service needs from it, and its refusals."""
+"""run/cluster.json: what the supervisor needs from it, and the refusals of
+the commands that act on one part."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from deploy.local.cluster import ClusterOptions, ClusterRecord, DeployError, restart_service
+from deploy.local.cluster import ClusterOptions, ClusterRecord, DeployError
+from deploy.local.control import restart_part, start_part, stop_part
 
 
 def test_a_record_keeps_the_options_a_restarted_service_needs(tmp_path: Path) -> None:
@@ -13,10 +15,14 @@ def test_a_record_keeps_the_options_a_restarted_service_needs(tmp_path: Path) ->
                              agent_id="a1")
     record = ClusterRecord.of(options)
     record.pids["gateway"] = 123
+    record.start_ticks["gateway"] = 456
+    record.supervisor_pid = 7
+    record.postgres_data_dir = "/var/lib/determined-es/x/postgres"
     record.save(tmp_path)
     loaded = ClusterRecord.load(tmp_path)
     assert loaded == record
     assert loaded is not None and loaded.options(tmp_path) == options
+    assert loaded.postgres_folder(tmp_path) == Path("/var/lib/determined-es/x/postgres")
 
 
 def test_a_cluster_json_from_before_the_options_loads_with_their_defaults(tmp_path: Path) -> None:
@@ -27,16 +33,19 @@ def test_a_cluster_json_from_before_the_options_loads_with_their_defaults(tmp_pa
     assert loaded is not None
     assert loaded.options(tmp_path) == ClusterOptions(tmp_path, 1, 2, 3)
     assert loaded.pids == {"agent": 4}
+    assert (loaded.supervisor_pid, loaded.start_ticks) == (0, {})
+    assert loaded.postgres_folder(tmp_path) == tmp_path / "postgres"
 
 
-def test_restart_service_refuses_an_unknown_service(tmp_path: Path) -> None:
-    with pytest.raises(DeployError, match="no service is called 'postgres'"):
-        restart_service(tmp_path, "postgres")
+@pytest.mark.parametrize("change", [restart_part, stop_part, start_part])
+def test_a_part_change_refuses_an_unknown_part(tmp_path: Path, change: object) -> None:
+    with pytest.raises(DeployError, match="no part is called 'postgress'; the parts are: nats-server, postgres"):
+        change(tmp_path, "postgress")  # type: ignore[operator]
 
 
-def test_restart_service_refuses_when_no_cluster_runs(tmp_path: Path) -> None:
+def test_a_part_change_refuses_when_no_cluster_runs(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="no cluster is running"):
-        restart_service(tmp_path, "gateway")
-    ClusterRecord(1, 2, 3, pids={"gateway": 2**22 + 12345}).save(tmp_path)  # a pid that is gone
-    with pytest.raises(DeployError, match="no cluster is running"):
-        restart_service(tmp_path, "gateway")
+        restart_part(tmp_path, "gateway")
+    ClusterRecord(1, 2, 3, pids={"gateway": 2**22 + 12345}, supervisor_pid=2**22 + 12346).save(tmp_path)
+    with pytest.raises(DeployError, match="no cluster is running .*its supervisor has exited"):
+        restart_part(tmp_path, "postgres")

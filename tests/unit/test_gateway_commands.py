@@ -47,40 +47,53 @@ def test_created_event_expects_a_new_aggregate() -> None:
     assert append.payload.experiment_id == 4 and append.payload.activate
 
 
-def test_kill_of_an_ended_experiment_is_a_no_op() -> None:
-    assert commands.kill_requested(1, "COMPLETED") is None
-    append = commands.kill_requested(1, "PAUSED")
-    assert append is not None and (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
+def appended(decision: Append | commands.Unchanged) -> Append:
+    assert isinstance(decision, Append), decision
+    return decision
+
+
+def test_a_kill_of_an_ended_or_killed_experiment_changes_nothing_and_says_so() -> None:
+    for state in ("COMPLETED", "CANCELED", "ERROR", "STOPPING_KILLED"):
+        assert commands.kill_requested(3, state) == commands.Unchanged(
+            f"Experiment 3 is already {state}: nothing to kill"
+        )
+    for state in ("PAUSED", "ACTIVE", "STOPPING_COMPLETED"):
+        append = appended(commands.kill_requested(1, state))
+        assert (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
 
 
 def test_only_a_paused_experiment_is_activated_against_its_version() -> None:
-    append = commands.activated(3, "PAUSED", version=17)
-    assert append is not None
+    append = appended(commands.activated(3, "PAUSED", version=17))
     assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "activate-3-17", 17)
     assert append.payload.state == events_pb2.EXPERIMENT_STATE_ACTIVE
-    assert commands.activated(3, "ACTIVE", version=17) is None
-    for ended in ("COMPLETED", "CANCELED", "STOPPING_KILLED"):
-        with pytest.raises(FailedPreconditionError, match=f"is {ended} and cannot be activated"):
-            commands.activated(3, ended, version=17)
+    for there in ("ACTIVE", "COMPLETED", "CANCELED"):
+        assert commands.activated(3, there, version=17) == commands.Unchanged(
+            f"Experiment 3 is already {there}: nothing to activate"
+        )
+    with pytest.raises(FailedPreconditionError, match="is STOPPING_KILLED and cannot be activated"):
+        commands.activated(3, "STOPPING_KILLED", version=17)
 
 
 def test_pause_is_decided_against_the_version_and_refused_once_stopping() -> None:
-    append = commands.paused(3, "ACTIVE", version=4)
-    assert append is not None
+    append = appended(commands.paused(3, "ACTIVE", version=4))
     assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "pause-3-4", 4)
     assert append.payload.state == events_pb2.EXPERIMENT_STATE_PAUSED
     assert append.payload.reason == "paused by a user"
-    assert commands.paused(3, "PAUSED", version=4) is None
-    for ended in ("ERROR", "STOPPING_CANCELED"):
-        with pytest.raises(FailedPreconditionError, match=f"is {ended} and cannot be paused"):
-            commands.paused(3, ended, version=4)
+    for there in ("PAUSED", "ERROR"):
+        assert commands.paused(3, there, version=4) == commands.Unchanged(
+            f"Experiment 3 is already {there}: nothing to pause"
+        )
+    with pytest.raises(FailedPreconditionError, match="is STOPPING_CANCELED and cannot be paused"):
+        commands.paused(3, "STOPPING_CANCELED", version=4)
 
 
 def test_a_trial_is_killed_once_and_not_after_it_ended() -> None:
-    append = commands.trial_kill_requested(7, 2, "ACTIVE")
-    assert append is not None and (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7")
+    append = appended(commands.trial_kill_requested(7, 2, "ACTIVE"))
+    assert (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7")
     assert (append.payload.trial_id, append.payload.experiment_id) == (7, 2)
-    assert commands.trial_kill_requested(7, 2, "CANCELED") is None
+    assert commands.trial_kill_requested(7, 2, "CANCELED") == commands.Unchanged(
+        "Trial 7 is already CANCELED: nothing to kill"
+    )
 
 
 def metric_request(*reports: events_pb2.MetricReport) -> api_pb2.ReportMetricsRequest:
@@ -180,8 +193,18 @@ def test_checkpoint_is_keyed_by_uuid() -> None:
 
 def test_contexts_over_95_mib_are_refused() -> None:
     commands.check_context_size(commands.MAX_CONTEXT_BYTES)
-    with pytest.raises(InvalidArgumentError, match="95 MiB"):
+    with pytest.raises(InvalidArgumentError, match="is 95.0 MiB packed; at most 95 MiB"):
         commands.check_context_size(commands.MAX_CONTEXT_BYTES + 1)
+    with pytest.raises(InvalidArgumentError, match="is more than 95 MiB packed"):
+        commands.check_context_size(commands.MAX_CONTEXT_BYTES + 1, complete=False)
+
+
+def test_a_context_hash_is_a_sha256() -> None:
+    digest = "ab" * 32
+    assert commands.checked_context_hash(digest) == digest
+    for bad in ("", "AB" * 32, "ab" * 31, "../" + "a" * 61):
+        with pytest.raises(InvalidArgumentError, match="context_hash"):
+            commands.checked_context_hash(bad)
 
 
 def test_an_early_exit_is_reported_once_per_trial_with_a_known_reason() -> None:
@@ -232,3 +255,12 @@ def test_metadata_must_be_a_json_object(text: str) -> None:
 def test_metadata_has_a_size_limit() -> None:
     with pytest.raises(InvalidArgumentError, match="at most"):
         metadata(json.dumps({"x": "y" * commands.MAX_METADATA_BYTES}))
+
+
+def test_an_upload_is_kept_only_when_its_last_request_names_what_arrived() -> None:
+    digest = "ab" * 32
+    commands.check_uploaded(digest, digest)
+    with pytest.raises(InvalidArgumentError, match="cut short"):
+        commands.check_uploaded("", digest)
+    with pytest.raises(InvalidArgumentError, match="damaged"):
+        commands.check_uploaded("cd" * 32, digest)

@@ -1,14 +1,49 @@
-"""Row building: which statements and rows each event gives."""
+"""Row building: the rows a batch of events leaves, folded over the rows
+stored before it (projection.Plan.rows), and the metric points it upserts."""
 
 import json
+from typing import Any
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, wrap
 from services.gateway import projection
 
+Row = dict[str, Any]
+
 
 def envelope(payload: object, at: int = 100, aggregate: str = "x/1") -> ev.Envelope:
     return wrap(Append(aggregate, payload, "m"), actor="service:test", occurred_at_ns=at)  # type: ignore[arg-type]
+
+
+def plan(*payloads: object, at: int = 100) -> projection.Plan:
+    return projection.plan_batch([envelope(payload, at=at) for payload in payloads])
+
+
+def written(batch: projection.Plan, **stored: list[Row]) -> dict[str, dict[Any, Row]]:
+    """The rows the batch writes back, by table and key, given the stored rows."""
+    by_key = {
+        table: {row[projection.key_column(table)]: row for row in rows} for table, rows in stored.items()
+    }
+    return {
+        table: {row[projection.key_column(table)]: row for row in rows}
+        for table, rows in batch.rows(by_key).items()
+        if rows
+    }
+
+
+def experiment(**changes: Any) -> Row:
+    created = ev.ExperimentCreated(experiment_id=1, name="e", owner="o", activate=True)
+    return {**projection.experiment_row(created, 1), **changes}
+
+
+def trial(trial_id: int = 3, **changes: Any) -> Row:
+    return {**projection.trial_row(ev.TrialCreated(trial_id=trial_id, experiment_id=1), 1), **changes}
+
+
+def allocation(allocation_id: str = "1.1", **changes: Any) -> Row:
+    trial_id, _, run_id = allocation_id.partition(".")
+    launch = ev.TrialLaunch(trial_id=int(trial_id), trial_run_id=int(run_id))
+    return {**projection.allocation_row(allocation_id, launch, 1), **changes}
 
 
 def requested(trial_id: int, run_id: int, resumed_at: int = 0) -> ev.AllocationRequested:
@@ -25,81 +60,110 @@ def test_experiment_created_reads_its_config() -> None:
     config = {"searcher": {"name": "single", "metric": "acc", "smaller_is_better": False},
               "resources": {"resource_pool": "gpu"}, "labels": ["a"], "description": "d"}
     created = ev.ExperimentCreated(experiment_id=3, name="n", owner="o", config_json=json.dumps(config))
-    plan = projection.plan_batch([envelope(created, at=7)])
-    [(sql, row)] = plan.statements
-    assert sql == projection.EXPERIMENT_CREATED
-    assert row[:6] == (3, "n", "o", "PAUSED", 7, "d")
-    assert row[6:11] == ('["a"]', "gpu", "single", "acc", False)
+    row = written(plan(created, at=7))["experiments"][3]
+    assert (row["name"], row["owner"], row["state"], row["started_at_ns"], row["description"]) == (
+        "n", "o", "PAUSED", 7, "d"
+    )
+    assert (row["labels"], row["resource_pool"], row["searcher_name"], row["searcher_metric"]) == (
+        '["a"]', "gpu", "single", "acc"
+    )
+    assert row["smaller_is_better"] is False
+    assert (row["ended_at_ns"], row["end_reason"], row["progress"]) == (None, "", None)
 
 
-def test_states_lose_their_prefix_and_terminal_ones_end() -> None:
-    changed = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_ERROR, reason="why")
+def test_a_creation_keeps_the_stored_row_and_a_change_needs_one() -> None:
+    stored = trial(3, progress=0.5)
+    replayed = plan(ev.TrialCreated(trial_id=3, experiment_id=1, length=9))
+    assert written(replayed, trials=[stored]) == {}
+    orphan = plan(ev.TrialProgressReported(trial_id=4, progress=0.5), ev.AllocationStarted(allocation_id="9.1"))
+    assert written(orphan) == {}
+
+
+def test_states_lose_their_prefix_and_terminal_ones_end_once() -> None:
+    errored = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_ERROR, reason="why")
+    row = written(plan(errored, at=9), experiments=[experiment()])["experiments"][1]
+    assert (row["state"], row["ended_at_ns"], row["end_reason"]) == ("ERROR", 9, "why")
+    again = written(plan(errored, at=12), experiments=[row])
+    assert again == {}  # the first end time stays
     paused = ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_PAUSED)
-    plan = projection.plan_batch([envelope(changed, at=9), envelope(paused, at=10)])
-    assert [row for _, row in plan.statements] == [(1, "ERROR", 9, "why"), (1, "PAUSED", None, "")]
-    ended = ev.TrialEnded(trial_id=2, state=ev.TRIAL_STATE_ERROR, reason="r")
-    assert projection.plan_batch([envelope(ended, at=4)]).statements == [
-        (projection.TRIAL_ENDED, (2, "ERROR", "r", 4))
-    ]
+    row = written(plan(paused, at=10), experiments=[experiment()])["experiments"][1]
+    assert (row["state"], row["ended_at_ns"], row["end_reason"]) == ("PAUSED", None, "")
+    ended = ev.TrialEnded(trial_id=3, state=ev.TRIAL_STATE_ERROR, reason="r")
+    row = written(plan(ended, at=4), trials=[trial(progress=0.5)])["trials"][3]
+    assert (row["state"], row["end_reason"], row["ended_at_ns"], row["progress"]) == ("ERROR", "r", 4, 0.5)
+    completed = ev.TrialEnded(trial_id=3, state=ev.TRIAL_STATE_COMPLETED)
+    assert written(plan(completed), trials=[trial(progress=0.5)])["trials"][3]["progress"] == 1.0
+
+
+def test_a_kill_does_not_reopen_an_ended_experiment() -> None:
+    kill = ev.ExperimentKillRequested(experiment_id=1)
+    assert written(plan(kill), experiments=[experiment()])["experiments"][1]["state"] == "STOPPING_KILLED"
+    assert written(plan(kill), experiments=[experiment(state="COMPLETED")]) == {}
 
 
 def test_metric_points_keep_the_newest_report_of_a_batch() -> None:
     first = ev.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 1}')
     again = ev.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 2}', reported_at_ns=5)
     later = ev.MetricReport(group="validation", steps_completed=20, metrics_json='{"loss": 3}')
-    batch = [
+    batch = projection.plan_batch([
         envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[first, later]), at=50),
         envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[again]), at=60),
-    ]
-    plan = projection.plan_batch(batch)
-    assert list(plan.metric_rows.values()) == [
+    ])
+    assert list(batch.metric_rows.values()) == [
         (1, "validation", 20, 1, '{"loss": 3}', 50, False),
         (1, "training", 10, 1, '{"loss": 2}', 5, False),
     ]
-    assert plan.metric_columns()[0] == [1, 1]
-    assert plan.total_batches == {1: 20}
-    assert plan.statements == []
+    assert batch.metric_columns()[0] == [1, 1]
+    assert batch.total_batches == {1: 20}
+    assert batch.changes == []
+
+
+def test_the_batches_a_trial_got_through_are_its_highest_point() -> None:
+    assert written(plan(training(3, 1, 10, 30)), trials=[trial(total_batches=20)])["trials"][3]["total_batches"] == 30
+    assert written(plan(training(3, 1, 10)), trials=[trial(total_batches=20)]) == {}
 
 
 def test_a_validation_is_a_point_of_the_validation_group() -> None:
     validation = ev.TrialValidationReported(trial_id=2, trial_run_id=3, steps_completed=40, metrics_json='{"a": 1}')
-    plan = projection.plan_batch([envelope(validation, at=9)])
-    assert list(plan.metric_rows.values()) == [(2, "validation", 40, 3, '{"a": 1}', 9, False)]
-    assert plan.total_batches == {2: 40}
+    batch = plan(validation, at=9)
+    assert list(batch.metric_rows.values()) == [(2, "validation", 40, 3, '{"a": 1}', 9, False)]
+    assert batch.total_batches == {2: 40}
 
 
 def test_a_request_makes_the_run_current_and_an_assignment_places_it() -> None:
     placements = [ev.Placement(agent_id="a", slot_ids=[0, 1]), ev.Placement(agent_id="b", slot_ids=[0])]
     assigned = ev.AllocationAssigned(allocation_id="4.2", task_id="4", placements=placements)
     exited = ev.AllocationExited(allocation_id="4.2", trial_id=4, exit_code=3, agent_lost=True)
-    plan = projection.plan_batch([envelope(requested(4, 2, resumed_at=7), at=1), envelope(assigned, at=2),
-                                  envelope(exited, at=3)])
-    placed = '[{"agent_id": "a", "slot_ids": [0, 1]}, {"agent_id": "b", "slot_ids": [0]}]'
-    assert plan.statements == [
-        (projection.ALLOCATION_REQUESTED, ("4.2", 4, 2, 1)),
-        (projection.TRIAL_RUN_REQUESTED, (4, "4.2", 2, 7)),
-        (projection.METRICS_SUPERSEDED, (4, 2, 7)),
-        (projection.ALLOCATION_ASSIGNED, ("4.2", placed, 2)),
-        (projection.ALLOCATION_EXITED, ("4.2", 3, 3, False, "", True)),
-    ]
+    batch = projection.plan_batch([envelope(requested(4, 2, resumed_at=7), at=1), envelope(assigned, at=2),
+                                   envelope(exited, at=3)])
+    rows = written(batch, trials=[trial(4, runs=1, total_batches=10, current_allocation_id="4.1")])
+    assert rows["allocations"]["4.2"] == {
+        **allocation("4.2"),
+        "placements": '[{"agent_id": "a", "slot_ids": [0, 1]}, {"agent_id": "b", "slot_ids": [0]}]',
+        "assigned_at_ns": 2,
+        "exited_at_ns": 3,
+        "exit_code": 3,
+        "error": "",
+        "agent_lost": True,
+    }
+    current = rows["trials"][4]
+    assert (current["current_allocation_id"], current["runs"], current["total_batches"]) == ("4.2", 2, 7)
+    assert batch.superseded == [(4, 2, 7)]
 
 
 def test_an_old_assignment_reads_as_a_request_and_an_assignment() -> None:
     old = ev.AllocationAssigned(allocation_id="5.1", trial_id=5, trial_run_id=1, agent_id="a", slot_ids=[2],
                                 config_json="{}", experiment_id=1)
-    plan = projection.plan_batch([envelope(old, at=8)])
-    assert plan.statements == [
-        (projection.ALLOCATION_REQUESTED, ("5.1", 5, 1, 8)),
-        (projection.TRIAL_RUN_REQUESTED, (5, "5.1", 1, 0)),
-        (projection.METRICS_SUPERSEDED, (5, 1, 0)),
-        (projection.ALLOCATION_ASSIGNED, ("5.1", '[{"agent_id": "a", "slot_ids": [2]}]', 8)),
-    ]
+    batch = plan(old, at=8)
+    row = written(batch)["allocations"]["5.1"]
+    assert (row["trial_id"], row["trial_run_id"], row["requested_at_ns"], row["assigned_at_ns"]) == (5, 1, 8, 8)
+    assert row["placements"] == '[{"agent_id": "a", "slot_ids": [2]}]'
+    assert batch.superseded == [(5, 1, 0)]
 
 
 def test_a_resumed_run_supersedes_the_points_past_its_resume_point() -> None:
-    batch = [training(1, 1, 10, 20, 30), training(2, 1, 30), requested(1, 2, resumed_at=20), training(1, 2, 30, 40)]
-    plan = projection.plan_batch([envelope(payload) for payload in batch])
-    shown = {key: row[-1] for key, row in plan.metric_rows.items()}
+    batch = plan(training(1, 1, 10, 20, 30), training(2, 1, 30), requested(1, 2, resumed_at=20), training(1, 2, 30, 40))
+    shown = {key: row[-1] for key, row in batch.metric_rows.items()}
     assert shown == {
         (1, "training", 10, 1): False,
         (1, "training", 20, 1): False,
@@ -108,62 +172,83 @@ def test_a_resumed_run_supersedes_the_points_past_its_resume_point() -> None:
         (1, "training", 30, 2): False,
         (1, "training", 40, 2): False,
     }
-    assert plan.total_batches == {1: 40, 2: 30}
+    assert batch.total_batches == {1: 40, 2: 30}
 
 
 def test_a_resume_lowers_the_batches_a_trial_got_through() -> None:
-    plan = projection.plan_batch([envelope(training(1, 1, 10, 30)), envelope(requested(1, 2, resumed_at=20))])
-    assert plan.total_batches == {1: 20}
+    batch = plan(training(1, 1, 10, 30), requested(1, 2, resumed_at=20))
+    assert batch.total_batches == {1: 20}
+    assert written(batch, trials=[trial(1, total_batches=50)])["trials"][1]["total_batches"] == 20
 
 
 def test_a_superseded_point_reported_again_stays_superseded() -> None:
-    batch = [training(1, 1, 30), requested(1, 2, resumed_at=20), training(1, 1, 30)]
-    plan = projection.plan_batch([envelope(payload) for payload in batch])
-    assert [row[-1] for row in plan.metric_rows.values()] == [True]
+    batch = plan(training(1, 1, 30), requested(1, 2, resumed_at=20), training(1, 1, 30))
+    assert [row[-1] for row in batch.metric_rows.values()] == [True]
 
 
 def test_searcher_and_user_decisions_of_a_trial() -> None:
-    batch = [
+    batch = plan(
         ev.TrialCreated(trial_id=3, experiment_id=1, length=100),
         ev.TrialLengthSet(trial_id=3, rung=1, length=300),
         ev.TrialStopRequested(trial_id=3, reason="cut at rung 1 (300 batches)", rung=1),
         ev.TrialStatusReported(trial_id=3, status="evaluating"),
         ev.TrialKillRequested(trial_id=3),
         ev.ExperimentProgressChanged(experiment_id=1, progress=0.25),
-    ]
-    statements = projection.plan_batch([envelope(payload, at=5) for payload in batch]).statements
-    assert statements[0] == (projection.TRIAL_CREATED, (3, 1, "", "", 0, 5, 100))
-    assert statements[1:] == [
-        (projection.TRIAL_LENGTH_SET, (3, 1, 300)),
-        (projection.TRIAL_STOP_REQUESTED, (3, "cut at rung 1 (300 batches)")),
-        (projection.TRIAL_STATUS, (3, "evaluating")),
-        (projection.TRIAL_KILL_REQUESTED, (3,)),
-        (projection.EXPERIMENT_PROGRESS, (1, 0.25)),
-    ]
+        at=5,
+    )
+    rows = written(batch, experiments=[experiment()])
+    assert rows["trials"][3] == {
+        **trial(3),
+        "started_at_ns": 5,
+        "rung": 1,
+        "searcher_length": 300,
+        "stop_reason": "cut at rung 1 (300 batches)",
+        "status": "evaluating",
+        "kill_requested": True,
+    }
+    assert rows["experiments"][1]["progress"] == 0.25
 
 
 def test_stop_requests_acknowledgements_and_cancels_of_an_allocation() -> None:
-    batch = [
+    batch = plan(
         ev.AllocationStopRequested(allocation_id="1.1", task_id="1", reason="experiment paused"),
+        ev.AllocationStopRequested(allocation_id="1.1", task_id="1", reason="searcher"),
         ev.AllocationStopAcknowledged(allocation_id="1.1", task_id="1"),
         ev.AllocationCanceled(allocation_id="1.2", task_id="1", reason="stopped"),
-    ]
-    assert projection.plan_batch([envelope(payload) for payload in batch]).statements == [
-        (projection.ALLOCATION_STOP_REQUESTED, ("1.1", "experiment paused")),
-        (projection.ALLOCATION_STOP_ACKNOWLEDGED, ("1.1",)),
-        (projection.ALLOCATION_CANCELED, ("1.2",)),
-    ]
+    )
+    rows = written(batch, allocations=[allocation("1.1"), allocation("1.2")])["allocations"]
+    assert rows["1.1"] == {**allocation("1.1"), "stop_requested": True, "stop_reason": "experiment paused",
+                           "stop_acknowledged": True}
+    assert rows["1.2"] == {**allocation("1.2"), "canceled": True}
 
 
 def test_checkpoints_use_the_reported_time_and_sorted_resources() -> None:
     reported = ev.CheckpointReported(uuid="u", trial_id=1, resources={"b": 2, "a": 1}, reported_at_ns=8)
-    [(_, row)] = projection.plan_batch([envelope(reported, at=99)]).statements
-    assert row[6:] == ('{"a": 1, "b": 2}', 8)
+    row = written(plan(reported, at=99))["checkpoints"]["u"]
+    assert (row["resources"], row["reported_at_ns"], row["state"]) == ('{"a": 1, "b": 2}', 8, "COMPLETED")
+    stored = {**row, "state": "DELETED", "steps_completed": 3}
+    again = written(plan(reported, at=99), checkpoints=[stored])["checkpoints"]["u"]
+    assert (again["state"], again["steps_completed"]) == ("DELETED", 0)  # replaced, but for its state
+
+
+def test_an_agent_registered_again_is_replaced() -> None:
+    registered = ev.AgentRegistered(agent_id="a", hostname="h2", slots=[ev.Slot(slot_id=0, type="cpu")])
+    stored = {"agent_id": "a", "hostname": "h1", "slots": "[]", "registered_at_ns": 1}
+    assert written(plan(registered, at=5), agents=[stored])["agents"]["a"] == {
+        "agent_id": "a", "hostname": "h2", "slots": '[{"slot_id": 0, "type": "cpu", "device": ""}]',
+        "registered_at_ns": 5,
+    }
 
 
 def test_unknown_and_stateless_events_change_nothing() -> None:
     kill = ev.AllocationKillRequested(allocation_id="1.1")
-    assert projection.plan_batch([envelope(kill), ev.Envelope(event_id="future")]).statements == []
+    batch = projection.plan_batch([envelope(kill), ev.Envelope(event_id="future")])
+    assert batch.changes == [] and batch.keys() == {}
+
+
+def test_the_rows_to_load_are_those_the_batch_changes() -> None:
+    batch = plan(training(7, 1, 10), requested(3, 1), ev.TrialProgressReported(trial_id=3, progress=0.1))
+    assert batch.keys() == {"allocations": ["3.1"], "trials": [3, 7]}
 
 
 def test_watched_aggregates_are_those_whose_stop_or_length_changed() -> None:
@@ -180,14 +265,20 @@ def test_watched_aggregates_are_those_whose_stop_or_length_changed() -> None:
 
 
 def test_early_exits_keep_the_first_reason_and_metadata_is_replaced_whole() -> None:
-    batch = [
+    batch = plan(
         ev.TrialEarlyExitReported(trial_id=3, experiment_id=1, reason="INVALID_HP"),
+        ev.TrialEarlyExitReported(trial_id=3, experiment_id=1, reason="USER_REQUESTED_STOP"),
         ev.TrialMetadataSet(trial_id=3, experiment_id=1, metadata_json='{"a":1}'),
-        ev.TrialMetadataSet(trial_id=3, experiment_id=1),
-    ]
-    assert projection.plan_batch([envelope(payload) for payload in batch]).statements == [
-        (projection.TRIAL_EARLY_EXIT, (3, "INVALID_HP")),
-        (projection.TRIAL_METADATA_SET, (3, '{"a":1}')),
-        (projection.TRIAL_METADATA_SET, (3, "{}")),
-    ]
-    assert "COALESCE(early_exit_reason, $2)" in projection.TRIAL_EARLY_EXIT
+    )
+    row = written(batch, trials=[trial()])["trials"][3]
+    assert (row["early_exit_reason"], row["metadata_json"]) == ("INVALID_HP", '{"a":1}')
+    cleared = written(plan(ev.TrialMetadataSet(trial_id=3, experiment_id=1)), trials=[row])["trials"][3]
+    assert cleared["metadata_json"] == "{}"
+
+
+def test_every_table_is_written_whole_in_one_statement() -> None:
+    statement = projection.UPSERTS["allocations"]
+    assert statement.startswith("INSERT INTO read_model.allocations (")
+    assert '"placements"::jsonb' in statement and 'ON CONFLICT ("allocation_id")' in statement
+    assert projection.row_columns("agents", [{"agent_id": "a", "hostname": "h", "slots": "[]",
+                                             "registered_at_ns": 1}]) == [["a"], ["h"], ["[]"], [1]]

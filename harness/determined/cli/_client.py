@@ -4,7 +4,10 @@ grpc and the generated stubs are imported here, lazily, so that `det --help`
 starts fast. Errors from the gateway become CliError at this one choke point.
 """
 
+import atexit
+import contextlib
 import os
+import queue
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -12,6 +15,8 @@ from typing import Any, TypeVar
 DEFAULT_MASTER = "localhost:8080"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 RETRY_INTERVAL_S = 0.5
+# The channel tells its state at once when asked; this is only a safety net.
+STATE_WAIT_S = 1.0
 
 T = TypeVar("T")
 
@@ -25,10 +30,16 @@ class MasterUnavailableError(CliError):
 
 
 def master_address(flag: str | None) -> str:
-    """host:port of the gateway from -m/--master, DET_MASTER or the default."""
+    """host:port of the gateway from -m/--master, DET_MASTER or the default
+    (port 8080 when none is given); CliError when the port is not one."""
     raw = flag or os.environ.get("DET_MASTER") or os.environ.get("DET_MASTER_ADDR") or DEFAULT_MASTER
     address = raw.split("://", 1)[-1].rstrip("/")
-    return address if ":" in address else f"{address}:8080"
+    if ":" not in address or address.endswith("]"):  # no port ("[::1]" has colons of its own)
+        address += ":8080"
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise CliError(f"the master address {raw!r} is not host:port with a port from 1 to 65535")
+    return address
 
 
 class Gateway:
@@ -49,12 +60,13 @@ class Gateway:
             ],
         )
         self.stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
+        # Closed before the interpreter tears down: a channel left to its finalizer after a
+        # connectivity subscription (see _connected) can hang the exit.
+        atexit.register(self._channel.close)
 
     def call(self, method: Callable[..., T], request: Any, timeout: float | None = 60.0) -> T:
-        try:
+        with self.answering():
             return method(request, timeout=timeout)
-        except self._grpc.RpcError as error:
-            raise self._translate(error) from None
 
     def call_retrying(self, method: Callable[..., T], request: Any, for_s: float) -> T:
         """Like call, but retries for a while when the master does not answer:
@@ -69,16 +81,38 @@ class Gateway:
                 time.sleep(RETRY_INTERVAL_S)
 
     def stream(self, method: Callable[..., Iterator[T]], request: Any) -> Iterator[T]:
-        try:
+        with self.answering():
             yield from method(request)
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Turns a gRPC error raised inside into a CliError for the user."""
+        try:
+            yield
         except self._grpc.RpcError as error:
             raise self._translate(error) from None
 
     def _translate(self, error: Any) -> CliError:
         code = error.code()
         if code == self._grpc.StatusCode.UNAVAILABLE:
-            return MasterUnavailableError(
-                f"could not reach the master at {self.address}: is a cluster running? "
-                "(start one with: det deploy local cluster-up)"
-            )
+            if self._connected():
+                # The gateway answered: a part it stands on (NATS, PostgreSQL) is down, and it says which.
+                return MasterUnavailableError(error.details() or "the master is unavailable; try again")
+            from determined.cli._cluster_status import read_reason
+
+            return MasterUnavailableError(f"could not reach the master at {self.address}: {read_reason(self.address)}")
         return CliError(error.details() or str(code))
+
+    def _connected(self) -> bool:
+        """Whether the channel is connected to the gateway now (asked without
+        trying to connect): an UNAVAILABLE it answered, not a refused connection."""
+        states: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        tell = states.put
+        self._channel.subscribe(tell, try_to_connect=False)
+        try:
+            state = states.get(timeout=STATE_WAIT_S)
+        except queue.Empty:
+            return False
+        finally:
+            self._channel.unsubscribe(tell)
+        return bool(state == self._grpc.ChannelConnectivity.READY)

@@ -27,7 +27,10 @@ def format_time(ns: int) -> str:
 
 
 def format_log_time(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 in UTC with microseconds (cut, not rounded: computed from the
+    integer, as a float would lose the last digits)."""
+    second, fraction = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{fraction // 1000:06d}Z"
 
 
 def compact_json(text: str) -> str:

@@ -153,11 +153,12 @@ def _say(line: str, *, file: Any = None) -> None:
 # Against the cluster
 
 
-def run_on_cluster(gateway: Gateway, config_yaml: str, context_tgz: bytes) -> int:
-    """Create the test-mode experiment, wait for it to end and report; 0 on success."""
+def run_on_cluster(gateway: Gateway, config_yaml: str, context_hash: str) -> int:
+    """Create the test-mode experiment (with the uploaded context `context_hash`,
+    "" for none), wait for it to end and report; 0 on success."""
 
     _, test_yaml = _rewritten_yaml(config_yaml)
-    response = submit(gateway, test_yaml, context_tgz, activate=True)
+    response = submit(gateway, test_yaml, context_hash, activate=True)
     for warning in response.warnings:
         if "max_length is deprecated" not in warning:  # test mode set it, not the user
             print(f"warning: {warning}", file=sys.stderr)

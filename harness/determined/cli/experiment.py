@@ -1,14 +1,15 @@
 """`det experiment` (`det e`): create, list, describe, pause, activate, kill experiments."""
 
+from __future__ import annotations
+
 import argparse
-import io
 import sys
-import tarfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from determined.cli._args import EXPERIMENT_ID
 from determined.cli._client import CliError, Gateway, master_address
 from determined.cli._output import (
     compact_json,
@@ -17,7 +18,11 @@ from determined.cli._output import (
     print_json,
     print_table,
 )
+from determined.cli._upload import upload_context
 from determined.cli.trial import outcome
+
+if TYPE_CHECKING:
+    from determined.common.context import ContextFiles
 
 POLL_INTERVAL_S = 0.2
 # Long enough to ride out a gateway restart (about 1 s), short enough not to keep a
@@ -26,7 +31,7 @@ CREATE_RETRY_S = 2.0
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("experiment", aliases=["e"], help="manage experiments")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>")
     parser.set_defaults(run=list_experiments, json=False)
@@ -57,32 +62,32 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     listing.set_defaults(run=list_experiments)
 
     describe = verbs.add_parser("describe", help="describe an experiment and its trials")
-    describe.add_argument("experiment_id", type=int)
+    describe.add_argument("experiment_id", type=EXPERIMENT_ID)
     describe.add_argument("--json", action="store_true")
     describe.add_argument("--config", action="store_true", help="print the stored, fully defaulted config")
     describe.set_defaults(run=describe_experiment)
 
     config = verbs.add_parser("config", help="print the stored, fully defaulted config as YAML")
-    config.add_argument("experiment_id", type=int)
+    config.add_argument("experiment_id", type=EXPERIMENT_ID)
     config.set_defaults(run=print_config)
 
     trials = verbs.add_parser("list-trials", aliases=["lt"], help="list an experiment's trials")
-    trials.add_argument("experiment_id", type=int)
+    trials.add_argument("experiment_id", type=EXPERIMENT_ID)
     trials.add_argument("--json", action="store_true")
     trials.set_defaults(run=list_trials)
 
     activate = verbs.add_parser("activate", aliases=["unpause"], help="start or resume a PAUSED experiment")
-    activate.add_argument("experiment_id", type=int)
+    activate.add_argument("experiment_id", type=EXPERIMENT_ID)
     activate.set_defaults(run=activate_experiment)
 
     pause = verbs.add_parser(
         "pause", help="pause an experiment: its trials checkpoint and stop, to resume when it is activated"
     )
-    pause.add_argument("experiment_id", type=int)
+    pause.add_argument("experiment_id", type=EXPERIMENT_ID)
     pause.set_defaults(run=pause_experiment)
 
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
-    kill.add_argument("experiment_id", type=int)
+    kill.add_argument("experiment_id", type=EXPERIMENT_ID)
     kill.set_defaults(run=kill_experiment)
 
 
@@ -95,13 +100,14 @@ def create_experiment(args: argparse.Namespace) -> int:
         from determined.cli import _test_mode
 
         return _test_mode.run_local(config_yaml, args.context, args.include)
-    context_tgz = _pack_context(args.context, args.include)
+    files = _context_files(args.context, args.include)
     gateway = Gateway(master_address(args.master))
+    context_hash = upload_context(gateway, files, retry_for_s=CREATE_RETRY_S) if files else ""
     if args.test_mode:
         from determined.cli import _test_mode
 
-        return _test_mode.run_on_cluster(gateway, config_yaml, context_tgz)
-    response = submit(gateway, config_yaml, context_tgz, activate=not args.paused)
+        return _test_mode.run_on_cluster(gateway, config_yaml, context_hash)
+    response = submit(gateway, config_yaml, context_hash, activate=not args.paused)
     for warning in response.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"Created experiment {response.experiment_id}", flush=True)
@@ -110,13 +116,14 @@ def create_experiment(args: argparse.Namespace) -> int:
     return _follow_first_trial(gateway, response.experiment_id)
 
 
-def submit(gateway: Gateway, config_yaml: str, context_tgz: bytes, *, activate: bool) -> Any:
+def submit(gateway: Gateway, config_yaml: str, context_hash: str, *, activate: bool) -> Any:
     """CreateExperiment with a request id of its own, which makes it safe to
-    retry while the master restarts: a repeat answers with the same experiment."""
+    retry while the master restarts: a repeat answers with the same experiment.
+    `context_hash`: the uploaded context ("" for none)."""
     from determined.proto import api_pb2
 
     request = api_pb2.CreateExperimentRequest(
-        config_yaml=config_yaml, context_tgz=context_tgz, activate=activate, request_id=uuid.uuid4().hex
+        config_yaml=config_yaml, context_hash=context_hash, activate=activate, request_id=uuid.uuid4().hex
     )
     return gateway.call_retrying(gateway.stub.CreateExperiment, request, for_s=CREATE_RETRY_S)
 
@@ -128,8 +135,11 @@ def _read_config(path: Path, overrides: list[str]) -> str:
     from determined.common import expconf
 
     if not path.is_file():
-        raise CliError(f"config file {path} does not exist")
-    text = path.read_text()
+        raise CliError(f"config file {path} {'is not a file' if path.exists() else 'does not exist'}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as problem:
+        raise CliError(f"{path} is not UTF-8 text: {problem.reason} at byte {problem.start}") from None
     try:
         raw = yaml.safe_load(text)
         if overrides:
@@ -143,23 +153,21 @@ def _read_config(path: Path, overrides: list[str]) -> str:
     return text
 
 
-def _pack_context(folder: Path | None, includes: list[Path]) -> bytes:
-    """The context archive to upload (b"" when there is nothing to send)."""
+def _context_files(folder: Path | None, includes: list[Path]) -> ContextFiles | None:
+    """What the upload will hold, checked before anything is sent (None when
+    there is nothing to send)."""
     from determined.common import context
 
     if folder is None and not includes:
-        return b""
+        return None
     try:
-        data = context.pack_context(folder, includes=includes)
+        files = context.context_files(folder, includes=includes)
     except context.ContextError as problem:
         raise CliError(str(problem)) from None
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        members = [m for m in archive.getmembers() if m.isfile()]
-    size = sum(m.size for m in members)
     sources = ", ".join(str(path.resolve()) for path in ([folder] if folder else []) + includes)
     print(f"Preparing files ({sources}) to send to master... "
-          f"{_human_size(size)} and {len(members)} files", flush=True)
-    return data
+          f"{_human_size(files.content_size)} and {files.file_count} files", flush=True)
+    return files
 
 
 def _human_size(size: float) -> str:
@@ -286,11 +294,11 @@ def activate_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = Gateway(master_address(args.master))
-    gateway.call(
+    response = gateway.call(
         gateway.stub.ActivateExperiment,
         api_pb2.ActivateExperimentRequest(experiment_id=args.experiment_id),
     )
-    print(f"Activated experiment {args.experiment_id}")
+    print(response.unchanged_reason or f"Activated experiment {args.experiment_id}")
     return 0
 
 
@@ -298,10 +306,10 @@ def pause_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = Gateway(master_address(args.master))
-    gateway.call(
+    response = gateway.call(
         gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=args.experiment_id)
     )
-    print(f"Paused experiment {args.experiment_id}")
+    print(response.unchanged_reason or f"Paused experiment {args.experiment_id}")
     return 0
 
 
@@ -309,8 +317,8 @@ def kill_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = Gateway(master_address(args.master))
-    gateway.call(
+    response = gateway.call(
         gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=args.experiment_id)
     )
-    print(f"Killed experiment {args.experiment_id}")
+    print(response.unchanged_reason or f"Killed experiment {args.experiment_id}")
     return 0

@@ -5,6 +5,7 @@ import json
 import sys
 from typing import Any
 
+from determined.cli._args import TRIAL_ID
 from determined.cli._client import Gateway, master_address
 from determined.cli._output import (
     compact_json,
@@ -22,19 +23,28 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.set_defaults(run=lambda _args: parser.print_help())
 
     describe = verbs.add_parser("describe", help="a trial's state, hyperparameters, metrics and checkpoints")
-    describe.add_argument("trial_id", type=int)
+    describe.add_argument("trial_id", type=TRIAL_ID)
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(run=describe_trial)
 
     kill = verbs.add_parser("kill", help="kill one trial; it ends CANCELED")
-    kill.add_argument("trial_id", type=int)
+    kill.add_argument("trial_id", type=TRIAL_ID)
     kill.set_defaults(run=kill_trial)
 
     logs = verbs.add_parser("logs", help="a trial's logs")
-    logs.add_argument("trial_id", type=int)
+    logs.add_argument("trial_id", type=TRIAL_ID)
     logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
     logs.add_argument("--json", action="store_true", help="one JSON object per line")
     logs.set_defaults(run=show_logs)
+
+    metrics = verbs.add_parser("metrics", help="every stored metric point of a trial")
+    metrics.add_argument("trial_id", type=TRIAL_ID)
+    metrics.add_argument("--group", default="", help='only this group ("training", "validation", ...)')
+    output = metrics.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="a JSON array of points")
+    output.add_argument("--csv", action="store_true",
+                        help="CSV: group, steps_completed, reported_at, then one column per metric")
+    metrics.set_defaults(run=show_metrics)
 
 
 # What a trial's state says about why it stopped, when the system gave no reason.
@@ -91,8 +101,23 @@ def kill_trial(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = Gateway(master_address(args.master))
-    gateway.call(gateway.stub.KillTrial, api_pb2.KillTrialRequest(trial_id=args.trial_id))
-    print(f"Killed trial {args.trial_id}")
+    response = gateway.call(gateway.stub.KillTrial, api_pb2.KillTrialRequest(trial_id=args.trial_id))
+    print(response.unchanged_reason or f"Killed trial {args.trial_id}")
+    return 0
+
+
+def show_metrics(args: argparse.Namespace) -> int:
+    from determined.cli import _metrics
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    request = api_pb2.GetTrialMetricsRequest(trial_id=args.trial_id, group=args.group)
+    points = (point for response in gateway.stream(gateway.stub.GetTrialMetrics, request)
+              for point in response.points)
+    if args.json:
+        _metrics.write_json(points, sys.stdout)
+    else:
+        _metrics.write_rows(points, sys.stdout, as_csv=args.csv)
     return 0
 
 
@@ -102,17 +127,40 @@ def show_logs(args: argparse.Namespace) -> int:
 
 
 def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False) -> None:
+    """Writes each response's lines at once and flushes once per response:
+    a response holds up to a stored batch (hundreds of lines)."""
     from determined.proto import api_pb2
 
     request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow)
+    out = sys.stdout
     for entry in gateway.stream(gateway.stub.TrialLogs, request):
-        for line in entry.lines:
-            if as_json:
-                record = {"trial_id": entry.trial_id, "allocation_id": entry.allocation_id,
-                          "agent_id": entry.agent_id, "line": message_dict(line)}
-                sys.stdout.write(json.dumps(record) + "\n")
-            else:
-                sys.stdout.write(
-                    f"[{format_log_time(line.timestamp_ns)}] {entry.allocation_id[:8]:<8} || {line.log}\n"
-                )
-        sys.stdout.flush()
+        out.write(json_log_lines(entry) if as_json else log_lines(entry))
+        out.flush()
+
+
+def log_lines(entry: Any) -> str:
+    """`[time] allocation || line` for each line of one response."""
+    allocation = f"{entry.allocation_id[:8]:<8}"
+    stamp = LogTimes()
+    return "".join(f"[{stamp(line.timestamp_ns)}] {allocation} || {line.log}\n" for line in entry.lines)
+
+
+def json_log_lines(entry: Any) -> str:
+    """One JSON object per line of one response."""
+    head = {"trial_id": entry.trial_id, "allocation_id": entry.allocation_id, "agent_id": entry.agent_id}
+    return "".join(json.dumps({**head, "line": message_dict(line)}) + "\n" for line in entry.lines)
+
+
+class LogTimes:
+    """format_log_time, formatting each second once: the lines of a batch
+    mostly share their second, and strftime is the costly part."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, ns: int) -> str:
+        second, fraction = divmod(ns, 1_000_000_000)
+        if second != self._second:
+            self._second, self._prefix = second, format_log_time(second * 1_000_000_000)[:-7]
+        return f"{self._prefix}{fraction // 1000:06d}Z"

@@ -9,6 +9,7 @@ Kept free of pydantic and the services: the ``det`` CLI imports it."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -16,10 +17,10 @@ import posixpath
 import stat
 import tarfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -28,6 +29,15 @@ MAX_CONTEXT_SIZE = (128 * 1024 * 1024 // 8) * 6 - 1024 * 1024  # 95 MiB, as Dete
 MAX_EXTRACTED_SIZE = 4 * MAX_CONTEXT_SIZE
 MAX_MEMBERS = 100_000
 DETIGNORE = ".detignore"
+# Upload pieces and file reads: large enough for few gRPC messages, small
+# enough that memory does not grow with the context.
+CHUNK_BYTES = 1024 * 1024
+READ_BYTES = 1024 * 1024
+# A file's first bytes decide whether it is deflated or stored.
+SAMPLE_BYTES = 64 * 1024
+HEADER_LEVEL = CONTENT_LEVEL = 6
+STORED_LEVEL = 0
+GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib writes a gzip member (mtime 0)
 DEFAULT_IGNORES = (
     "__pycache__/", "*.py[co]", "*$py.class", "terraform", "terraform_data", "terraform.tfstate*",
     "terraform.tfvars*", ".terraform*", ".git/", ".vscode/", ".idea/", ".mypy_cache/", "/shared_fs",
@@ -46,12 +56,35 @@ class _Entry:
     size: int
 
 
-def pack_context(
+@dataclass(frozen=True)
+class ContextFiles:
+    """What a context upload will hold, checked (paths exist, names unique at
+    the root, size within the limit) before a byte is sent."""
+
+    entries: tuple[_Entry, ...]
+
+    @property
+    def file_count(self) -> int:
+        return sum(1 for entry in self.entries if not entry.is_dir)
+
+    @property
+    def content_size(self) -> int:
+        return sum(entry.size for entry in self.entries)
+
+    def archive_chunks(self, chunk_size: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The tar.gz archive, built while it is read, in pieces of
+        ``chunk_size`` bytes (the last one shorter): memory holds one piece
+        and one read block, whatever the context's size. The same files give
+        the same bytes, so an archive's hash names its content."""
+        return _archive_chunks(self.entries, chunk_size)
+
+
+def context_files(
     folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_SIZE
-) -> bytes:
-    """A tar.gz of ``folder`` without ignored files, plus each of ``includes`` (a
-    file or a folder, as Determined's ``-i/--include``) under its own name at
-    the root. Raises ContextError when a path is missing, two entries would
+) -> ContextFiles:
+    """The files of ``folder`` that are not ignored, plus each of ``includes``
+    (a file or a folder, as Determined's ``-i/--include``) under its own name
+    at the root. Raises ContextError when a path is missing, two entries would
     share a name at the root, or the files left add up to more than ``max_size``."""
     entries: list[_Entry] = []
     if folder is not None:
@@ -61,7 +94,14 @@ def pack_context(
         entries += _included(_existing(include, "included path", must_be_dir=False))
     _check_unique_roots(entries)
     _check_size(entries, max_size)
-    return _tar_gz(entries)
+    return ContextFiles(tuple(entries))
+
+
+def pack_context(
+    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_SIZE
+) -> bytes:
+    """The whole tar.gz of `context_files` in memory (small contexts, tests)."""
+    return b"".join(context_files(folder, includes=includes, max_size=max_size).archive_chunks())
 
 
 def _existing(path: Path, what: str, *, must_be_dir: bool) -> Path:
@@ -136,39 +176,114 @@ def _check_size(entries: list[_Entry], max_size: int) -> None:
     )
 
 
-def _tar_gz(entries: list[_Entry]) -> bytes:
-    buffer = io.BytesIO()
-    with (
-        gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped,
-        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for entry in entries:
-            _add(tar, entry)
-    return buffer.getvalue()
+def _archive_chunks(entries: Sequence[_Entry], chunk_size: int) -> Iterator[bytes]:
+    """A PAX tar, as tarfile writes it (header, content, padding to a block;
+    two zero blocks and padding to a record at the end), written by hand so
+    that a file's content can be handed on block by block."""
+    out = _GzipMembers(chunk_size)
+    written = 0
+    for entry in entries:
+        member, content = _opened(entry)
+        with content or contextlib.nullcontext():
+            header = member.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+            yield from out.write(header, HEADER_LEVEL)
+            written += len(header)
+            if content is not None:
+                yield from _file_content(out, content, member)
+                written += member.size + _padding(member.size, tarfile.BLOCKSIZE)
+    end = tarfile.NUL * (2 * tarfile.BLOCKSIZE)
+    end += tarfile.NUL * _padding(written + len(end), tarfile.RECORDSIZE)
+    yield from out.write(end, HEADER_LEVEL)
+    yield from out.close()
 
 
-def _add(tar: tarfile.TarFile, entry: _Entry) -> None:
-    info = entry.path.stat()
+def _opened(entry: _Entry) -> tuple[tarfile.TarInfo, IO[bytes] | None]:
+    """The entry's tar header and, for a file, its content opened for
+    reading (the size is the open file's, as tarfile takes it)."""
     member = tarfile.TarInfo(entry.name)
+    info = entry.path.stat()
     member.mode = stat.S_IMODE(info.st_mode)
     member.mtime = int(info.st_mtime)
     if entry.is_dir:
         member.type = tarfile.DIRTYPE
-        tar.addfile(member)
-        return
-    with entry.path.open("rb") as content:
-        member.size = os.fstat(content.fileno()).st_size
-        tar.addfile(member, content)
+        return member, None
+    content = entry.path.open("rb")
+    member.size = os.fstat(content.fileno()).st_size
+    return member, content
+
+
+def _file_content(out: _GzipMembers, content: IO[bytes], member: tarfile.TarInfo) -> Iterator[bytes]:
+    left = member.size
+    level = CONTENT_LEVEL
+    while left > 0:
+        block = content.read(min(READ_BYTES, left))
+        if not block:
+            raise ContextError(f"{member.name} became shorter while it was packed; try again")
+        if left == member.size and len(block) >= SAMPLE_BYTES and _incompressible(block[:SAMPLE_BYTES]):
+            level = STORED_LEVEL
+        yield from out.write(block, level)
+        left -= len(block)
+    yield from out.write(tarfile.NUL * _padding(member.size, tarfile.BLOCKSIZE), level)
+
+
+def _incompressible(sample: bytes) -> bool:
+    """Whether deflate gains less than a tenth on this sample (weights,
+    archives, media: deflate would cost ~25 MiB/s of CPU for nothing)."""
+    return len(zlib.compress(sample, 1)) > 0.9 * len(sample)
+
+
+def _padding(size: int, unit: int) -> int:
+    return -size % unit
+
+
+class _GzipMembers:
+    """Gzip output as a series of gzip members (which gzip readers, tar and
+    ours, read as one stream): a new member starts where the compression
+    level changes, so that incompressible files are stored, not deflated.
+    Hands out what it has produced in pieces of ``chunk_size`` bytes."""
+
+    def __init__(self, chunk_size: int) -> None:
+        self._chunk_size = chunk_size
+        self._pending = bytearray()
+        self._level: int | None = None
+        self._compressor: zlib._Compress | None = None
+
+    def write(self, data: bytes, level: int) -> Iterator[bytes]:
+        if level != self._level or self._compressor is None:
+            self._finish_member()
+            self._compressor = zlib.compressobj(level, zlib.DEFLATED, GZIP_WBITS)
+            self._level = level
+        self._pending += self._compressor.compress(data)
+        return self._full_chunks()
+
+    def close(self) -> Iterator[bytes]:
+        self._finish_member()
+        if self._pending:
+            self._pending, last = bytearray(), bytes(self._pending)
+            yield last
+
+    def _finish_member(self) -> None:
+        if self._compressor is not None:
+            self._pending += self._compressor.flush()
+            self._compressor = None
+
+    def _full_chunks(self) -> Iterator[bytes]:
+        while len(self._pending) >= self._chunk_size:
+            chunk = bytes(self._pending[: self._chunk_size])
+            del self._pending[: self._chunk_size]
+            yield chunk
 
 
 def extract_context(
-    data: bytes,
+    archive: bytes | IO[bytes],
     dest: Path | str,
     *,
     max_total_size: int = MAX_EXTRACTED_SIZE,
     max_members: int = MAX_MEMBERS,
 ) -> None:
-    """Extract a context archive (tar.gz or plain tar) into ``dest``, created if needed.
+    """Extract a context archive (tar.gz or plain tar; in memory, or a
+    seekable file, read twice and never held whole) into ``dest``, created
+    if needed.
 
     Refuses, with ContextError and before writing anything, archives with
     absolute or ``..`` paths, links leaving the folder, device files or
@@ -178,9 +293,9 @@ def extract_context(
     root = Path(dest)
     root.mkdir(parents=True, exist_ok=True)
     limit = max_total_size + 2048 * max_members + 2**20  # content plus generous header room
-    members = _checked_members(data, limit, max_total_size, max_members)
+    members = _checked_members(archive, limit, max_total_size, max_members)
     try:
-        _write_members(data, limit, members, root)
+        _write_members(archive, limit, members, root)
     except OSError as exc:
         raise ContextError(f"the context archive cannot be extracted: {exc}") from None
 
@@ -189,9 +304,10 @@ class _CappedStream(io.RawIOBase):
     """The decompressed archive, refusing to produce more than ``limit`` bytes
     (tarfile would otherwise read a huge header into memory)."""
 
-    def __init__(self, data: bytes, limit: int) -> None:
-        raw = io.BytesIO(data)
-        self._source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if data[:2] == b"\x1f\x8b" else raw
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        zipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        self._source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if zipped else cast(io.BufferedIOBase, raw)
         self._left = limit
 
     def readable(self) -> bool:
@@ -205,19 +321,26 @@ class _CappedStream(io.RawIOBase):
         return count
 
 
-def _stream(data: bytes, limit: int) -> tarfile.TarFile:
+@contextlib.contextmanager
+def _stream(archive: bytes | IO[bytes], limit: int) -> Iterator[tarfile.TarFile]:
     """The archive read front to back, once (no seeking back into a bomb)."""
-    return tarfile.open(fileobj=io.BufferedReader(_CappedStream(data, limit)), mode="r|")
+    raw = io.BytesIO(archive) if isinstance(archive, bytes) else archive
+    raw.seek(0)
+    reader = io.BufferedReader(_CappedStream(raw, limit), buffer_size=READ_BYTES)
+    with tarfile.open(fileobj=reader, mode="r|") as tar:
+        yield tar
 
 
-def _checked_members(data: bytes, limit: int, max_total_size: int, max_members: int) -> list[tarfile.TarInfo]:
+def _checked_members(
+    archive: bytes | IO[bytes], limit: int, max_total_size: int, max_members: int
+) -> list[tarfile.TarInfo]:
     """Read every header and check it; stops at the first problem."""
     members: list[tarfile.TarInfo] = []
     files: set[str] = set()
     links: set[str] = set()
     total = 0
     try:
-        with _stream(data, limit) as tar:
+        with _stream(archive, limit) as tar:
             for member in tar:
                 if len(members) >= max_members:
                     raise ContextError(f"the context archive has more than {max_members} entries")
@@ -233,8 +356,10 @@ def _checked_members(data: bytes, limit: int, max_total_size: int, max_members: 
     return members
 
 
-def _write_members(data: bytes, limit: int, members: list[tarfile.TarInfo], root: Path) -> None:
-    with _stream(data, limit) as tar:
+def _write_members(
+    archive: bytes | IO[bytes], limit: int, members: list[tarfile.TarInfo], root: Path
+) -> None:
+    with _stream(archive, limit) as tar:
         for raw, member in zip(tar, members):  # the same archive, read again in the same order
             if member.isfile():
                 _write_file(tar.extractfile(raw), member, root)

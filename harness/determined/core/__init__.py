@@ -7,7 +7,7 @@ with null objects, off it.
 from determined.core._checkpoint import CheckpointContext, DownloadMode
 from determined.core._context import Context, init
 from determined.core._distributed import DistributedContext, DummyDistributedContext
-from determined.core._errors import InvalidHP
+from determined.core._errors import InvalidHP, ReportError, ReportTooLargeError, UnserializableValueError
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
@@ -27,11 +27,14 @@ __all__ = [
     "PreemptContext",
     "PreemptMode",
     "ProfilerContext",
+    "ReportError",
+    "ReportTooLargeError",
     "SearcherContext",
     "SearcherMode",
     "SearcherOperation",
     "TensorboardMode",
     "TrainContext",
     "Unit",
+    "UnserializableValueError",
     "init",
 ]

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from determined.core import _validate
 from determined.core._distributed import DistributedContext
 
 logger = logging.getLogger("determined.core")
@@ -51,10 +52,12 @@ class CheckpointContext:
         path.mkdir(parents=True)
         try:
             yield path, storage_id
+            metadata_json = _metadata_json(metadata or {})  # checked again: the block may change it
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
-        self._finish(path, storage_id, steps_completed, metadata or {})
+        (path / METADATA_FILE).write_text(metadata_json)
+        self._report(storage_id, steps_completed, metadata_json, list_resources(path))
 
     def upload(
         self,
@@ -111,15 +114,8 @@ class CheckpointContext:
         steps_completed = metadata["steps_completed"]
         if isinstance(steps_completed, bool) or not isinstance(steps_completed, int) or steps_completed < 0:
             raise ValueError(f"metadata['steps_completed'] must be an int >= 0, got {steps_completed!r}")
-        json.dumps(metadata)  # fail before training writes files, not after
+        _metadata_json(metadata)  # fail before training writes files, not after
         return steps_completed
-
-    def _finish(
-        self, path: pathlib.Path, storage_id: str, steps_completed: int, metadata: dict[str, Any]
-    ) -> None:
-        metadata_json = json.dumps(metadata, indent=2)
-        (path / METADATA_FILE).write_text(metadata_json)
-        self._report(storage_id, steps_completed, metadata_json, list_resources(path))
 
     def _existing(self, storage_id: str) -> pathlib.Path:
         try:
@@ -130,6 +126,12 @@ class CheckpointContext:
         if not path.is_dir():
             raise FileNotFoundError(f"checkpoint {storage_id} not found in {self._root}")
         return path
+
+
+def _metadata_json(metadata: dict[str, Any]) -> str:
+    """The checkpoint's metadata.json text, which its report carries too: at most
+    MAX_REPORT_BYTES, every value JSON (ReportError naming the key otherwise)."""
+    return _validate.json_object(metadata, "the checkpoint's metadata", "metadata", indent=2)
 
 
 def list_resources(root: pathlib.Path) -> dict[str, int]:

@@ -11,7 +11,7 @@ from determined._client import TrialClient
 from determined.core import _checkpoint
 from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
-from determined.core._errors import InvalidHP
+from determined.core._errors import InvalidHP, ReportError
 from determined.core._metrics import MetricsShipper
 from determined.core._preempt import (
     DummyPreemptContext,
@@ -157,7 +157,11 @@ def _trial_context(
     def report_checkpoint(
         storage_id: str, steps_completed: int, metadata_json: str, resources: dict[str, int]
     ) -> None:
-        shipper.flush()  # metrics reported before the checkpoint arrive before it
+        dropped: ReportError | None = None
+        try:
+            shipper.flush()  # metrics reported before the checkpoint arrive before it
+        except ReportError as error:  # an earlier report was dropped: the checkpoint still counts
+            dropped = error
         client.report_checkpoint(
             uuid=storage_id,
             trial_id=trial.trial_id,
@@ -166,6 +170,8 @@ def _trial_context(
             metadata_json=metadata_json,
             resources=resources,
         )
+        if dropped is not None:
+            raise dropped
 
     storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
     searcher_config = trial._config.get("searcher") or {}
@@ -195,7 +201,7 @@ def _watcher(
     the other workers get the chief's answers by broadcast."""
     if distributed.rank != 0 and preempt_mode is not PreemptMode.WorkersAskMaster:
         return None
-    client = TrialClient(info.master_url, info.session_token)
+    client = TrialClient(info.master_url, info.session_token, what="watching the allocation")
     return PreemptionWatcher(client, info.allocation_id, info.trial._searcher_length)
 
 

@@ -56,7 +56,9 @@ class PreemptionWatcher:
     to `poll_timeout_s`, so the gateway answers the moment a decision changes it. Polling ends
     once the allocation is asked to stop or the searcher is done with the trial (neither is
     taken back), or when the gateway refuses the allocation (FAILED_PRECONDITION: it is closed,
-    which reads as a stop). An unreachable gateway is polled again with back-off.
+    which reads as a stop). An unavailable gateway (restarting, or PostgreSQL down) is polled
+    again with back-off for as long as the trial runs: a stop decided meanwhile arrives
+    when the outage ends, and the answer known before it stands until then.
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class PreemptionWatcher:
         self._closing = threading.Event()
         self._ack_lock = threading.Lock()
         self._acknowledged = False
+        self._failure: str | None = None  # the last error logged, until a poll is answered
         self._thread = threading.Thread(target=self._run, name="determined-preemption", daemon=True)
 
     def start(self) -> None:
@@ -160,19 +163,21 @@ class PreemptionWatcher:
                 delay = self._back_off(error, delay)
                 continue
             self._record(answer)
-            timeout_s, delay = self._poll_timeout_s, _BACKOFF_FIRST_S
+            timeout_s, delay, self._failure = self._poll_timeout_s, _BACKOFF_FIRST_S, None
 
     def _final(self) -> bool:
         return self._answered and (self._state.stop or self._state.searcher_stopped)
 
     def _back_off(self, error: Exception, delay: float) -> float:
-        """Wait before polling again; the next delay. An error that is not transient may
-        never go away: the current answer stands meanwhile, so nobody waits on a first one."""
-        description = self._client.describe(error)
-        if self._client.is_transient(error):
-            logger.warning("watching the allocation: %s; retrying in %.2fs", description, delay)
-        else:
-            logger.error("watching the allocation failed: %s; retrying in %.0fs", description, _BACKOFF_MAX_S)
+        """Wait before polling again; the next delay. The client logs an outage once; an
+        error that is not transient is logged once until the poll is answered again. Such an
+        error may never go away: the current answer stands meanwhile, so nobody waits on a
+        first one."""
+        if not self._client.is_transient(error):
+            description = self._client.describe(error)
+            if description != self._failure:
+                logger.error("watching the allocation failed: %s; retrying every %.0f s", description, _BACKOFF_MAX_S)
+            self._failure = description
             delay = _BACKOFF_MAX_S
             self._record(self._state)
         self._closing.wait(delay)

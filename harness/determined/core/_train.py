@@ -7,9 +7,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from determined._client import TrialClient
+from determined._client import MetricRecord, TrialClient
 from determined.core import _validate
-from determined.core._metrics import MetricsShipper, Report
+from determined.core._metrics import MetricsShipper
 
 logger = logging.getLogger("determined.core")
 
@@ -32,13 +32,18 @@ class EarlyExitReason(enum.Enum):
 
 
 def _checked_metadata(metadata: Any) -> str:
-    """`metadata` as JSON text; TypeError unless it is a dict of JSON values."""
+    """`metadata` as JSON text; TypeError unless it is a dict of JSON values (NaN and
+    infinities excepted: strict JSON has none), ReportTooLargeError past MAX_REPORT_BYTES."""
     if not isinstance(metadata, dict):
         raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
-    try:
-        return json.dumps(metadata, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"metadata must be a dict of JSON values: {error}") from error
+    return _validate.json_object(metadata, "the trial's metadata", "metadata", allow_nan=False)
+
+
+def _record(group: str, steps_completed: int, metrics: dict[str, Any]) -> MetricRecord:
+    """The report as it is sent; refused here (nothing queued) when it cannot be stored."""
+    steps_completed = _validate.check_steps_completed(steps_completed)
+    metrics_json = _validate.metrics_json(metrics, group, steps_completed)
+    return MetricRecord(group, steps_completed, metrics_json, time.time_ns())
 
 
 class TrainContext:
@@ -121,8 +126,7 @@ class TrainContext:
         return value if isinstance(value, dict) else {}
 
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
-        steps_completed = _validate.check_steps_completed(steps_completed)
-        self._shipper.put(Report(group, steps_completed, metrics, time.time_ns()))
+        self._shipper.put(_record(group, steps_completed, metrics))
 
 
 class DummyTrainContext(TrainContext):
@@ -150,7 +154,7 @@ class DummyTrainContext(TrainContext):
         return {}
 
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
-        steps_completed = _validate.check_steps_completed(steps_completed)
+        record = _record(group, steps_completed, metrics)
         logger.info(
-            "report_metrics(group=%s, steps_completed=%d, metrics=%s)", group, steps_completed, metrics
+            "report_metrics(group=%s, steps_completed=%d, metrics=%s)", group, record.steps_completed, metrics
         )

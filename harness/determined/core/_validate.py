@@ -5,14 +5,28 @@ only JSON types: numbers, strings, bools, None, and lists/dicts of those. Object
 `tolist()` method (numpy scalars and arrays, torch tensors) are converted. Non-finite
 floats are sent as the strings "NaN", "Infinity" and "-Infinity": strict JSON has no
 such numbers, and these are the spellings Determined's API uses for them.
+
+One report (a call's metrics, the trial's metadata, a checkpoint's metadata) may be at most
+MAX_REPORT_BYTES (1 MiB) of JSON, refused at the call past it (ReportTooLargeError): well under
+the event log's message limit on a local cluster (nats-server's max_payload, 8 MiB) once the
+gateway wraps it in an event, and the gateway's own limit for the trial's metadata. Larger
+values belong in a checkpoint's files. A cluster whose nats-server allows less (NATS's
+default is 1 MB) refuses a larger report at the gateway instead; the sender then drops that
+report alone (see `_metrics`).
 """
 
+import json
 import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
 
+from determined.core._errors import ReportTooLargeError, UnserializableValueError
 from determined.core._searcher import ASHA_SEARCHERS
+
+MAX_REPORT_BYTES = 1024 * 1024
+# One encoder for every report: json.dumps with options builds a new one per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _PLAIN = (int, str, bool, type(None))
@@ -37,13 +51,85 @@ def check_group(group: Any) -> str:
 
 
 def check_metrics(metrics: Any, *, argument: str = "metrics", allow_none: bool = True) -> dict[str, Any]:
-    """A JSON-safe copy of `metrics`; TypeError/ValueError naming the bad entry."""
+    """A JSON-safe copy of `metrics`; TypeError/ValueError naming the bad entry
+    (UnserializableValueError for a value or key with no JSON form)."""
+    try:
+        return _checked_dict(metrics, argument, allow_none)
+    except RecursionError:
+        key = next((k for k, v in metrics.items() if _too_deep(v)), None)
+        where = argument if key is None else f"{argument}[{key!r}]"
+        raise UnserializableValueError(f"{where} is nested too deeply for JSON (or holds itself)") from None
+
+
+def _too_deep(value: Any) -> bool:
+    try:
+        _json_value(value, "", "")
+    except RecursionError:
+        return True
+    except (TypeError, ValueError):
+        pass  # another problem, named by the check itself
+    return False
+
+
+def metrics_json(metrics: dict[str, Any], group: str, steps_completed: int) -> str:
+    """Checked metrics as the compact JSON text that is sent; ReportTooLargeError past
+    MAX_REPORT_BYTES, naming the report and its largest value."""
+    text = _COMPACT.encode(metrics)
+    _check_size(text, metrics, f"the {group} report at steps_completed={steps_completed}", "metrics")
+    return text
+
+
+def json_object(value: Mapping[str, Any], what: str, argument: str, *, indent: int | None = None,
+                allow_nan: bool = True) -> str:
+    """A dict as JSON text (compact unless `indent`); UnserializableValueError naming the key
+    whose value has no JSON form, ReportTooLargeError past MAX_REPORT_BYTES."""
+    separators = None if indent else (",", ":")
+    try:
+        text = json.dumps(value, indent=indent, separators=separators, allow_nan=allow_nan)
+    except (TypeError, ValueError, RecursionError) as error:
+        key = next((k for k, v in value.items() if not _dumps_alone(v, allow_nan)), None)
+        where = argument if key is None else f"{argument}[{key!r}]"
+        raise UnserializableValueError(f"{argument} must be a dict of JSON values; {where} is not: {error}") from None
+    _check_size(text, value, what, argument)
+    return text
+
+
+def _dumps_alone(value: Any, allow_nan: bool) -> bool:
+    try:
+        json.dumps(value, allow_nan=allow_nan)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _check_size(text: str, value: Mapping[str, Any], what: str, argument: str) -> None:
+    """ReportTooLargeError when `text` (the JSON of `value`, ASCII) is over the limit."""
+    if len(text) <= MAX_REPORT_BYTES:
+        return
+    sizes = {key: len(json.dumps(item)) for key, item in value.items()}
+    largest = max(sizes, key=sizes.__getitem__, default=None)
+    detail = "" if largest is None else f" (its largest value: {argument}[{largest!r}], {_size(sizes[largest])})"
+    raise ReportTooLargeError(
+        f"{what} is {_size(len(text))} as JSON; one report may be at most {_size(MAX_REPORT_BYTES)}"
+        f"{detail}. Keep large values in a checkpoint's files instead."
+    )
+
+
+def _size(n_bytes: int) -> str:
+    if n_bytes < 1024:
+        return f"{n_bytes} bytes"
+    if n_bytes < 2**20:
+        return f"{n_bytes / 1024:.0f} KiB"
+    return f"{n_bytes / 2**20:.1f} MiB".replace(".0 MiB", " MiB")
+
+
+def _checked_dict(metrics: Any, argument: str, allow_none: bool = True) -> dict[str, Any]:
     if not isinstance(metrics, Mapping):
         raise TypeError(f"{argument} must be a dict, got {type(metrics).__name__}")
     copy: dict[str, Any] = {}
     for key, value in metrics.items():
         if type(key) is not str:
-            raise TypeError(f"{argument} keys must be str, got {type(key).__name__} key {key!r}")
+            raise UnserializableValueError(f"{argument} keys must be str, got {type(key).__name__} key {key!r}")
         if value is None and not allow_none:
             raise ValueError(f"{argument}[{key!r}] is None; validation metrics must have values")
         copy[key] = _json_value(value, argument, key)
@@ -112,11 +198,11 @@ def _json_value(value: Any, argument: str, key: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_value(v, argument, key) for v in value]
     if isinstance(value, Mapping):
-        return check_metrics(value, argument=f"{argument}[{key!r}]")
+        return _checked_dict(value, f"{argument}[{key!r}]")
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return _json_value(tolist(), argument, key)
-    raise TypeError(
+    raise UnserializableValueError(
         f"{argument}[{key!r}] must be a number, string, bool, None or a list/dict of those, "
         f"got {kind.__name__}"
     )

@@ -8,19 +8,25 @@ own session and process group, killed as one by the agent.
 
 Protocol, one request per connection on the unix socket: the agent sends an
 8-byte big-endian length and that many bytes of JSON `{"argv": [script,
-*args], "cwd": ..., "env": {...}}`, with the two file descriptors the
-child's stdout and stderr go to (`socket.send_fds`). The server answers one
-JSON line `{"pid": N}` once the child has its own session (or `{"error":
-...}`), and one more line `{"exit": CODE}` when the child ends (CODE as a
-shell reports it: the exit code, or -signal).
+*args], "cwd": ..., "env": {...}, "record": {"path": ..., "agent_id": ...,
+"allocation_id": ...}}` ("record" optional), with the two file descriptors
+the child's stdout and stderr go to (`socket.send_fds`). The server answers
+one JSON line `{"pid": N}` once the child has its own session and has written
+its process record to "path" (or `{"error": ...}`), and one more line
+`{"exit": CODE}` when the child ends (CODE as a shell reports it: the exit
+code, or -signal). The record is the agent's (see
+`services/common/processes.py`): `{"agent_id", "allocation_id", "pid",
+"pgid", "start_ticks"}`, written before the child runs anything.
 
-The server starts no thread and no grpc channel before forking (grpc is
-fork-safe only then): preloading only imports. It exits when the agent that
-started it is gone.
+No child outlives the server, nor the server its agent: each child asks the
+kernel for SIGKILL when the server dies (PR_SET_PDEATHSIG), and the agent
+starts the server the same way. The server starts no thread and no grpc
+channel before forking (grpc is fork-safe only then): preloading only imports.
 """
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import importlib
 import io
@@ -48,6 +54,7 @@ BASE_PRELOAD = (
 HEADER = struct.Struct(">Q")
 MAX_REQUEST_BYTES = 64 << 20
 REQUEST_TIMEOUT_S = 10.0
+PR_SET_PDEATHSIG = 1
 
 
 def _say(message: str) -> None:
@@ -92,6 +99,12 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             raise ValueError("argv must be a non-empty list of strings")
         if not isinstance(cwd, str) or not isinstance(env, dict):
             raise TypeError("cwd must be a string and env an object")
+        record = request.get("record")
+        if record is not None and not (
+            isinstance(record, dict)
+            and all(isinstance(record.get(k), str) for k in ("path", "agent_id", "allocation_id"))
+        ):
+            raise TypeError("record must be an object of strings path, agent_id and allocation_id")
         return request, fds
     except BaseException:
         for fd in fds:
@@ -101,6 +114,27 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _write_record(record: dict[str, str]) -> None:
+    """In the child, once it leads its own session: the agent's record of it
+    (written atomically, as `services.common.processes.write_process_record`)."""
+    pid = os.getpid()
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    start_ticks = int(text[text.rindex(")") + 2 :].split()[19])
+    document = {
+        "agent_id": record["agent_id"],
+        "allocation_id": record["allocation_id"],
+        "pid": pid,
+        "pgid": os.getpgid(0),
+        "start_ticks": start_ticks,
+    }
+    path = record["path"]
+    staging = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{pid}")
+    with open(staging, "w") as file:
+        file.write(json.dumps(document) + "\n")
+    os.replace(staging, path)
 
 
 def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
@@ -173,6 +207,9 @@ class Server:
         self.path = path
         self.children: dict[int, socket.socket] = {}
         self.parent = os.getppid()
+        # Looked up now: a child must not load libraries between fork and exec.
+        self.prctl = ctypes.CDLL(None, use_errno=True).prctl
+        self.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -239,6 +276,7 @@ class Server:
         if threading.active_count() > 1:
             _say(f"forking with {threading.active_count()} threads running (a preloaded module started them)")
         ready_r, ready_w = os.pipe()
+        server = os.getpid()
         try:
             pid = os.fork()
         except OSError:
@@ -248,14 +286,21 @@ class Server:
         if pid == 0:
             try:
                 os.setsid()
+                # Dies with the server (which dies with the agent); exits if it already has.
+                if self.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server:
+                    os._exit(1)
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 for fd in (ready_r, self.wake_r, self.wake_w):
                     os.close(fd)
                 for sock in (self.listener, conn, *self.children.values()):
                     sock.close()
-                os.close(ready_w)  # tells the server: its own session, killable as a group
-            except BaseException:  # noqa: BLE001
+                if request.get("record") is not None:
+                    _write_record(request["record"])
+                os.close(ready_w)  # tells the server: its own session, recorded, killable as a group
+            except BaseException:  # noqa: BLE001 - the agent reads why in the trial's stderr
+                with contextlib.suppress(BaseException):
+                    os.write(err_fd, f"determined forkserver: cannot start:\n{traceback.format_exc()}".encode())
                 os._exit(1)
             run_child(request, out_fd, err_fd)
         os.close(ready_w)

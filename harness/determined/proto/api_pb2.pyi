@@ -42,10 +42,12 @@ class ClusterPart(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ..., last_error: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., disk_bytes: _Optional[int] = ...) -> None: ...
 
 class UploadContextRequest(_message.Message):
-    __slots__ = ("chunk",)
+    __slots__ = ("chunk", "context_hash")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     chunk: bytes
-    def __init__(self, chunk: _Optional[bytes] = ...) -> None: ...
+    context_hash: str
+    def __init__(self, chunk: _Optional[bytes] = ..., context_hash: _Optional[str] = ...) -> None: ...
 
 class UploadContextResponse(_message.Message):
     __slots__ = ("context_hash", "size_bytes")
@@ -245,8 +247,10 @@ class KillExperimentRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
 
 class KillExperimentResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
 class ActivateExperimentRequest(_message.Message):
     __slots__ = ("experiment_id",)
@@ -255,8 +259,10 @@ class ActivateExperimentRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
 
 class ActivateExperimentResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
 class PauseExperimentRequest(_message.Message):
     __slots__ = ("experiment_id",)
@@ -265,8 +271,10 @@ class PauseExperimentRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
 
 class PauseExperimentResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
 class KillTrialRequest(_message.Message):
     __slots__ = ("trial_id",)
@@ -275,8 +283,10 @@ class KillTrialRequest(_message.Message):
     def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
 
 class KillTrialResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
 class GetTrialRequest(_message.Message):
     __slots__ = ("trial_id",)

@@ -1,0 +1,336 @@
+"""What the `det deploy local` commands do with a local cluster: start its
+supervisor (cluster-up), repair it, stop it leaving no process behind
+(cluster-down), ask its supervisor to restart, stop or start one part, and
+read its status. The supervisor (supervisor.py) runs the parts.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from deploy.local import mailbox
+from deploy.local.cluster import (
+    ClusterOptions,
+    ClusterRecord,
+    DeployError,
+    cluster_identity,
+    recorded_cluster_id,
+)
+from deploy.local.decisions import PARTS, STOP_DEADLINE_S, Action, UpOutcome, plan_cluster_up, startup_failure
+from deploy.local.parts import STOP_SIGNALS, last_words
+from deploy.local.postgres_home import postgres_data_dir, postgres_os_user, prune_orphans
+from deploy.local.servers import port_is_taken
+from deploy.local.status import ClusterStatus, PartStatus, read_status, status_path
+from services.common.processes import (
+    ProcessRecordError,
+    kill_recorded_process_group,
+    process_alive,
+    start_ticks,
+)
+
+READY_DEADLINE_S = 60.0
+# The supervisor stops the parts one after the other, each within STOP_DEADLINE_S.
+SHUTDOWN_DEADLINE_S = STOP_DEADLINE_S * len(PARTS) + 10
+LEFTOVER_GRACE_S = 10.0
+POLL_S = 0.1
+FOLDERS = ("nats", "checkpoints", "agent-work", "logs", "run")
+
+
+@dataclass(frozen=True)
+class UpResult:
+    outcome: UpOutcome
+    # What was done, for people.
+    done: str
+    record: ClusterRecord
+
+
+# -- cluster-up ------------------------------------------------------------------------
+
+
+def cluster_up(options: ClusterOptions) -> UpResult:
+    """Starts a cluster, repairs one, or finds it running: UpResult.outcome
+    says which. DeployError names the part that failed and shows its log."""
+    data_dir = options.data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    leftovers = _leftovers(record) if record is not None else {}
+    supervisor_alive = "supervisor" in leftovers
+    status = read_status(status_path(data_dir)) if supervisor_alive else None
+    plan = plan_cluster_up(
+        recorded=record is not None, supervisor_alive=supervisor_alive, leftovers_alive=bool(leftovers),
+        states={part.name: part.state for part in status.parts} if status else {},
+    )
+    if record is None or plan.action == "start":
+        return _start(replace(options, data_dir=data_dir))
+    if plan.action == "replace-supervisor":
+        return _replace_supervisor(data_dir, record, sorted(leftovers))
+    before = {part.name: part.restarts for part in status.parts} if status else {}
+    if plan.action == "start-parts":
+        mailbox.post(data_dir, mailbox.Request("start", plan.parts))
+    _wait_until_running(data_dir, record.supervisor_pid, before)
+    done = (f"started {', '.join(plan.parts)} again" if plan.parts
+            else f"a cluster is already running from {data_dir}, every part of it: nothing to do")
+    return UpResult(plan.outcome, done, record)
+
+
+def _start(options: ClusterOptions) -> UpResult:
+    data_dir = options.data_dir
+    _check_ports(options)
+    for folder in FOLDERS:
+        (data_dir / folder).mkdir(parents=True, exist_ok=True)
+    _clear_run_files(data_dir)
+    record = ClusterRecord.of(options)
+    record.postgres_data_dir = str(_postgres_place(data_dir))
+    record.save(data_dir)
+    supervisor = _launch_supervisor(data_dir)
+    try:
+        _wait_until_running(data_dir, supervisor, {})
+    except DeployError:
+        _stop(data_dir, ClusterRecord.load(data_dir) or record)
+        raise
+    return UpResult(UpOutcome.STARTED, "started a new cluster", record)
+
+
+def _replace_supervisor(data_dir: Path, record: ClusterRecord, leftovers: list[str]) -> UpResult:
+    """Its supervisor is gone but parts it started still run: they are
+    stopped (trials too) and a new supervisor starts every part again."""
+    _stop_leftovers(data_dir, record)
+    _clear_run_files(data_dir)
+    if not record.postgres_data_dir:  # recorded by an older cluster-up
+        record.postgres_data_dir = str(_postgres_place(data_dir))
+    record.save(data_dir)
+    _wait_until_running(data_dir, _launch_supervisor(data_dir), {})
+    done = (f"its supervisor had exited: stopped what it left running ({', '.join(leftovers)}) "
+            "and started every part again")
+    return UpResult(UpOutcome.REPAIRED, done, record)
+
+
+def _postgres_place(data_dir: Path) -> Path:
+    """Where PostgreSQL keeps its data: in the data folder, unless (as root)
+    its own user cannot reach it there (postgres_home.py). The folders under
+    the system's place of clusters whose data folder is gone are removed."""
+    user = postgres_os_user()
+    if user is not None:
+        for removed in prune_orphans(recorded_cluster_id):
+            print(f"Removed {removed}: the read models of a cluster whose data folder is gone")
+    return postgres_data_dir(data_dir, cluster_identity(data_dir)[0], user)
+
+
+def _check_ports(options: ClusterOptions) -> None:
+    for name, port in (("master", options.master_port), ("nats", options.nats_port),
+                       ("postgres", options.postgres_port)):
+        if port_is_taken(port):
+            raise DeployError(
+                f"port {port} ({name}) is already in use; free it or pick another with --{name}-port"
+            )
+
+
+def _launch_supervisor(data_dir: Path) -> int:
+    """Starts the supervisor, detached (its own session); returns its pid."""
+    with open(data_dir / "logs" / "supervisor.out", "ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "deploy.local.supervisor", "--data-dir", str(data_dir)],
+            cwd=data_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return process.pid
+
+
+def _wait_until_running(data_dir: Path, supervisor_pid: int, restarts_before: dict[str, int]) -> ClusterStatus:
+    """Until the supervisor reports every part running. DeployError when a
+    part crashed meanwhile, the supervisor exited, or READY_DEADLINE_S passed."""
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while True:
+        status = _status_of(data_dir, supervisor_pid)
+        if status is not None:
+            crashed = startup_failure({p.name: p.restarts for p in status.parts}, restarts_before)
+            if crashed is not None:
+                raise DeployError(f"{crashed} failed: {status.part(crashed).last_error}")
+            if all(part.state == "running" for part in status.parts):
+                return status
+        if time.monotonic() > deadline:
+            raise DeployError(_not_ready(data_dir, status))
+        time.sleep(POLL_S)
+
+
+def _status_of(data_dir: Path, supervisor_pid: int) -> ClusterStatus | None:
+    """The status that supervisor wrote (None: not yet); DeployError if it exited."""
+    if not process_alive(supervisor_pid):
+        raise DeployError(f"the supervisor exited; {last_words(data_dir / 'logs', 'supervisor')}")
+    status = read_status(status_path(data_dir))
+    return status if status is not None and status.supervisor_pid == supervisor_pid else None
+
+
+def _not_ready(data_dir: Path, status: ClusterStatus | None) -> str:
+    waiting = [part for part in status.parts if part.state != "running"] if status else []
+    if not waiting:
+        return f"the supervisor did not report after {READY_DEADLINE_S:.0f} s"
+    first = waiting[0]
+    return (f"{first.name} was not ready after {READY_DEADLINE_S:.0f} s ({first.state}); "
+            f"{last_words(data_dir / 'logs', first.name)}")
+
+
+# -- cluster-down ----------------------------------------------------------------------
+
+
+def cluster_down(data_dir: Path) -> bool:
+    """Stops every part and every allocation's processes; False when nothing
+    of a cluster was running there."""
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is None:
+        return False
+    was_running = bool(_leftovers(record))
+    _stop(data_dir, record)
+    return was_running
+
+
+def _stop(data_dir: Path, record: ClusterRecord) -> None:
+    """The supervisor stops the parts (SIGTERM); whatever still runs then is
+    killed, and the run files are removed."""
+    supervisor = record.supervisor_pid
+    if supervisor and _ours(supervisor, record.start_ticks.get("supervisor")):
+        os.kill(supervisor, signal.SIGTERM)
+        _wait_gone([supervisor], SHUTDOWN_DEADLINE_S)
+    _stop_leftovers(data_dir, ClusterRecord.load(data_dir) or record)
+    _clear_run_files(data_dir)
+    ClusterRecord.path(data_dir).unlink(missing_ok=True)
+
+
+def _leftovers(record: ClusterRecord) -> dict[str, int]:
+    """The recorded processes (parts and supervisor) that still run."""
+    recorded = dict(record.pids, supervisor=record.supervisor_pid)
+    return {name: pid for name, pid in recorded.items() if pid and _ours(pid, record.start_ticks.get(name))}
+
+
+def _ours(pid: int, ticks: int | None) -> bool:
+    """Alive and, when its start time was recorded (not in an older
+    cluster.json), started then: a reused pid is someone else's."""
+    return process_alive(pid) and (not ticks or start_ticks(pid) == ticks)
+
+
+def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
+    """Each recorded process still running gets its stop signal, then SIGKILL
+    past LEFTOVER_GRACE_S (with its process group); then every allocation's
+    recorded process group under agent-work/ is killed."""
+    leftovers = _leftovers(record)
+    for name, pid in leftovers.items():
+        _signal_group(pid, STOP_SIGNALS.get(name, signal.SIGTERM))
+    if not _wait_gone(list(leftovers.values()), LEFTOVER_GRACE_S):
+        for pid in leftovers.values():
+            _signal_group(pid, signal.SIGKILL)
+        _wait_gone(list(leftovers.values()), LEFTOVER_GRACE_S)
+    for process_record in sorted((data_dir / "agent-work").glob("*/process.json")):
+        try:
+            kill_recorded_process_group(process_record)
+        except ProcessRecordError:
+            continue
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    """Each part leads its own process group; one of an older cluster may not."""
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _wait_gone(pids: list[int], deadline_s: float) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while any(process_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
+def _clear_run_files(data_dir: Path) -> None:
+    run = data_dir / "run"
+    status_path(data_dir).unlink(missing_ok=True)
+    for leftover in [*run.glob("*.ready"), *mailbox.requests_dir(data_dir).glob("*")]:
+        leftover.unlink(missing_ok=True)
+
+
+# -- one part --------------------------------------------------------------------------
+
+
+def restart_part(data_dir: Path, name: str) -> PartStatus:
+    """Stops the part and starts it again (not counted as a crash); returns
+    once it is ready again."""
+    return _ask(data_dir, "restart", name)
+
+
+def stop_part(data_dir: Path, name: str) -> PartStatus:
+    """Stops the part and keeps it stopped until start_part or cluster-up."""
+    return _ask(data_dir, "stop", name)
+
+
+def start_part(data_dir: Path, name: str) -> PartStatus:
+    """Starts a stopped part (or one waiting out a backoff) now; returns once it is ready."""
+    return _ask(data_dir, "start", name)
+
+
+def _ask(data_dir: Path, action: Action, name: str) -> PartStatus:
+    if name not in PARTS:
+        raise DeployError(f"no part is called {name!r}; the parts are: {', '.join(PARTS)}")
+    data_dir = data_dir.expanduser().resolve()
+    supervisor = running_supervisor(data_dir)
+    status = _status_of(data_dir, supervisor)
+    before = status.part(name) if status is not None else None
+    asked_at = time.time()
+    mailbox.post(data_dir, mailbox.Request(action, (name,)))
+    patience_s = STOP_DEADLINE_S + READY_DEADLINE_S
+    deadline = time.monotonic() + patience_s
+    while True:
+        status = _status_of(data_dir, supervisor)
+        part = status.part(name) if status is not None else None
+        if part is not None and before is not None and part.restarts > before.restarts:
+            raise DeployError(f"{name} failed: {part.last_error}")
+        if part is not None and _done(action, part, asked_at):
+            return part
+        if time.monotonic() > deadline:
+            raise DeployError(f"{name} did not {action} within {patience_s:.0f} s; "
+                              f"{last_words(data_dir / 'logs', name)}")
+        time.sleep(POLL_S)
+
+
+def _done(action: Action, part: PartStatus, asked_at: float) -> bool:
+    if action == "stop":
+        return part.state == "stopped"
+    return part.state == "running" and (action == "start" or part.started_at >= asked_at)
+
+
+def running_supervisor(data_dir: Path) -> int:
+    """The pid of the supervisor running the cluster in `data_dir`; DeployError if none."""
+    record = ClusterRecord.load(data_dir)
+    if record is None or not _ours(record.supervisor_pid, record.start_ticks.get("supervisor")):
+        why = "" if record is None else " (its supervisor has exited: repair it with det deploy local cluster-up)"
+        raise DeployError(f"no cluster is running from {data_dir}{why}")
+    return record.supervisor_pid
+
+
+# -- status ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    data_dir: Path
+    record: ClusterRecord
+    status: ClusterStatus | None
+    supervisor_alive: bool
+
+
+def cluster_report(data_dir: Path) -> ClusterReport:
+    """What `det deploy local status` shows; DeployError when no cluster was started there."""
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is None:
+        raise DeployError(f"no cluster is running from {data_dir}")
+    alive = _ours(record.supervisor_pid, record.start_ticks.get("supervisor")) if record.supervisor_pid else False
+    return ClusterReport(data_dir, record, read_status(status_path(data_dir)), alive)

@@ -1,0 +1,135 @@
+"""How the supervisor runs each part of a local cluster: the command, where
+its output goes, when it is ready, the signal that asks it to stop, the files
+that hold its logs and the paths its disk use counts.
+
+    part          ready when                        stop signal   output file
+    nats-server   its port answers                  SIGTERM       logs/nats-server.out
+    postgres      it accepts connections and the    SIGINT (fast  logs/postgres.log
+                  `determined` database exists      shutdown)
+    a service     it wrote run/<name>.ready         SIGTERM       logs/<name>.out
+
+nats-server writes its own log (logs/nats-server.log, rotated by itself) and
+each service its own (logs/<name>.log, DET_LOG_FILE, rotated by itself); the
+output files get what they print besides (start-up errors, tracebacks) and
+are rotated by the supervisor (logrotate.py).
+"""
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from deploy.local.cluster import DATABASE, ClusterRecord, service_environment
+from deploy.local.decisions import SERVICES
+from deploy.local.servers import NatsServer, PostgresServer, tail
+
+STOP_SIGNALS = {"postgres": signal.SIGINT}
+LAST_ERROR_LINES = 10
+
+
+class PartRunner:
+    """The I/O of starting and checking the parts of the cluster in `data_dir`."""
+
+    def __init__(self, data_dir: Path, record: ClusterRecord) -> None:
+        self.data_dir = data_dir
+        self.logs = data_dir / "logs"
+        self.postgres_data = record.postgres_folder(data_dir)
+        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log")
+        self.postgres = PostgresServer(self.postgres_data, record.postgres_port, self.logs / "postgres.log")
+        self.environment = service_environment(record.options(data_dir), data_dir, self.nats.url,
+                                               self.postgres.url)
+
+    def spawn(self, name: str) -> "subprocess.Popen[bytes]":
+        """Starts the part (its own session) and returns at once; ServerError
+        or OSError when it cannot be started at all."""
+        self.ready_file(name).unlink(missing_ok=True)
+        with open(self.output_file(name), "ab") as output:
+            if name == "nats-server":
+                return self.nats.spawn(output)
+            if name == "postgres":
+                return self.postgres.spawn(output)
+            return subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}"],
+                env=dict(self.environment, DET_LOG_FILE=str(self.logs / f"{name}.log"),
+                         DET_READY_FILE=str(self.ready_file(name))),
+                cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def ready(self, name: str) -> bool:
+        if name == "nats-server":
+            return port_answers(self.nats.port)
+        if name == "postgres":
+            return self.postgres.accepting() and _database_ready(self.postgres.url)
+        return self.ready_file(name).exists()
+
+    def ready_file(self, name: str) -> Path:
+        return self.data_dir / "run" / f"{name}.ready"
+
+    def output_file(self, name: str) -> Path:
+        return self.logs / output_name(name)
+
+    def stopped(self, name: str) -> None:
+        """After the part's process ended: it is no longer ready."""
+        self.ready_file(name).unlink(missing_ok=True)
+
+    def last_words(self, name: str) -> str:
+        return last_words(self.logs, name)
+
+    def disk_paths(self, name: str) -> list[Path]:
+        """What the part's data and logs take on disk."""
+        logs = sorted(self.logs.glob(f"{name}.log*")) + sorted(self.logs.glob(f"{name}.out*"))
+        own = {"nats-server": [self.data_dir / "nats"], "postgres": [self.postgres_data],
+               "agent": [self.data_dir / "agent-work"]}
+        return own.get(name, []) + logs
+
+    def output_files(self) -> list[Path]:
+        """The files the supervisor rotates (see logrotate.py)."""
+        return [self.output_file(name) for name in ("nats-server", "postgres", *SERVICES)]
+
+
+def last_words(logs: Path, name: str) -> str:
+    """The end of the part's log that changed last (its output file holds a
+    crash's traceback, its own log the lines before)."""
+    candidates = [path for path in (logs / output_name(name), logs / f"{name}.log")
+                  if path.exists() and path.stat().st_size > 0]
+    if not candidates:
+        return f"(nothing in {logs / output_name(name)})"
+    latest = max(candidates, key=lambda path: path.stat().st_mtime)
+    return f"the end of {latest}:\n{tail(latest, LAST_ERROR_LINES)}"
+
+
+def output_name(name: str) -> str:
+    """The file in logs/ that gets what the part prints on stdout and stderr."""
+    return "postgres.log" if name == "postgres" else f"{name}.out"
+
+
+def port_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _database_ready(server_url: str) -> bool:
+    """Creates the cluster's database if missing; False when PostgreSQL does
+    not answer yet."""
+    import asyncpg
+
+    async def create() -> None:
+        connection = await asyncpg.connect(server_url, timeout=2.0)
+        try:
+            exists = await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
+            if not exists:
+                await connection.execute(f'CREATE DATABASE "{DATABASE}"')
+        finally:
+            await connection.close()
+
+    try:
+        asyncio.run(create())
+    except (TimeoutError, OSError, asyncpg.PostgresError):
+        return False
+    return True

@@ -1,0 +1,79 @@
+"""The bulk projection gives the very rows the per-event one gave.
+
+The read models of each golden log, projected in batches of several sizes,
+must hash to what the projection of issue 6 (one statement per event) left:
+EXPECTED below was recorded with that code on these logs. A change of the
+projection rules changes them on purpose: bump PROJECTION_RULES_VERSION
+(tables.py) and record them again.
+
+`generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
+bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
+failed and resumed runs, invalid hyperparameters), so that every rule meets
+the events a real search writes, interleaved as they come.
+"""
+
+import asyncpg
+import pytest
+from golden_log import golden_log
+
+from services.common.eventstore import EventStore, StoredEvent
+from services.gateway.projector import Projector
+from services.gateway.tables import SCHEMA, create_schema, drop_schema, metadata
+
+# table -> (rows, md5 of the rows' text in order), per log.
+EXPECTED: dict[str, dict[str, tuple[int, str]]] = {
+    "three_experiments.jsonl": {
+        "agents": (1, "11415f8263938334510312be610835ac"),
+        "allocations": (4, "f266fa571dd3e83b57446b0fd7c0a7cf"),
+        "checkpoints": (1, "3bee48bb622fc20ec219cbb7d1f05998"),
+        "experiments": (3, "66c0928f699cce5c3f5e83a8b0a29153"),
+        "metrics": (101, "36eb4dd3f2243dab165aec2b99e67edc"),
+        "projection_position": (1, "bc96f7f7df8a92b93ad6d1791afe9729"),
+        "trials": (3, "0759864209f274dd1b98afa52d8ec0d3"),
+    },
+    "adaptive_pause_kill.jsonl": {
+        "agents": (1, "9b423a8a188c9c8fed95a828a0311741"),
+        "allocations": (8, "87aa23cb030e90774c6844f4137aa9a1"),
+        "checkpoints": (2, "5d3210d91a6e327081a6d7d3396c0b8e"),
+        "experiments": (3, "d4a9c57647350bd5cb0043f34e6fa37c"),
+        "metrics": (111, "734bd62a8d6e71c17be03e4877154748"),
+        "projection_position": (1, "6ead220b76f2627ac6ca61197e6d73a1"),
+        "trials": (7, "0d093b3b2e143e500529645ed404a369"),
+    },
+    "generated_cluster.jsonl.gz": {
+        "agents": (4, "7b6c9421a4635eff2607720cf040c0ec"),
+        "allocations": (164, "ee9a1aec914b197499a3c6b9bbf1a55b"),
+        "checkpoints": (130, "e3d765de2d193cdf6a7e715a33deecd6"),
+        "experiments": (8, "a37b9c60a9b36c0811c055432aee7499"),
+        "metrics": (1336, "3abf328d828f3cc9631d3fa41002848b"),
+        "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
+        "trials": (134, "0049e57080b58b57f5336b3981e1b975"),
+    },
+}
+
+
+async def digests(pool: asyncpg.Pool) -> dict[str, tuple[int, str]]:
+    found = {}
+    for table in metadata.sorted_tables:
+        if table.name == "schema_fingerprint":
+            continue
+        row = await pool.fetchrow(
+            f"SELECT count(*) AS n, md5(string_agg(t::text, E'\\n' ORDER BY t::text)) AS h FROM {SCHEMA}.{table.name} t"
+        )
+        found[table.name] = (row["n"], row["h"])
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+async def test_every_batching_gives_the_rows_of_the_per_event_projection(
+    event_store: EventStore, pool: asyncpg.Pool, name: str
+) -> None:
+    log = [StoredEvent(sequence, envelope, caught_up=False) for sequence, envelope in enumerate(golden_log(name), 1)]
+    for batch_size in (len(log), 1000, 7):
+        async with pool.acquire() as connection:
+            await drop_schema(connection)
+            await create_schema(connection)
+        projector = Projector(event_store, pool)
+        for start in range(0, len(log), batch_size):
+            await projector.apply(log[start:start + batch_size])
+        assert await digests(pool) == EXPECTED[name], f"batches of {batch_size}"
