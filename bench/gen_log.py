@@ -87,6 +87,11 @@ searcher:
 """
 
 
+# What the cluster appends: (aggregate, envelope bytes, headers), with the
+# headers EventStore.append sends (so a reader parses what it would on a cluster).
+LogEntry = tuple[str, bytes, dict[str, str]]
+
+
 @dataclass
 class CoreRunner:
     core: PureCore[Any]
@@ -147,7 +152,7 @@ class Cluster:
         self.scheduler = CoreRunner(SchedulerCore(), "service:scheduler")
         self.runners = [self.searcher, self.lifecycle, self.scheduler]
         self.read_kinds = {kind for runner in self.runners for kind in runner.core.kinds}
-        self.out: list[tuple[str, bytes]] = []
+        self.out: list[LogEntry] = []
         self.sequence = 0
         self.versions: dict[str, int] = {}
         self.timers: list[Timer] = []
@@ -174,7 +179,10 @@ class Cluster:
         envelope = wrap(append, actor=actor, occurred_at_ns=self.now)
         self.sequence += 1
         self.versions[append.aggregate] = self.sequence
-        self.out.append((append.aggregate, envelope.SerializeToString()))
+        headers = {"Nats-Msg-Id": append.msg_id}
+        if append.expected_version is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(append.expected_version)
+        self.out.append((append.aggregate, envelope.SerializeToString(), headers))
         kind = append.aggregate.partition("/")[0]
         for runner in self.runners:
             if kind in runner.core.kinds:
@@ -209,7 +217,7 @@ class Cluster:
         self.timer_order += 1
         heapq.heappush(self.timers, Timer(self.now + int(seconds * S), self.timer_order, action))
 
-    def run(self) -> Iterator[list[tuple[str, bytes]]]:
+    def run(self) -> Iterator[list[LogEntry]]:
         """Runs the simulation; yields the events of each step as they come."""
         for number in range(AGENTS):
             self._register_agent(f"agent-{number}")
@@ -474,8 +482,8 @@ class Cluster:
                   "service:agent")
 
 
-def generate(events: int, seed: int = 0, incidents: float = 1.0) -> Iterator[tuple[str, bytes]]:
-    """(aggregate, envelope bytes) of a log of about `events` events: it ends
+def generate(events: int, seed: int = 0, incidents: float = 1.0) -> Iterator[LogEntry]:
+    """(aggregate, envelope bytes, headers) of a log of about `events` events: it ends
     between two steps of the simulation, at the first after `events`."""
     cluster = Cluster(seed, incidents)
     produced = 0
@@ -508,9 +516,10 @@ async def append_log(
     started = time.monotonic()
     count = 0
     try:
-        for aggregate_name, data in generate(events, seed, incidents):
+        for aggregate_name, data, headers in generate(events, seed, incidents):
             by_type[Envelope.FromString(data).WhichOneof("payload") or "?"] += 1
-            pending.append(await js.publish_async(subject_for(namespace, aggregate_name), data, stream=stream))
+            subject = subject_for(namespace, aggregate_name)
+            pending.append(await js.publish_async(subject, data, stream=stream, headers=headers))
             count += 1
             if len(pending) >= PUBLISH_WINDOW:
                 await _acked(pending)
@@ -542,7 +551,7 @@ def write_jsonl(path: str, events: int, seed: int, incidents: float) -> int:
     logs' format): one envelope per line with its sequence."""
     count = 0
     with open(path, "w") as out:
-        for count, (_, data) in enumerate(generate(events, seed, incidents), start=1):
+        for count, (_, data, _) in enumerate(generate(events, seed, incidents), start=1):
             fields = json_format.MessageToDict(Envelope.FromString(data), preserving_proto_field_name=True)
             out.write(json.dumps({"sequence": count, **fields}) + "\n")
     return count

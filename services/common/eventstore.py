@@ -97,6 +97,10 @@ class NotFoundError(EventStoreError):
     pass
 
 
+class _Stalled(Exception):
+    """A pull consumer delivered nothing for PULL_STALL_S (lost in an outage)."""
+
+
 @dataclass(frozen=True)
 class StreamLimits:
     """What the LOGS stream may hold (EVENTS holds everything)."""
@@ -291,18 +295,18 @@ class EventStore:
             subjects = [f"{self.namespace}.events.>"]
         else:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
-        async for sequence, data, caught_up in self._read(
-            self.events_stream, subjects, start_sequence, follow
-        ):
-            yield StoredEvent(sequence, Envelope.FromString(data), caught_up)
+        async with contextlib.aclosing(self._read(self.events_stream, subjects, start_sequence, follow)) as read:
+            async for sequence, data, caught_up in read:
+                yield StoredEvent(sequence, Envelope.FromString(data), caught_up)
 
-    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[tuple[int, bytes, bool]]]:
         """Every event from `start_sequence` to the current end as (sequence,
-        envelope bytes), in lists, undecoded: for a reader in another process
-        (services/gateway/replay.py)."""
+        envelope bytes, caught_up), in lists, undecoded: for a reader that
+        decodes them elsewhere (services/gateway/replay.py)."""
         subjects = [f"{self.namespace}.events.>"]
-        async for batch in self._read_batches(self.events_stream, subjects, start_sequence, False):
-            yield [(sequence, data) for sequence, data, _ in batch]
+        async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, False)) as read:
+            async for batch in read:
+                yield batch
 
     async def read_batches(
         self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
@@ -313,8 +317,9 @@ class EventStore:
             subjects = [f"{self.namespace}.events.>"]
         else:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
-        async for batch in self._read_batches(self.events_stream, subjects, start_sequence, follow):
-            yield [StoredEvent(sequence, Envelope.FromString(data), caught_up) for sequence, data, caught_up in batch]
+        async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, follow)) as read:
+            async for batch in read:
+                yield [StoredEvent(sequence, Envelope.FromString(data), caught_up) for sequence, data, caught_up in batch]
 
     # -- logs -----------------------------------------------------------------
 
@@ -463,11 +468,12 @@ class EventStore:
 
     async def _read(
         self, stream: str, subjects: list[str], start_sequence: int, follow: bool
-    ) -> AsyncIterator[tuple[int, bytes, bool]]:
+    ) -> AsyncGenerator[tuple[int, bytes, bool], None]:
         """(sequence, data, caught_up) in order, one at a time (see _read_batches)."""
-        async for batch in self._read_batches(stream, subjects, start_sequence, follow):
-            for message in batch:
-                yield message
+        async with contextlib.aclosing(self._read_batches(stream, subjects, start_sequence, follow)) as read:
+            async for batch in read:
+                for message in batch:
+                    yield message
 
     async def _read_batches(
         self, stream: str, subjects: list[str], start_sequence: int, follow: bool
@@ -501,8 +507,9 @@ class EventStore:
                 await replay.aclose()
             start_sequence = stored_end + 1
         if follow:
-            async for batch in self._followed_batches(stream, subjects, start_sequence):
-                yield batch
+            async with contextlib.aclosing(self._followed_batches(stream, subjects, start_sequence)) as followed:
+                async for batch in followed:
+                    yield batch
 
     async def _followed_batches(
         self, stream: str, subjects: list[str], start_sequence: int
@@ -570,6 +577,22 @@ class EventStore:
         that delivers nothing for PULL_STALL_S (lost in an outage of
         nats-server) is made again from the next expected sequence."""
         expected = max(start_sequence, 1)
+        while expected <= end:
+            try:
+                async with contextlib.aclosing(self._pulled_once(stream, subject, expected, end)) as batches:
+                    async for batch in batches:
+                        expected = batch[-1][0] + 1
+                        yield batch
+                return  # the attempt read every message of `subject` up to `end`
+            except _Stalled:
+                log.info("replay_consumer_remade", subject=subject, from_sequence=expected)
+
+    async def _pulled_once(
+        self, stream: str, subject: str, start_sequence: int, end: int
+    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+        """One attempt of _pulled_batches: ends early (without error) when its
+        consumer stalls; its inbox goes with it, so that nothing it asked for
+        arrives later."""
         arrived: collections.deque[Msg] = collections.deque()
         waiting = asyncio.Event()
 
@@ -577,46 +600,38 @@ class EventStore:
             arrived.append(msg)
             waiting.set()
 
+        made = functools.partial(self._pull_consumer, stream, subject, start_sequence)
+        consumer, stored = await self.connection.call(made)
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox, cb=take, pending_msgs_limit=0, pending_bytes_limit=0)
-        consumer = ""
+        expected, requested, received = start_sequence, 0, 0
         try:
-            while expected <= end:
-                made = functools.partial(self._pull_consumer, stream, subject, expected)
-                consumer, stored = await self.connection.call(made)
-                requested = received = 0
-                while expected <= end and received < stored:
-                    while requested < min(stored, received + PULL_AHEAD):
-                        size = min(PULL_BATCH, stored - requested)
-                        await self.nc.publish(
-                            f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps({"batch": size}).encode(), inbox
-                        )
-                        requested += size
-                    try:
-                        await asyncio.wait_for(waiting.wait(), PULL_STALL_S)
-                    except TimeoutError:
-                        break  # made again below, from `expected`
-                    waiting.clear()
-                    batch = []
-                    while arrived:
-                        msg = arrived.popleft()
-                        if not msg.reply:
-                            continue  # a status (408 and the like): what it says, the stall timeout covers
-                        received += 1
-                        sequence, _ = _stream_position(msg.reply)
-                        if expected <= sequence <= end:
-                            expected = sequence + 1
-                            batch.append((sequence, msg.data, sequence == end))
-                    if batch:
-                        yield batch
-                if received >= stored:
-                    expected = end + 1  # every message of `subject` up to `end` is read
-                await self._delete_consumer(stream, consumer)
-                consumer = ""
+            while expected <= end and received < stored:
+                while requested < min(stored, received + PULL_AHEAD):
+                    size = min(PULL_BATCH, stored - requested)
+                    request = json.dumps({"batch": size}).encode()
+                    await self.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, inbox)
+                    requested += size
+                try:
+                    await asyncio.wait_for(waiting.wait(), PULL_STALL_S)
+                except TimeoutError:
+                    raise _Stalled from None
+                waiting.clear()
+                batch = []
+                while arrived:
+                    msg = arrived.popleft()
+                    if not msg.reply:
+                        continue  # a status (408 and the like): what it says, the stall timeout covers
+                    received += 1
+                    sequence, _ = _stream_position(msg.reply)
+                    if expected <= sequence <= end:
+                        expected = sequence + 1
+                        batch.append((sequence, msg.data, sequence == end))
+                if batch:
+                    yield batch
         finally:
             await sub.unsubscribe()
-            if consumer:
-                await self._delete_consumer(stream, consumer)
+            await self._delete_consumer(stream, consumer)
 
     async def _pull_consumer(self, stream: str, subject: str, start_sequence: int) -> tuple[str, int]:
         """An ephemeral pull consumer of `subject` from `start_sequence`, and

@@ -43,9 +43,9 @@ TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
 Row = dict[str, Any]
 Args = tuple[Any, ...]
 MetricKey = tuple[int, str, int, int]
-# What one event does to one row: the row after it (None: there is none),
-# given the row before it (None: there is none yet). It may change `row`.
-Change = Callable[[Row | None], Row | None]
+# What one event does to one row, as data (a plan is pickled: see replay.py):
+# the name of an operation in _OPERATIONS and its arguments after the row.
+Change = tuple[str, tuple[Any, ...]]
 
 # The tables a batch loads, folds and writes back, by their key column.
 ROW_TABLES: dict[str, Table] = {
@@ -105,10 +105,10 @@ class Plan:
         row; a key that is missing has no row); returns, per table, the rows
         that differ from the stored ones, to be written back whole."""
         current: dict[str, dict[Any, Row | None]] = {table: {} for table in ROW_TABLES}
-        for table, key, change in self.changes:
+        for table, key, (operation, arguments) in self.changes:
             rows = current[table]
             row = rows[key] if key in rows else _copy(stored.get(table, {}).get(key))
-            rows[key] = change(row)
+            rows[key] = _OPERATIONS[operation](row, *arguments)
         trials = current["trials"]
         for trial_id, batches in self.total_batches.items():
             row = trials[trial_id] if trial_id in trials else _copy(stored.get("trials", {}).get(trial_id))
@@ -128,6 +128,17 @@ class Plan:
         self.changes.append((table, key, change))
 
 
+@dataclass(frozen=True)
+class PlannedBatch:
+    """The plan of the events `first` to `last` (made by the replay helper:
+    replay.py), and the aggregates whose watched state they change."""
+
+    first: int
+    last: int
+    plan: Plan
+    watched: set[str]
+
+
 def _copy(row: Row | None) -> Row | None:
     return None if row is None else dict(row)
 
@@ -135,8 +146,12 @@ def _copy(row: Row | None) -> Row | None:
 def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
     plan = Plan()
     for envelope in envelopes:
-        for event in upcast(envelope):
-            apply_event(plan, event)
+        field_name = envelope.WhichOneof("payload")
+        if field_name == "allocation_assigned" and envelope.allocation_assigned.config_json:
+            for event in upcast(envelope):
+                apply_event(plan, event)
+        elif (rule := _RULES.get(field_name or "")) is not None:  # the same as apply_event, faster
+            rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
     return plan
 
 
@@ -145,37 +160,95 @@ def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
 
 def created(new: Row) -> Change:
     """Creates the row unless it exists (a replayed creation keeps the first)."""
-    return lambda row: new if row is None else row
+    return "create", (new,)
 
 
 def replaced(new: Row, kept: tuple[str, ...] = ()) -> Change:
     """Creates the row, or replaces every column of it but `kept`."""
-    return lambda row: new if row is None else {**new, **{column: row[column] for column in kept}}
+    return "replace", (new, kept)
 
 
 def updated(**values: Any) -> Change:
     """Sets these columns of the row, if it exists."""
-
-    def change(row: Row | None) -> Row | None:
-        if row is not None:
-            row.update(values)
-        return row
-
-    return change
+    return "set", (values,)
 
 
 def first(**values: Any) -> Change:
     """Sets these columns of the row where they are still NULL (the first
     value stays: COALESCE)."""
+    return "first", (values,)
 
-    def change(row: Row | None) -> Row | None:
-        if row is not None:
-            for column, value in values.items():
-                if row[column] is None:
-                    row[column] = value
-        return row
 
-    return change
+def _create(row: Row | None, new: Row) -> Row | None:
+    return dict(new) if row is None else row
+
+
+def _replace(row: Row | None, new: Row, kept: tuple[str, ...]) -> Row | None:
+    return dict(new) if row is None else {**new, **{column: row[column] for column in kept}}
+
+
+def _set(row: Row | None, values: dict[str, Any]) -> Row | None:
+    if row is not None:
+        row.update(values)
+    return row
+
+
+def _first(row: Row | None, values: dict[str, Any]) -> Row | None:
+    if row is not None:
+        for column, value in values.items():
+            if row[column] is None:
+                row[column] = value
+    return row
+
+
+def _set_experiment_state(row: Row | None, state: str, at: int, reason: str) -> Row | None:
+    """The new state and why; a terminal state's end time is the first one's."""
+    if row is not None:
+        row["state"] = state
+        terminal = state in TERMINAL_STATES
+        row["ended_at_ns"] = (row["ended_at_ns"] if row["ended_at_ns"] is not None else at) if terminal else None
+        row["end_reason"] = reason
+    return row
+
+
+def _kill_experiment(row: Row | None) -> Row | None:
+    """STOPPING_KILLED, unless it has ended already."""
+    if row is not None and row["state"] not in TERMINAL_STATES:
+        row["state"] = "STOPPING_KILLED"
+    return row
+
+
+def _end_trial(row: Row | None, state: str, reason: str, at: int) -> Row | None:
+    if row is not None:
+        row["state"] = state
+        row["end_reason"] = reason
+        if row["ended_at_ns"] is None:
+            row["ended_at_ns"] = at
+        if state == "COMPLETED":
+            row["progress"] = 1.0
+    return row
+
+
+def _set_current_run(row: Row | None, allocation_id: str, run_id: int, resumed_at: int) -> Row | None:
+    """The trial's newest run; the steps past its resume point are trained
+    again, so they no longer count as batches the trial got through."""
+    if row is not None:
+        row["current_allocation_id"] = allocation_id
+        row["runs"] = run_id
+        row["total_batches"] = min(row["total_batches"], resumed_at)
+    return row
+
+
+_OPERATIONS: dict[str, Callable[..., Row | None]] = {
+    "create": _create,
+    "replace": _replace,
+    "set": _set,
+    "first": _first,
+    "set_experiment_state": _set_experiment_state,
+    "kill_experiment": _kill_experiment,
+    "end_trial": _end_trial,
+    "set_current_run": _set_current_run,
+}
 
 
 def apply_event(plan: Plan, envelope: Envelope) -> None:
@@ -188,8 +261,9 @@ def apply_event(plan: Plan, envelope: Envelope) -> None:
 
 
 def _metrics_reported(plan: Plan, payload: events_pb2.TrialMetricsReported, at: int) -> None:
+    trial_id, run_id = payload.trial_id, payload.trial_run_id
     for report in payload.reports:
-        key = (payload.trial_id, report.group, report.steps_completed, payload.trial_run_id)
+        key = (trial_id, report.group, report.steps_completed, run_id)
         _metric_point(plan, key, report.metrics_json, report.reported_at_ns or at)
 
 
@@ -203,28 +277,12 @@ def _experiment_created(plan: Plan, payload: events_pb2.ExperimentCreated, at: i
 
 
 def _experiment_state_changed(plan: Plan, payload: events_pb2.ExperimentStateChanged, at: int) -> None:
-    """The new state and why; a terminal state's end time is the first one's."""
     state = state_name(events_pb2.ExperimentState.Name(payload.state))
-    terminal = state in TERMINAL_STATES
-
-    def change(row: Row | None) -> Row | None:
-        if row is not None:
-            row["state"] = state
-            row["ended_at_ns"] = (row["ended_at_ns"] if row["ended_at_ns"] is not None else at) if terminal else None
-            row["end_reason"] = payload.reason
-        return row
-
-    plan.change("experiments", payload.experiment_id, change)
+    plan.change("experiments", payload.experiment_id, ("set_experiment_state", (state, at, payload.reason)))
 
 
 def _experiment_kill_requested(plan: Plan, payload: events_pb2.ExperimentKillRequested, at: int) -> None:
-    def change(row: Row | None) -> Row | None:
-        """STOPPING_KILLED, unless it has ended already."""
-        if row is not None and row["state"] not in TERMINAL_STATES:
-            row["state"] = "STOPPING_KILLED"
-        return row
-
-    plan.change("experiments", payload.experiment_id, change)
+    plan.change("experiments", payload.experiment_id, ("kill_experiment", ()))
 
 
 def _experiment_progress_changed(plan: Plan, payload: events_pb2.ExperimentProgressChanged, at: int) -> None:
@@ -247,18 +305,7 @@ def _trial_created(plan: Plan, payload: events_pb2.TrialCreated, at: int) -> Non
 
 def _trial_ended(plan: Plan, payload: events_pb2.TrialEnded, at: int) -> None:
     state = state_name(events_pb2.TrialState.Name(payload.state))
-
-    def change(row: Row | None) -> Row | None:
-        if row is not None:
-            row["state"] = state
-            row["end_reason"] = payload.reason
-            if row["ended_at_ns"] is None:
-                row["ended_at_ns"] = at
-            if state == "COMPLETED":
-                row["progress"] = 1.0
-        return row
-
-    plan.change("trials", payload.trial_id, change)
+    plan.change("trials", payload.trial_id, ("end_trial", (state, payload.reason, at)))
 
 
 def _trial_progress_reported(plan: Plan, payload: events_pb2.TrialProgressReported, at: int) -> None:
@@ -304,15 +351,7 @@ def _allocation_requested(plan: Plan, payload: events_pb2.AllocationRequested, a
     launch = payload.trial
     trial_id, run_id, resumed_at = launch.trial_id, launch.trial_run_id, launch.steps_completed
     plan.change("allocations", payload.allocation_id, created(allocation_row(payload.allocation_id, launch, at)))
-
-    def run_requested(row: Row | None) -> Row | None:
-        if row is not None:
-            row["current_allocation_id"] = payload.allocation_id
-            row["runs"] = run_id
-            row["total_batches"] = min(row["total_batches"], resumed_at)
-        return row
-
-    plan.change("trials", trial_id, run_requested)
+    plan.change("trials", trial_id, ("set_current_run", (payload.allocation_id, run_id, resumed_at)))
     plan.superseded.append((trial_id, run_id, resumed_at))
     for key in plan.trial_points.get(trial_id, ()):
         if key[3] < run_id and key[2] > resumed_at:
@@ -323,7 +362,8 @@ def _allocation_requested(plan: Plan, payload: events_pb2.AllocationRequested, a
 
 def _allocation_assigned(plan: Plan, payload: events_pb2.AllocationAssigned, at: int) -> None:
     placements = json.dumps([_placement(p) for p in payload.placements])
-    plan.change("allocations", payload.allocation_id, _both(updated(placements=placements), first(assigned_at_ns=at)))
+    plan.change("allocations", payload.allocation_id, updated(placements=placements))
+    plan.change("allocations", payload.allocation_id, first(assigned_at_ns=at))
 
 
 def _allocation_started(plan: Plan, payload: events_pb2.AllocationStarted, at: int) -> None:
@@ -331,8 +371,8 @@ def _allocation_started(plan: Plan, payload: events_pb2.AllocationStarted, at: i
 
 
 def _allocation_stop_requested(plan: Plan, payload: events_pb2.AllocationStopRequested, at: int) -> None:
-    change = _both(updated(stop_requested=True), first(stop_reason=payload.reason))
-    plan.change("allocations", payload.allocation_id, change)
+    plan.change("allocations", payload.allocation_id, updated(stop_requested=True))
+    plan.change("allocations", payload.allocation_id, first(stop_reason=payload.reason))
 
 
 def _allocation_stop_acknowledged(plan: Plan, payload: events_pb2.AllocationStopAcknowledged, at: int) -> None:
@@ -344,14 +384,11 @@ def _allocation_canceled(plan: Plan, payload: events_pb2.AllocationCanceled, at:
 
 
 def _allocation_exited(plan: Plan, payload: events_pb2.AllocationExited, at: int) -> None:
+    plan.change("allocations", payload.allocation_id, first(exited_at_ns=at))
     exited = updated(
         exit_code=payload.exit_code, killed=payload.killed, error=payload.error, agent_lost=payload.agent_lost
     )
-    plan.change("allocations", payload.allocation_id, _both(first(exited_at_ns=at), exited))
-
-
-def _both(one: Change, then: Change) -> Change:
-    return lambda row: then(one(row))
+    plan.change("allocations", payload.allocation_id, exited)
 
 
 # Each event type (its Envelope field) that changes rows, and its rule.
@@ -490,7 +527,7 @@ def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Row:
         "allocation_id": payload.allocation_id,
         "steps_completed": payload.steps_completed,
         "metadata_json": payload.metadata_json,
-        "resources": json.dumps(dict(sorted(payload.resources.items()))),
+        "resources": json.dumps({name: payload.resources[name] for name in sorted(payload.resources)}),
         "reported_at_ns": payload.reported_at_ns or at,
         "state": "COMPLETED",
     }
@@ -499,12 +536,19 @@ def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Row:
 def _metric_point(plan: Plan, key: MetricKey, metrics_json: str, reported_at_ns: int) -> None:
     """One metric point; a point repeated in the batch keeps its newest value
     and its place among the batch's rows moves to the end (report order)."""
-    earlier = plan.metric_rows.pop(key, None)
-    superseded = earlier is not None and earlier[_SUPERSEDED]
-    plan.metric_rows[key] = (*key, metrics_json or "{}", reported_at_ns, superseded)
-    trial_id = key[0]
-    plan.trial_points.setdefault(trial_id, set()).add(key)
-    plan.total_batches[trial_id] = max(plan.total_batches.get(trial_id, 0), key[2])
+    rows = plan.metric_rows
+    earlier = rows.pop(key, None)
+    trial_id, group, steps, run_id = key
+    rows[key] = (trial_id, group, steps, run_id, metrics_json or "{}", reported_at_ns,
+                 earlier is not None and earlier[_SUPERSEDED])
+    points = plan.trial_points.get(trial_id)
+    if points is None:
+        plan.trial_points[trial_id] = points = set()
+    points.add(key)
+    if steps > plan.total_batches.get(trial_id, 0):
+        plan.total_batches[trial_id] = steps
+    elif trial_id not in plan.total_batches:
+        plan.total_batches[trial_id] = 0
 
 
 def _slot(slot: events_pb2.Slot) -> dict[str, object]:

@@ -1,14 +1,16 @@
 """The projector: applies the event log to the read models, in stream order.
 
-A reader task reads the log from the stored position + 1 (a long stretch of
-it in a helper process: replay.py), then follows it, and queues what
-arrives, in lists; the applier takes whatever
-has arrived (up to `batch_size` events, at least one) and applies it in ONE
-transaction that also stores the last applied sequence (projection.py: the
-rows a batch touches are loaded, folded and written back whole, one
-statement per table). Events at or below the stored sequence are skipped
-(read under a row lock, so two gateways' projectors never apply an event
-twice), which makes a crash between commit and anything else harmless.
+A reader task follows the log from the stored position + 1 and queues what
+arrives, in lists; a planner takes whatever has arrived (up to `batch_size`
+events, at least one) and plans it (projection.py: pure), and the applier
+applies each plan in ONE transaction that also stores the last applied
+sequence (the rows a batch touches are loaded, folded and written back
+whole, one statement per table) while the next batch is planned. A long
+stretch of stored events (a rebuild; a gateway far behind the log) is read
+and planned by a helper process instead (replay.py), on another core.
+Events at or below the stored sequence are skipped (read under a row lock,
+so two gateways' projectors never apply an event twice), which makes a crash
+between commit and anything else harmless.
 
 PostgreSQL outages are waited out: the projector logs one line when
 PostgreSQL goes away and one when it is back, tries again with backoff in
@@ -28,18 +30,19 @@ for every batch it read, also when another gateway's projector stored it.
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Collection, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterator, Sequence
 from typing import cast
 
 import asyncpg
 import structlog
 
+from services.common.envelope import Envelope
 from services.common.eventstore import EventStore, StoredEvent
 from services.gateway import projection, replay
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
 from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ConnectionLostError, ensure_schema
 
-BATCH_SIZE = 2000
+BATCH_SIZE = 5000
 # Lists of events (each at most the store's READ_BUFFER) read ahead of the applier.
 QUEUE_LISTS = 4
 NAME = "read_model"
@@ -53,12 +56,19 @@ Queued = list[StoredEvent] | None
 
 class Projector:
     def __init__(
-        self, store: EventStore, pool: asyncpg.Pool, name: str = NAME, batch_size: int = BATCH_SIZE
+        self,
+        store: EventStore,
+        pool: asyncpg.Pool,
+        name: str = NAME,
+        batch_size: int = BATCH_SIZE,
+        helper_min_events: int = replay.HELPER_MIN_EVENTS,
     ) -> None:
         self.store = store
         self.pool = pool
         self.name = name
         self.batch_size = batch_size
+        # A stretch of the log at least this long is replayed with a helper process (replay.py).
+        self.helper_min_events = helper_min_events
         self.position = 0
         # Whether `position` was read from PostgreSQL (it is 0 until then).
         self.loaded = False
@@ -102,6 +112,11 @@ class Projector:
         end = None if follow else await self.store.last_sequence()
         if end is not None and end <= self.position:
             return
+        stored = end if end is not None else await self.store.last_sequence()
+        if stored - self.position >= self.helper_min_events:
+            await self._apply_replayed(stored)
+            if end is not None and self.position >= end:
+                return
         queue: asyncio.Queue[Queued] = asyncio.Queue(QUEUE_LISTS)
         reader = asyncio.create_task(self._read(queue, end))
         try:
@@ -164,22 +179,13 @@ class Projector:
                     self._watchers.pop(name, None)
 
     async def _read(self, queue: asyncio.Queue[Queued], end: int | None) -> None:
-        """Queues lists of events from the position on; None after `end` (if
-        given). A long stretch of stored events is read by a helper process
-        (replay.py), what follows in this one.
+        """Queues lists of events from the position on; None after `end` (if given).
 
         It follows even when it stops at `end`: the store's non-following read
         may stop before the first message when that is already delivered."""
-        start = self.position + 1
-        stored = end if end is not None else await self.store.last_sequence()
-        if stored - start >= replay.HELPER_MIN_EVENTS:
-            async for batch in replay.replayed(self.store, start, stored):
-                await queue.put(batch)
-            if end is not None:
-                await queue.put(None)
-                return
-            start = stored + 1
-        reading = cast(AsyncGenerator[list[StoredEvent], None], self.store.read_batches(None, start_sequence=start))
+        reading = cast(
+            AsyncGenerator[list[StoredEvent], None], self.store.read_batches(None, start_sequence=self.position + 1)
+        )
         async with contextlib.aclosing(reading) as batches:
             async for batch in batches:
                 if end is not None and batch[-1].sequence >= end:
@@ -188,9 +194,40 @@ class Projector:
                     return
                 await queue.put(batch)
 
+    async def _apply_replayed(self, end: int) -> None:
+        """Applies the events from the position to `end` as a helper process
+        reads them (replay.py), and plans half of them, until done or until
+        another projector has applied part of a planned batch (the caller
+        goes on from there)."""
+        replaying = cast(
+            AsyncGenerator[replay.Replayed, None], replay.replayed(self.store, self.position + 1, end, self.batch_size)
+        )
+        async with contextlib.aclosing(replaying) as batches:
+            async for batch in batches:
+                if isinstance(batch, projection.PlannedBatch):
+                    if not await self._apply_planned(batch):
+                        return
+                else:
+                    await self.apply([StoredEvent(sequence, Envelope.FromString(data), False) for sequence, data in batch])
+
     async def _apply_from(self, queue: asyncio.Queue[Queued]) -> None:
         """Applies what the reader queues, at most `batch_size` events per
-        transaction (whatever has arrived), until the reader's None."""
+        transaction (whatever has arrived), until the reader's None. The next
+        batch is planned (projection.plan_batch: pure CPU) while PostgreSQL
+        works on this one."""
+        planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None] = asyncio.Queue(1)
+        planner = asyncio.create_task(self._plan_ahead(queue, planned))
+        try:
+            while (batch := await planned.get()) is not None:
+                await self.apply(*batch)
+            await planner
+        finally:
+            planner.cancel()
+            await asyncio.gather(planner, return_exceptions=True)
+
+    async def _plan_ahead(
+        self, queue: asyncio.Queue[Queued], planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None]
+    ) -> None:
         events: list[StoredEvent] = []
         ended = False
         while True:
@@ -203,32 +240,61 @@ class Projector:
                 ended = queued is None
                 events += queued or []
             if not events:
+                await planned.put(None)
                 return
-            await self.apply(events[: self.batch_size])
-            del events[: self.batch_size]
+            batch, events = events[: self.batch_size], events[self.batch_size :]
+            await planned.put((batch, projection.plan_batch(stored.envelope for stored in batch)))
 
-    async def apply(self, events: Sequence[StoredEvent]) -> None:
-        """Applies one batch of stored events in one transaction."""
+    async def apply(self, events: Sequence[StoredEvent], plan: projection.Plan | None = None) -> None:
+        """Applies one batch of stored events in one transaction; `plan` is
+        theirs when it was made ahead (made here otherwise, and again when
+        some of the events turn out to be applied already)."""
+        async with self._transaction() as connection:
+            position = await _locked_position(connection, self.name)
+            fresh = [stored for stored in events if stored.sequence > position]
+            if fresh:
+                if plan is None or len(fresh) < len(events):
+                    plan = projection.plan_batch(stored.envelope for stored in fresh)
+                await execute_plan(connection, plan)
+                position = max(stored.sequence for stored in fresh)
+                await _store_position(connection, self.name, position)
+        log.debug("projected", events=len(events), applied=len(fresh), sequence=position)
+        watched = projection.watched(stored.envelope for stored in events) if self._watchers else set()
+        await self._advance(position, watched)
+
+    async def _apply_planned(self, batch: projection.PlannedBatch) -> bool:
+        """Applies a batch planned by the replay helper in one transaction;
+        False when another projector applied part of it (the plan is then of
+        no use: the events left are read again)."""
+        async with self._transaction() as connection:
+            position = await _locked_position(connection, self.name)
+            if position < batch.first:
+                await execute_plan(connection, batch.plan)
+                position = batch.last
+                await _store_position(connection, self.name, position)
+        log.debug("projected", first=batch.first, sequence=position)
+        await self._advance(position, batch.watched)
+        return position >= batch.last
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
         async with self.pool.acquire() as connection:
             try:
                 async with connection.transaction():
-                    position = await _locked_position(connection, self.name)
-                    fresh = [stored for stored in events if stored.sequence > position]
-                    if fresh:
-                        await execute_plan(connection, projection.plan_batch(s.envelope for s in fresh))
-                        position = max(stored.sequence for stored in fresh)
-                        await _store_position(connection, self.name, position)
+                    yield connection
             except asyncpg.InterfaceError as error:
-                if connection.is_closed():
+                if _lost(connection):
                     raise ConnectionLostError(str(error)) from error
                 raise
-        log.debug("projected", events=len(events), applied=len(fresh), sequence=position)
+
+    async def _advance(self, position: int, watched: set[str]) -> None:
+        """Records what is applied, and wakes those waiting on it."""
         async with self._advanced:
             self.position = max(self.position, position)
             self.loaded = True
             self._advanced.notify_all()
         if self._watchers:
-            self._wake(projection.watched(stored.envelope for stored in events))
+            self._wake(watched)
 
     def _wake(self, aggregates: set[str]) -> None:
         for name in aggregates:
@@ -278,3 +344,12 @@ async def _store_position(connection: asyncpg.Connection, name: str, sequence: i
 
 def _described(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _lost(connection: asyncpg.Connection) -> bool:
+    """Whether the connection is gone; asyncpg detaches a lost pooled connection, and
+    then even asking it raises."""
+    try:
+        return bool(connection.is_closed())
+    except asyncpg.InterfaceError:
+        return True

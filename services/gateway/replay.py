@@ -1,78 +1,121 @@
-"""Reading a long stretch of the log in a helper process, for the
-projector's replays (a rebuild; a gateway catching up with a log it has not
-projected yet).
+"""Replaying a long stretch of the log with a helper process, for the
+projector (a rebuild; a gateway catching up with a log it has not projected
+yet).
 
 Receiving an event through nats-py costs about as much CPU as projecting it
-(~20 µs: protocol parsing, headers, a message object), so in one process a
-replay runs at about half the pace either part could keep. A helper process
-receives the events and hands them over undecoded, in lists, through a pipe
-(whose buffer holds it back when the projector is slower), so the two run on
-two cores. Starting the helper takes about a second: shorter stretches
-(under HELPER_MIN_EVENTS) are read in-process.
+(~20 µs: protocol parsing, headers, a message object), and planning what it
+does to the rows (projection.plan_batch) about half that, all in pure Python.
+The helper, `python -m services.gateway.replay`, receives the events, plans
+them `batch_size` at a time and writes each batch's plan (pure data) to its
+standard output, pickled and length-prefixed; the projector loads, folds and
+writes each plan in one transaction, as it does its own. So reading and
+planning run on one core while the projector and PostgreSQL run on another;
+the pipe holds the helper back when they are slower. Starting the helper
+takes about a second: shorter stretches (under HELPER_MIN_EVENTS) are
+replayed in-process.
 """
 
 import asyncio
-import multiprocessing
+import contextlib
+import os
 import pickle
-from collections.abc import AsyncIterator
-from multiprocessing.connection import Connection
+import struct
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import BinaryIO, cast
 
 from services.common.envelope import Envelope
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventstore import EventStore
+from services.gateway import projection
 
 HELPER_MIN_EVENTS = 50_000
-# The helper sends the events it has received in lists of at least this many
-# (fewer at the end): one pipe message and one pickle per list.
-SEND_AT_LEAST = 4_000
+# How far the projector may read ahead of what it applied (the helper's
+# output buffered in this process).
+READ_AHEAD_BYTES = 16 * 1024 * 1024
+_LENGTH = struct.Struct("!Q")
 
 
-class ReaderProcessError(Exception):
-    """The helper process stopped before it read the whole stretch."""
+# A batch of events from the helper: planned, or (sequence, envelope bytes) pairs.
+Replayed = projection.PlannedBatch | list[tuple[int, bytes]]
 
 
-async def replayed(store: EventStore, start_sequence: int, end: int) -> AsyncIterator[list[StoredEvent]]:
-    """The events from `start_sequence` to `end` (stored already), in order,
-    in lists, received by a helper process."""
-    context = multiprocessing.get_context("spawn")  # a fork would copy this process's event loop and threads
-    receiving, sending = context.Pipe(duplex=False)
-    helper = context.Process(
-        target=_read, args=(store.connection.url, store.namespace, start_sequence, end, sending), daemon=True
+class ReplayHelperError(Exception):
+    """The helper process stopped before it replayed the whole stretch."""
+
+
+async def replayed(
+    store: EventStore, start_sequence: int, end: int, batch_size: int
+) -> AsyncIterator[Replayed]:
+    """The events from `start_sequence` to `end` (stored already), `batch_size`
+    at a time, in order, from a helper process: planned, or raw (see _send)."""
+    helper = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.gateway.replay",
+        store.connection.url, store.namespace, str(start_sequence), str(end), str(batch_size),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, limit=READ_AHEAD_BYTES,
     )
-    helper.start()
-    sending.close()  # the helper's end: once it exits, receiving raises EOFError
+    assert helper.stdout is not None
     try:
         while True:
             try:
-                data = await asyncio.to_thread(receiving.recv_bytes)
-            except EOFError:
-                raise ReaderProcessError(f"the log reader process stopped (exit code {helper.exitcode})") from None
-            if not data:
+                (length,) = _LENGTH.unpack(await helper.stdout.readexactly(_LENGTH.size))
+                frame = await helper.stdout.readexactly(length)
+            except asyncio.IncompleteReadError:
+                raise ReplayHelperError(f"the replay helper stopped (exit code {await helper.wait()})") from None
+            if not length:
                 return
-            yield [StoredEvent(sequence, Envelope.FromString(raw), False) for sequence, raw in pickle.loads(data)]
+            yield pickle.loads(frame)
     finally:
-        receiving.close()
-        helper.kill()
-        await asyncio.to_thread(helper.join)
+        if helper.returncode is None:
+            helper.kill()
+        await helper.wait()
 
 
-def _read(url: str, namespace: str, start_sequence: int, end: int, sending: Connection) -> None:
-    """The helper: sends lists of (sequence, envelope bytes) up to `end`, then an empty message."""
-    asyncio.run(_send(url, namespace, start_sequence, end, sending))
-
-
-async def _send(url: str, namespace: str, start_sequence: int, end: int, sending: Connection) -> None:
+async def _send(url: str, namespace: str, start_sequence: int, end: int, batch_size: int, out: BinaryIO) -> None:
+    """Writes the batches of the events up to `end`, then an empty frame.
+    Every other batch is planned here and the others are left raw, for the
+    projector to plan: reading costs this process as much as planning and
+    writing cost the projector and PostgreSQL, so each side plans half."""
     store = await EventStore.connect(url, namespace, name="gateway-replay")
     try:
-        pending: list[tuple[int, bytes]] = []
-        async for batch in store.read_stored(start_sequence):
-            pending += [(sequence, data) for sequence, data in batch if sequence <= end]
-            if len(pending) >= SEND_AT_LEAST or batch[-1][0] >= end:
-                sending.send_bytes(pickle.dumps(pending, protocol=pickle.HIGHEST_PROTOCOL))
-                pending = []
-            if batch[-1][0] >= end:
-                break
-        if pending:
-            sending.send_bytes(pickle.dumps(pending, protocol=pickle.HIGHEST_PROTOCOL))
-        sending.send_bytes(b"")
+        events: list[tuple[int, bytes]] = []
+        planning = False
+        reading = cast(AsyncGenerator[list[tuple[int, bytes, bool]], None], store.read_stored(start_sequence))
+        async with contextlib.aclosing(reading) as batches:
+            async for batch in batches:
+                for sequence, data, _ in batch:
+                    if sequence > end:
+                        break
+                    events.append((sequence, data))
+                    if len(events) == batch_size or sequence == end:
+                        planning = not planning
+                        _write(out, pickle.dumps(_planned(events) if planning else events, pickle.HIGHEST_PROTOCOL))
+                        events = []
+                if batch[-1][0] >= end:
+                    break
+        _write(out, b"")
     finally:
         await store.close()
+
+
+def _planned(events: list[tuple[int, bytes]]) -> projection.PlannedBatch:
+    envelopes = [Envelope.FromString(data) for _, data in events]
+    plan, watched = projection.plan_batch(envelopes), projection.watched(envelopes)
+    return projection.PlannedBatch(events[0][0], events[-1][0], plan, watched)
+
+
+def _write(out: BinaryIO, frame: bytes) -> None:
+    out.write(_LENGTH.pack(len(frame)))
+    out.write(frame)
+    out.flush()
+
+
+def main() -> None:
+    """`python -m services.gateway.replay URL NAMESPACE START END BATCH_SIZE`: the helper."""
+    url, namespace, start, end, batch_size = sys.argv[1:6]
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # whatever is printed or logged must not mix with the frames
+    asyncio.run(_send(url, namespace, int(start), int(end), int(batch_size), out))
+
+
+if __name__ == "__main__":
+    main()

@@ -259,4 +259,4 @@ async def test_a_context_that_changes_while_it_is_uploaded_is_told_and_leaves_no
     async def nothing_left() -> bool:  # the gateway purges once it sees the cancel
         return await stored_context_messages(event_store) == messages
 
-    await until(nothing_left)
+    await until(nothing_left, deadline_s=60.0)

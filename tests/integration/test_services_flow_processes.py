@@ -48,7 +48,7 @@ async def test_services_get_ready_and_stop_on_sigterm(
             await asyncio.sleep(0.05)
         for process in processes.values():
             process.send_signal(signal.SIGTERM)
-        assert {s: p.wait(10) for s, p in processes.items()} == dict.fromkeys(SERVICES, 0)
+        assert {s: p.wait(DEADLINE_S) for s, p in processes.items()} == dict.fromkeys(SERVICES, 0)
     finally:
         for process in processes.values():
             if process.poll() is None:

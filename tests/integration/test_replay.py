@@ -1,0 +1,52 @@
+"""A long stretch of the log replayed with a helper process
+(services/gateway/replay.py) gives the rows of the in-process projection,
+and the projector follows the log in-process from where the helper stopped."""
+
+import asyncio
+
+import asyncpg
+from golden_log import golden_log
+from test_projection_digests import EXPECTED, digests
+
+from determined.proto import events_pb2
+from services.common.envelope import Append, Envelope
+from services.common.eventstore import EventStore
+from services.gateway.projector import Projector
+from services.gateway.tables import SCHEMA
+
+LOG = "generated_cluster.jsonl.gz"
+
+
+async def stored_as_recorded(store: EventStore, envelopes: list[Envelope]) -> None:
+    """Appends the recorded envelopes byte for byte (their times included)."""
+    for envelope in envelopes:
+        await store.js.publish(store.subject(envelope.aggregate), envelope.SerializeToString(),
+                               stream=store.events_stream, headers={"Nats-Msg-Id": envelope.event_id})
+
+
+async def test_a_replay_helper_gives_the_rows_of_the_in_process_projection(
+    event_store: EventStore, pool: asyncpg.Pool
+) -> None:
+    await stored_as_recorded(event_store, golden_log(LOG))
+    projector = Projector(event_store, pool, batch_size=700, helper_min_events=1)
+    await projector.run(follow=False)
+    assert projector.position == len(golden_log(LOG))
+    assert await digests(pool) == EXPECTED[LOG]
+
+
+async def test_the_projector_follows_on_from_where_the_helper_stopped(
+    event_store: EventStore, pool: asyncpg.Pool
+) -> None:
+    log = golden_log(LOG)
+    await stored_as_recorded(event_store, log[:1000])
+    projector = Projector(event_store, pool, batch_size=300, helper_min_events=1)
+    following = asyncio.create_task(projector.run())
+    try:
+        assert await projector.wait_for(1000, timeout_s=60)
+        created = events_pb2.TrialCreated(trial_id=9999, experiment_id=1)
+        sequence, _ = await event_store.append(Append("trial/9999", created, "trial-9999"), actor="service:test")
+        assert await projector.wait_for(sequence, timeout_s=30)
+        assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.trials WHERE id = 9999") == 1
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
