@@ -3,31 +3,16 @@ event it answers."""
 
 import asyncio
 
+from toy_cores import two_trials_core
+
 from determined.proto import events_pb2
-from services.common.decider import PureCore, Shell
-from services.common.envelope import Append, Envelope, payload_of
+from services.common.decider import Shell
+from services.common.envelope import Append
 from services.common.eventstore import EventStore
 
 
-def two_trials_per_experiment(state: set[int], envelope: Envelope) -> set[int]:
-    event = payload_of(envelope)
-    if isinstance(event, events_pb2.ExperimentCreated):
-        return state | {event.experiment_id}
-    if isinstance(event, events_pb2.TrialCreated):
-        return state - {event.experiment_id}
-    return state
-
-
-def decide(state: set[int]) -> list[Append]:
-    return [
-        Append(f"trial/{e * 10 + n}", events_pb2.TrialCreated(trial_id=e * 10 + n, experiment_id=e), f"t-{e}-{n}")
-        for e in sorted(state)
-        for n in (1, 2)
-    ]
-
-
 async def test_every_decision_of_one_settle_answers_the_event_folded(event_store: EventStore) -> None:
-    core = PureCore(("experiment_created", "trial_created"), set, two_trials_per_experiment, decide)
+    core = two_trials_core()
     ready = asyncio.Event()
 
     async def caught_up() -> None:

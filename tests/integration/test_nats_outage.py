@@ -13,12 +13,13 @@ from pathlib import Path
 
 import grpc
 import pytest
+from toy_cores import two_trials_core
 
 from deploy.local.servers import NatsServer, free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common import eventstore
-from services.common.decider import PureCore, Shell
-from services.common.envelope import Append, Envelope, payload_of
+from services.common.decider import Shell
+from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
 from services.gateway.settings import GatewaySettings
@@ -72,23 +73,6 @@ async def event_ids(store: EventStore) -> list[str]:
     return [stored.envelope.event_id async for stored in store.read(None, follow=False)]
 
 
-def two_trials_per_experiment(state: set[int], envelope: Envelope) -> set[int]:
-    event = payload_of(envelope)
-    if isinstance(event, events_pb2.ExperimentCreated):
-        return state | {event.experiment_id}
-    if isinstance(event, events_pb2.TrialCreated):
-        return state - {event.experiment_id}
-    return state
-
-
-def decide(state: set[int]) -> list[Append]:
-    return [
-        Append(f"trial/{e * 10 + n}", events_pb2.TrialCreated(trial_id=e * 10 + n, experiment_id=e), f"t-{e}-{n}")
-        for e in sorted(state)
-        for n in (1, 2)
-    ]
-
-
 def created(experiment_id: int) -> Append:
     payload = events_pb2.ExperimentCreated(experiment_id=experiment_id)
     return Append(f"experiment/{experiment_id}", payload, f"create-{experiment_id}")
@@ -138,7 +122,7 @@ async def test_a_shell_keeps_deciding_across_a_restart(own_nats: OwnNats, namesp
     after is decided once."""
     service = await EventStore.connect(own_nats.url, namespace, name="service")
     user = await EventStore.connect(own_nats.url, namespace, name="user")
-    core = PureCore(("experiment_created", "trial_created"), set, two_trials_per_experiment, decide)
+    core = two_trials_core()
     ready = asyncio.Event()
 
     async def caught_up() -> None:
