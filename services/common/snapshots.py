@@ -10,12 +10,13 @@ fold), and starts from the newest: it replays from the sequence after it.
 
 Snapshots live in the JetStream key-value bucket `snapshots` of the
 namespace, one key per service and core. One is good only for the code that
-wrote it: its version is a hash of the source of the services, of the
-experiment config model and of the event schema (and of Python's version,
-for pickle), so a changed core ignores an old snapshot and replays the log
-from sequence 1 (and writes a new one). A snapshot that cannot be read is
-ignored the same way; one over nats-server's max_payload is not written (the
-next start replays from the older one).
+wrote it: its version is a hash of the source of the service's package
+(services/<service>), of services/common, of the experiment config model
+and of the event schema (and of Python's version, for pickle), so a changed
+core ignores an old snapshot and replays the log from sequence 1 (and writes
+a new one). A snapshot that cannot be read is ignored the same way; one over
+nats-server's max_payload is not written (the next start replays from the
+older one).
 """
 
 import functools
@@ -56,14 +57,16 @@ class Snapshot:
 
 
 @functools.cache
-def code_version() -> str:
-    """A hash of everything a core's state and decisions come from."""
+def code_version(service: str) -> str:
+    """A hash of everything a service's cores' states and decisions come
+    from: its package, services/common, the config model and the events."""
     digest = hashlib.sha256(sys.version.encode())
     digest.update(events_pb2.DESCRIPTOR.serialized_pb)
-    for package in (services, determined.common.expconf):
-        root = Path(package.__file__ or "").parent
+    services_root = Path(services.__file__ or "").parent
+    roots = [services_root / "common", services_root / service, Path(determined.common.expconf.__file__ or "").parent]
+    for root in roots:
         for path in sorted(root.rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode())
+            digest.update(str(path.relative_to(root.parent)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:32]
 
@@ -74,7 +77,7 @@ class Snapshots:
     def __init__(self, store: EventStore, service: str, version: str | None = None) -> None:
         self.store = store
         self.service = service
-        self.version = version or code_version()
+        self.version = version or code_version(service)
         suffix = "" if store.namespace == "det" else f"_{store.namespace}"
         self.bucket_name = f"snapshots{suffix}"
         self._bucket: KeyValue | None = None

@@ -36,7 +36,6 @@ from typing import cast
 import asyncpg
 import structlog
 
-from services.common.envelope import Envelope
 from services.common.eventstore import EventStore, StoredEvent
 from services.gateway import projection, replay
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
@@ -196,19 +195,16 @@ class Projector:
 
     async def _apply_replayed(self, end: int) -> None:
         """Applies the events from the position to `end` as a helper process
-        reads them (replay.py), and plans half of them, until done or until
-        another projector has applied part of a planned batch (the caller
-        goes on from there)."""
+        plans them (replay.py), until done or until another projector has
+        applied part of a batch (the caller goes on from there)."""
         replaying = cast(
-            AsyncGenerator[replay.Replayed, None], replay.replayed(self.store, self.position + 1, end, self.batch_size)
+            AsyncGenerator[projection.PlannedBatch, None],
+            replay.planned(self.store, self.position + 1, end, self.batch_size),
         )
         async with contextlib.aclosing(replaying) as batches:
             async for batch in batches:
-                if isinstance(batch, projection.PlannedBatch):
-                    if not await self._apply_planned(batch):
-                        return
-                else:
-                    await self.apply([StoredEvent(sequence, Envelope.FromString(data), False) for sequence, data in batch])
+                if not await self._apply_planned(batch):
+                    return
 
     async def _apply_from(self, queue: asyncio.Queue[Queued]) -> None:
         """Applies what the reader queues, at most `batch_size` events per

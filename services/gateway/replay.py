@@ -35,19 +35,15 @@ READ_AHEAD_BYTES = 16 * 1024 * 1024
 _LENGTH = struct.Struct("!Q")
 
 
-# A batch of events from the helper: planned, or (sequence, envelope bytes) pairs.
-Replayed = projection.PlannedBatch | list[tuple[int, bytes]]
-
-
 class ReplayHelperError(Exception):
     """The helper process stopped before it replayed the whole stretch."""
 
 
-async def replayed(
+async def planned(
     store: EventStore, start_sequence: int, end: int, batch_size: int
-) -> AsyncIterator[Replayed]:
-    """The events from `start_sequence` to `end` (stored already), `batch_size`
-    at a time, in order, from a helper process: planned, or raw (see _send)."""
+) -> AsyncIterator[projection.PlannedBatch]:
+    """The plans of the events from `start_sequence` to `end` (stored
+    already), `batch_size` events each, in order, made by a helper process."""
     helper = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.gateway.replay",
         store.connection.url, store.namespace, str(start_sequence), str(end), str(batch_size),
@@ -63,7 +59,9 @@ async def replayed(
                 raise ReplayHelperError(f"the replay helper stopped (exit code {await helper.wait()})") from None
             if not length:
                 return
-            yield pickle.loads(frame)
+            batch = pickle.loads(frame)
+            assert isinstance(batch, projection.PlannedBatch)
+            yield batch
     finally:
         if helper.returncode is None:
             helper.kill()
@@ -71,14 +69,10 @@ async def replayed(
 
 
 async def _send(url: str, namespace: str, start_sequence: int, end: int, batch_size: int, out: BinaryIO) -> None:
-    """Writes the batches of the events up to `end`, then an empty frame.
-    Every other batch is planned here and the others are left raw, for the
-    projector to plan: reading costs this process as much as planning and
-    writing cost the projector and PostgreSQL, so each side plans half."""
+    """Writes the plans of the events up to `end`, then an empty frame."""
     store = await EventStore.connect(url, namespace, name="gateway-replay")
     try:
         events: list[tuple[int, bytes]] = []
-        planning = False
         reading = cast(AsyncGenerator[list[tuple[int, bytes, bool]], None], store.read_stored(start_sequence))
         async with contextlib.aclosing(reading) as batches:
             async for batch in batches:
@@ -87,8 +81,7 @@ async def _send(url: str, namespace: str, start_sequence: int, end: int, batch_s
                         break
                     events.append((sequence, data))
                     if len(events) == batch_size or sequence == end:
-                        planning = not planning
-                        _write(out, pickle.dumps(_planned(events) if planning else events, pickle.HIGHEST_PROTOCOL))
+                        _write(out, pickle.dumps(_planned(events), pickle.HIGHEST_PROTOCOL))
                         events = []
                 if batch[-1][0] >= end:
                     break
