@@ -3,13 +3,12 @@ one PostgreSQL, each started once on free ports in temporary folders. Tests
 are kept apart by namespace (stream and subject names) and database name,
 never by starting a server per test. Never a mock of either."""
 
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import asyncpg
 import pytest
+from pg_server import running_postgres
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
 from services.common.eventstore import EventStore
@@ -27,12 +26,8 @@ def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    folder = Path("/tmp") / f"det-test-pg-{uuid.uuid4().hex[:8]}"
-    server = PostgresServer(folder / "data", free_port(), folder / "postgres.log")
-    server.start()
-    yield server
-    server.stop()
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
+    with running_postgres("det-test-pg") as server:
+        yield server
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
 import grpc
 import pytest
+from pg_server import running_postgres
 
 from deploy.local.servers import PostgresServer, free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
@@ -43,12 +43,8 @@ CALL_S = 10.0
 
 @pytest.fixture
 def postgres() -> Iterator[PostgresServer]:
-    folder = Path("/tmp") / f"det-test-pg-outage-{uuid.uuid4().hex[:8]}"
-    server = PostgresServer(folder / "data", free_port(), folder / "postgres.log")
-    server.start()
-    yield server
-    server.stop()
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
+    with running_postgres("det-test-pg-outage") as server:
+        yield server
 
 
 @pytest.fixture
