@@ -94,6 +94,11 @@ SUBJECT_KINDS: dict[str, str] = {
     "trial_metrics_reported": "metrics",
     "checkpoint_reported": "checkpoint",
     "agent_registered": "agent",
+    "agent_lost": "agent",
+    "agent_disabled": "agent",
+    "agent_enabled": "agent",
+    # A job's aggregate is its own: an experiment's is "experiment/<id>".
+    "job_resources_changed": "experiment",
     "allocation_requested": "allocation",
     "allocation_assigned": "allocation",
     "allocation_started": "allocation",
@@ -102,6 +107,7 @@ SUBJECT_KINDS: dict[str, str] = {
     "allocation_kill_requested": "allocation",
     "allocation_canceled": "allocation",
     "allocation_exited": "allocation",
+    "allocation_resources_exited": "allocation",
 }
 
 

@@ -12,16 +12,20 @@ class GetMasterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMasterResponse(_message.Message):
-    __slots__ = ("version", "cluster_id", "cluster_name", "parts")
+    __slots__ = ("version", "cluster_id", "cluster_name", "parts", "nats_url", "namespace")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
+    NATS_URL_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     version: str
     cluster_id: str
     cluster_name: str
     parts: _containers.RepeatedCompositeFieldContainer[ClusterPart]
-    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ...) -> None: ...
+    nats_url: str
+    namespace: str
+    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ..., nats_url: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
 
 class ClusterPart(_message.Message):
     __slots__ = ("name", "state", "pid", "restarts", "last_error", "started_at_ns", "disk_bytes")
@@ -305,12 +309,14 @@ class GetTrialResponse(_message.Message):
     def __init__(self, trial: _Optional[_Union[Trial, _Mapping]] = ..., checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
 
 class TrialLogsRequest(_message.Message):
-    __slots__ = ("trial_id", "follow")
+    __slots__ = ("trial_id", "follow", "rank")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     follow: bool
-    def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+    rank: int
+    def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class TrialLogsResponse(_message.Message):
     __slots__ = ("trial_id", "allocation_id", "agent_id", "lines")
@@ -339,16 +345,36 @@ class GetTrialMetricsResponse(_message.Message):
     def __init__(self, points: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
 
 class Agent(_message.Message):
-    __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns")
+    __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns", "resource_pool", "address", "state", "slot_uses")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SLOT_USES_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     hostname: str
     slots: _containers.RepeatedCompositeFieldContainer[_events_pb2.Slot]
     registered_at_ns: int
-    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ...) -> None: ...
+    resource_pool: str
+    address: str
+    state: str
+    slot_uses: _containers.RepeatedCompositeFieldContainer[SlotUse]
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., slot_uses: _Optional[_Iterable[_Union[SlotUse, _Mapping]]] = ...) -> None: ...
+
+class SlotUse(_message.Message):
+    __slots__ = ("slot_id", "allocation_id", "trial_id", "experiment_id")
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    slot_id: int
+    allocation_id: str
+    trial_id: int
+    experiment_id: int
+    def __init__(self, slot_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
 
 class GetAgentsRequest(_message.Message):
     __slots__ = ()
@@ -516,3 +542,102 @@ class GetTrialMetadataResponse(_message.Message):
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     metadata_json: str
     def __init__(self, metadata_json: _Optional[str] = ...) -> None: ...
+
+class EnableAgentRequest(_message.Message):
+    __slots__ = ("agent_id",)
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    def __init__(self, agent_id: _Optional[str] = ...) -> None: ...
+
+class EnableAgentResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class DisableAgentRequest(_message.Message):
+    __slots__ = ("agent_id", "drain")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    drain: bool
+    def __init__(self, agent_id: _Optional[str] = ..., drain: _Optional[bool] = ...) -> None: ...
+
+class DisableAgentResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class GetJobsRequest(_message.Message):
+    __slots__ = ("resource_pool",)
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    resource_pool: str
+    def __init__(self, resource_pool: _Optional[str] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "type", "name", "experiment_id", "owner", "resource_pool", "priority", "weight", "max_slots", "submitted_at_ns", "slots_needed", "slots_acquired", "state", "position", "waiting_reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_NEEDED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_ACQUIRED_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    type: str
+    name: str
+    experiment_id: int
+    owner: str
+    resource_pool: str
+    priority: int
+    weight: float
+    max_slots: int
+    submitted_at_ns: int
+    slots_needed: int
+    slots_acquired: int
+    state: str
+    position: int
+    waiting_reason: str
+    def __init__(self, job_id: _Optional[str] = ..., type: _Optional[str] = ..., name: _Optional[str] = ..., experiment_id: _Optional[int] = ..., owner: _Optional[str] = ..., resource_pool: _Optional[str] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., submitted_at_ns: _Optional[int] = ..., slots_needed: _Optional[int] = ..., slots_acquired: _Optional[int] = ..., state: _Optional[str] = ..., position: _Optional[int] = ..., waiting_reason: _Optional[str] = ...) -> None: ...
+
+class GetJobsResponse(_message.Message):
+    __slots__ = ("jobs", "schedulers")
+    class SchedulersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULERS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    schedulers: _containers.ScalarMap[str, str]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., schedulers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "priority", "weight", "max_slots")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    priority: int
+    weight: float
+    max_slots: int
+    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ...) -> None: ...
+
+class UpdateJobResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...

@@ -104,6 +104,26 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetAgentsRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetAgentsResponse.FromString,
                 _registered_method=True)
+        self.EnableAgent = channel.unary_unary(
+                '/determined.api.Determined/EnableAgent',
+                request_serializer=determined_dot_proto_dot_api__pb2.EnableAgentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.EnableAgentResponse.FromString,
+                _registered_method=True)
+        self.DisableAgent = channel.unary_unary(
+                '/determined.api.Determined/DisableAgent',
+                request_serializer=determined_dot_proto_dot_api__pb2.DisableAgentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DisableAgentResponse.FromString,
+                _registered_method=True)
+        self.GetJobs = channel.unary_unary(
+                '/determined.api.Determined/GetJobs',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetJobsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetJobsResponse.FromString,
+                _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/determined.api.Determined/UpdateJob',
+                request_serializer=determined_dot_proto_dot_api__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.UpdateJobResponse.FromString,
+                _registered_method=True)
         self.ReportMetrics = channel.unary_unary(
                 '/determined.api.Determined/ReportMetrics',
                 request_serializer=determined_dot_proto_dot_api__pb2.ReportMetricsRequest.SerializeToString,
@@ -247,6 +267,30 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EnableAgent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisableAgent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportMetrics(self, request, context):
         """Called by trial processes (allocation token).
         """
@@ -382,6 +426,26 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.GetAgents,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetAgentsRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetAgentsResponse.SerializeToString,
+            ),
+            'EnableAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnableAgent,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.EnableAgentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.EnableAgentResponse.SerializeToString,
+            ),
+            'DisableAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisableAgent,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DisableAgentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DisableAgentResponse.SerializeToString,
+            ),
+            'GetJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobs,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetJobsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetJobsResponse.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.UpdateJobRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.UpdateJobResponse.SerializeToString,
             ),
             'ReportMetrics': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportMetrics,
@@ -812,6 +876,114 @@ class Determined:
             '/determined.api.Determined/GetAgents',
             determined_dot_proto_dot_api__pb2.GetAgentsRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.GetAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnableAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/EnableAgent',
+            determined_dot_proto_dot_api__pb2.EnableAgentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.EnableAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisableAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/DisableAgent',
+            determined_dot_proto_dot_api__pb2.DisableAgentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DisableAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetJobs',
+            determined_dot_proto_dot_api__pb2.GetJobsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/UpdateJob',
+            determined_dot_proto_dot_api__pb2.UpdateJobRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.UpdateJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

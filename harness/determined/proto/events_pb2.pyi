@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,10 @@ class Envelope(_message.Message):
     TRIAL_METADATA_SET_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_REPORTED_FIELD_NUMBER: _ClassVar[int]
     AGENT_REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    AGENT_LOST_FIELD_NUMBER: _ClassVar[int]
+    AGENT_DISABLED_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    JOB_RESOURCES_CHANGED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_STARTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +90,7 @@ class Envelope(_message.Message):
     ALLOCATION_STOP_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_STOP_ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_CANCELED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_RESOURCES_EXITED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -109,6 +114,10 @@ class Envelope(_message.Message):
     trial_metadata_set: TrialMetadataSet
     checkpoint_reported: CheckpointReported
     agent_registered: AgentRegistered
+    agent_lost: AgentLost
+    agent_disabled: AgentDisabled
+    agent_enabled: AgentEnabled
+    job_resources_changed: JobResourcesChanged
     allocation_assigned: AllocationAssigned
     allocation_started: AllocationStarted
     allocation_kill_requested: AllocationKillRequested
@@ -117,7 +126,8 @@ class Envelope(_message.Message):
     allocation_stop_requested: AllocationStopRequested
     allocation_stop_acknowledged: AllocationStopAcknowledged
     allocation_canceled: AllocationCanceled
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ...) -> None: ...
+    allocation_resources_exited: AllocationResourcesExited
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -339,14 +349,62 @@ class Slot(_message.Message):
     def __init__(self, slot_id: _Optional[int] = ..., type: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
 
 class AgentRegistered(_message.Message):
-    __slots__ = ("agent_id", "hostname", "slots")
+    __slots__ = ("agent_id", "hostname", "slots", "resource_pool", "address")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     hostname: str
     slots: _containers.RepeatedCompositeFieldContainer[Slot]
-    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ...) -> None: ...
+    resource_pool: str
+    address: str
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class AgentLost(_message.Message):
+    __slots__ = ("agent_id", "registration_event_id", "last_heartbeat_ns", "reason")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_NS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    registration_event_id: str
+    last_heartbeat_ns: int
+    reason: str
+    def __init__(self, agent_id: _Optional[str] = ..., registration_event_id: _Optional[str] = ..., last_heartbeat_ns: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AgentDisabled(_message.Message):
+    __slots__ = ("agent_id", "drain", "owner")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    drain: bool
+    owner: str
+    def __init__(self, agent_id: _Optional[str] = ..., drain: _Optional[bool] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class AgentEnabled(_message.Message):
+    __slots__ = ("agent_id", "owner")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    owner: str
+    def __init__(self, agent_id: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class JobResourcesChanged(_message.Message):
+    __slots__ = ("job_id", "priority", "weight", "max_slots", "owner")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    priority: int
+    weight: float
+    max_slots: int
+    owner: str
+    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class TrialLaunch(_message.Message):
     __slots__ = ("experiment_id", "trial_id", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "searcher_length")
@@ -403,12 +461,14 @@ class AllocationRequested(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ...) -> None: ...
 
 class Placement(_message.Message):
-    __slots__ = ("agent_id", "slot_ids")
+    __slots__ = ("agent_id", "slot_ids", "address")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_IDS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     slot_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    address: str
+    def __init__(self, agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class AllocationAssigned(_message.Message):
     __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "task_id", "placements")
@@ -520,15 +580,37 @@ class AllocationExited(_message.Message):
     agent_lost: bool
     def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_lost: _Optional[bool] = ...) -> None: ...
 
+class AllocationResourcesExited(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "agent_id", "exit_code", "killed", "error", "trial_id", "experiment_id")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    agent_id: str
+    exit_code: int
+    killed: bool
+    error: str
+    trial_id: int
+    experiment_id: int
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
+
 class LogLine(_message.Message):
-    __slots__ = ("timestamp_ns", "stdtype", "log")
+    __slots__ = ("timestamp_ns", "stdtype", "log", "rank")
     TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
     STDTYPE_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     timestamp_ns: int
     stdtype: str
     log: str
-    def __init__(self, timestamp_ns: _Optional[int] = ..., stdtype: _Optional[str] = ..., log: _Optional[str] = ...) -> None: ...
+    rank: int
+    def __init__(self, timestamp_ns: _Optional[int] = ..., stdtype: _Optional[str] = ..., log: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class LogBatch(_message.Message):
     __slots__ = ("trial_id", "allocation_id", "agent_id", "lines", "allocation_ended")
