@@ -2,7 +2,8 @@
 (bench/gen_log.py) into them with `services.gateway.rebuild.rebuild`, the
 code `python -m services.gateway.rebuild` runs. Prints events/s per run and
 a digest of every read-model row, so that two versions of the projection can
-be compared on the same log.
+be compared on the same log, and the CPU each part used per event (which
+other work on the machine changes less than it changes events/s).
 
     python bench/rebuild.py [--events 1000000] [--runs 2] [--data-dir /tmp/det-bench-recovery] [--fresh]
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import hashlib
 import os
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -39,6 +41,31 @@ async def digest(pool: asyncpg.Pool) -> str:
     return total.hexdigest()[:16]
 
 
+def cpu_seconds() -> tuple[float, float, float]:
+    """CPU seconds used so far by (this process: the projector; its children
+    that ended: the replay helper of each run; its live descendants:
+    nats-server and PostgreSQL)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    parents, used = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it ended meanwhile
+        pid = int(stat.parent.name)
+        parents[pid], used[pid] = int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    under, found = {os.getpid()}, True
+    while found:
+        found = False
+        for pid, parent in parents.items():
+            if parent in under and pid not in under:
+                under.add(pid)
+                found = True
+    live = sum(used[pid] for pid in under if pid != os.getpid())
+    return own.ru_utime + own.ru_stime, ended.ru_utime + ended.ru_stime, live
+
+
 async def bench(args: argparse.Namespace) -> None:
     with servers(args.data_dir, fresh=args.fresh) as running:
         namespace, last = await ensure_log(running.nats_url, args.events, args.seed)
@@ -48,12 +75,16 @@ async def bench(args: argparse.Namespace) -> None:
         try:
             rates = []
             for run in range(1, args.runs + 1):
-                started = time.perf_counter()
+                started, cpu_before = time.perf_counter(), cpu_seconds()
                 position = await rebuild(store, pool)
                 seconds = time.perf_counter() - started
+                projector, helper, servers_cpu = (
+                    (after - before) / position * 1e6 for after, before in zip(cpu_seconds(), cpu_before, strict=True)
+                )
                 rates.append(position / seconds)
                 print(f"run {run}: {position:,} events in {seconds:.1f} s = {position / seconds:,.0f} events/s"
-                      f" (load {os.getloadavg()[0]:.1f})", flush=True)
+                      f" (load {os.getloadavg()[0]:.1f}); CPU per event: replay helper {helper:.1f} µs,"
+                      f" projector {projector:.1f} µs, nats-server + PostgreSQL {servers_cpu:.1f} µs", flush=True)
             if not args.no_digest:
                 print(f"rows digest {await digest(pool)}")
             print(f"rebuild of a {last:,}-event log: median {statistics.median(rates):,.0f} events/s"

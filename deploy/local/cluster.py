@@ -8,7 +8,8 @@ what the `det deploy local` commands do.
         postgres/      PostgreSQL data (read models only: rebuilt from the log); as root it
                        lives under /var/lib/determined-es instead (see postgres_home.py)
         checkpoints/   the default shared_fs checkpoint storage
-        agent-work/    one folder per allocation
+        agent-work/    one folder per allocation (of the agent part "agent")
+        agents/<part>/ the work folder of every other agent part (agent-1, agent-2, ...)
         logs/          <service>.log (rotated by the service), <part>.out (what a part prints
                        on stdout/stderr, rotated by the supervisor), nats-server.log (rotated by
                        nats-server), postgres.log, supervisor.log
@@ -19,11 +20,14 @@ what the `det deploy local` commands do.
 
 import json
 import os
+import re
 import secrets
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
+from deploy.local.decisions import part_names
 from deploy.local.status import write_atomically
 from services.common.processes import process_alive
 
@@ -32,6 +36,63 @@ DATABASE = "determined"
 
 class DeployError(Exception):
     """Printed for the user; nothing is left half-started."""
+
+
+# An agent id becomes a part name, file names and a subject token.
+AGENT_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent the supervisor runs: its part name (its files: logs/<part>.out,
+    run/<part>.ready), its agent id, its CPU slots (when it finds no GPU) and
+    its resource pool ("" = default)."""
+
+    part: str
+    agent_id: str
+    cpu_slots: int = 1
+    pool: str = ""
+
+
+def initial_agents(count: int, cpu_slots: int, agent_name: str) -> list[AgentSpec]:
+    """cluster-up's agents. One: the part "agent", its id --agent-name or the
+    host name (as before several agents). N > 1: parts agent-1 .. agent-N, ids
+    agent-1 .. agent-N, or <agent-name>-1 .. <agent-name>-N."""
+    if count == 1:
+        return [AgentSpec("agent", agent_name or os.uname().nodename, cpu_slots)]
+    return [AgentSpec(f"agent-{index}", f"{agent_name or 'agent'}-{index}", cpu_slots)
+            for index in range(1, count + 1)]
+
+
+def added_agent(agents: list[AgentSpec], agent_id: str, cpu_slots: int, pool: str) -> AgentSpec:
+    """The agent agent-up adds: `agent_id`, or the first free agent-<n>; its
+    part is named after it (agent-<id> unless the id starts with agent-).
+    DeployError when the id is taken or cannot be one."""
+    ids = {agent.agent_id for agent in agents}
+    parts = {agent.part for agent in agents}
+    if not agent_id:
+        number = next(n for n in range(1, len(agents) + 2) if f"agent-{n}" not in ids | parts)
+        agent_id = f"agent-{number}"
+    if not AGENT_ID.fullmatch(agent_id):
+        raise DeployError(f"{agent_id!r} cannot be an agent id: 1 to 64 letters, digits, '.', '-' or '_'")
+    if agent_id in ids:
+        raise DeployError(f"agent {agent_id} runs here already")
+    part = agent_id if agent_id.startswith("agent-") else f"agent-{agent_id}"
+    if part in parts:
+        raise DeployError(f"a part called {part} runs here already; pick another --agent-id")
+    return AgentSpec(part, agent_id, cpu_slots, pool)
+
+
+@dataclass(frozen=True)
+class RemoteCluster:
+    """Where a folder that runs only agents finds its cluster (from the
+    gateway's GetMaster, and the cluster's secret file)."""
+
+    master_address: str
+    nats_url: str
+    namespace: str
+    cluster_id: str
+    secret: str
 
 
 def default_data_dir() -> Path:
@@ -53,6 +114,12 @@ class ClusterOptions:
     # that has imported determined, grpc and the `preload` modules.
     fork_trials: bool = False
     preload: str = ""
+    agents: int = 1
+    # The address other machines reach this one by: nats-server then listens on
+    # every interface and GetMaster hands out nats://<advertise_host>:<port>.
+    advertise_host: str = ""
+    # DET_ settings for the services (the scheduler's, DET_AGENT_LOST_S, ...).
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,20 +146,41 @@ class ClusterRecord:
     start_ticks: dict[str, int] = field(default_factory=dict)
     # Where PostgreSQL keeps its data ("": <data dir>/postgres).
     postgres_data_dir: str = ""
+    # The agents it runs, as AgentSpec fields (an older cluster.json: none
+    # recorded, i.e. the one part "agent" made of cpu_slots and agent_id).
+    agents: list[dict[str, Any]] = field(default_factory=list)
+    advertise_host: str = ""
+    settings: dict[str, str] = field(default_factory=dict)
+    # Set when the folder runs only agents, for the cluster it describes (RemoteCluster fields).
+    remote: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
+        agents = initial_agents(options.agents, options.cpu_slots, options.agent_id)
         return cls(
             options.master_port, options.nats_port, options.postgres_port, cpu_slots=options.cpu_slots,
             gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
-            fork_trials=options.fork_trials, preload=options.preload,
+            fork_trials=options.fork_trials, preload=options.preload, agents=[asdict(a) for a in agents],
+            advertise_host=options.advertise_host, settings=dict(options.settings),
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
         return ClusterOptions(
             data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
-            self.json_logs, self.agent_id, self.fork_trials, self.preload,
+            self.json_logs, self.agent_id, self.fork_trials, self.preload, len(self.agent_specs()),
+            self.advertise_host, dict(self.settings),
         )
+
+    def agent_specs(self) -> list[AgentSpec]:
+        if not self.agents and not self.remote:
+            return initial_agents(1, self.cpu_slots, self.agent_id)
+        return [AgentSpec(**agent) for agent in self.agents]
+
+    def remote_cluster(self) -> RemoteCluster | None:
+        return RemoteCluster(**self.remote) if self.remote else None
+
+    def part_names(self) -> tuple[str, ...]:
+        return part_names([agent.part for agent in self.agent_specs()], agents_only=bool(self.remote))
 
     def postgres_folder(self, data_dir: Path) -> Path:
         return Path(self.postgres_data_dir) if self.postgres_data_dir else data_dir / "postgres"
@@ -141,7 +229,8 @@ def cluster_identity(data_dir: Path) -> tuple[str, str]:
 TUNING_SETTINGS = (
     "DET_LOG_LEVEL", "DET_LOG_MAX_BYTES", "DET_LOG_BACKUPS", "DET_LOGS_MAX_BYTES",
     "DET_AGENT_KEEP_FAILED_S", "DET_AGENT_LOG_MEMORY_BYTES", "DET_AGENT_STOP_GRACE_S",
-    "DET_AGENT_KILL_GRACE_S",
+    "DET_AGENT_KILL_GRACE_S", "DET_AGENT_HEARTBEAT_S", "DET_AGENT_LOST_S", "DET_SCHEDULER_TYPE",
+    "DET_SCHEDULER_POOL_TYPES", "DET_SCHEDULER_MIN_RUN_S", "DET_SCHEDULER_DEFAULT_PRIORITY",
 )
 
 
@@ -149,10 +238,9 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str, 
     """What every service gets: the DET_ settings made from the options, the caller's
     TUNING_SETTINGS, and the caller's variables that are not DET_ ones."""
     cluster_id, secret = cluster_identity(data_dir)
-    environment = {
-        key: value for key, value in os.environ.items()
-        if not key.startswith("DET_") or key in TUNING_SETTINGS
-    }
+    environment = _inherited(options.settings)
+    if options.advertise_host:
+        environment["DET_ADVERTISED_NATS_URL"] = f"nats://{options.advertise_host}:{options.nats_port}"
     environment.update(
         DET_NATS_URL=nats_url,
         DET_NAMESPACE="det",
@@ -162,15 +250,63 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str, 
         DET_DATABASE_URL=pg_url.rsplit("/", 1)[0] + f"/{DATABASE}",
         DET_GATEWAY_PORT=str(options.master_port),
         DET_CHECKPOINT_PATH=str(data_dir / "checkpoints"),
-        DET_AGENT_ID=options.agent_id or os.uname().nodename,
-        DET_AGENT_WORK_DIR=str(data_dir / "agent-work"),
-        DET_AGENT_CPU_SLOTS=str(options.cpu_slots),
         DET_MASTER_ADDRESS=f"127.0.0.1:{options.master_port}",
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
         PYTHONUNBUFFERED="1",
     )
+    _agent_options(environment, options)
+    return environment
+
+
+def _inherited(settings: dict[str, str]) -> dict[str, str]:
+    """The caller's variables that are not DET_ ones, its TUNING_SETTINGS, and
+    the settings cluster-up was given (which win)."""
+    environment = {
+        key: value for key, value in os.environ.items()
+        if not key.startswith("DET_") or key in TUNING_SETTINGS
+    }
+    environment.update(settings)
+    return environment
+
+
+def _agent_options(environment: dict[str, str], options: ClusterOptions) -> None:
     if not options.gpu:
         environment["DET_AGENT_GPUS"] = "0"
     if options.fork_trials:
         environment.update(DET_AGENT_FORK_SERVER="1", DET_AGENT_PRELOAD=options.preload)
+
+
+def agent_environment(base: dict[str, str], agent: AgentSpec, data_dir: Path, advertise_host: str) -> dict[str, str]:
+    """What one agent part gets on top of the services' environment: its id,
+    slots, pool, work folder and the address gangs reach it by."""
+    return dict(
+        base,
+        DET_AGENT_ID=agent.agent_id,
+        DET_AGENT_CPU_SLOTS=str(agent.cpu_slots),
+        DET_AGENT_POOL=agent.pool,
+        DET_AGENT_WORK_DIR=str(agent_work_dir(data_dir, agent.part)),
+        DET_AGENT_ADDRESS=advertise_host or "127.0.0.1",
+    )
+
+
+def agent_work_dir(data_dir: Path, part: str) -> Path:
+    """agent-work/ for the part "agent" (as before several agents), agents/<part>/ for the others."""
+    return data_dir / "agent-work" if part == "agent" else data_dir / "agents" / part
+
+
+def remote_environment(options: ClusterOptions, data_dir: Path, remote: RemoteCluster) -> dict[str, str]:
+    """What the agents of a folder that runs only agents get: the cluster's
+    addresses and secret instead of this machine's services."""
+    environment = _inherited(options.settings)
+    environment.update(
+        DET_NATS_URL=remote.nats_url,
+        DET_NAMESPACE=remote.namespace,
+        DET_LOG_JSON="1" if options.json_logs else "0",
+        DET_CLUSTER_SECRET=remote.secret,
+        DET_CLUSTER_ID=remote.cluster_id,
+        DET_MASTER_ADDRESS=remote.master_address,
+        DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
+        PYTHONUNBUFFERED="1",
+    )
+    _agent_options(environment, options)
     return environment

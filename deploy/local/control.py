@@ -9,14 +9,18 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from deploy.local import mailbox
 from deploy.local.cluster import (
+    AgentSpec,
     ClusterOptions,
     ClusterRecord,
     DeployError,
+    RemoteCluster,
+    added_agent,
     cluster_identity,
     recorded_cluster_id,
 )
@@ -33,8 +37,6 @@ from services.common.processes import (
 )
 
 READY_DEADLINE_S = 60.0
-# The supervisor stops the parts one after the other, each within STOP_DEADLINE_S.
-SHUTDOWN_DEADLINE_S = STOP_DEADLINE_S * len(PARTS) + 10
 LEFTOVER_GRACE_S = 10.0
 POLL_S = 0.1
 FOLDERS = ("nats", "checkpoints", "agent-work", "logs", "run")
@@ -194,7 +196,8 @@ def _stop(data_dir: Path, record: ClusterRecord) -> None:
     supervisor = record.supervisor_pid
     if supervisor and _ours(supervisor, record.start_ticks.get("supervisor")):
         os.kill(supervisor, signal.SIGTERM)
-        _wait_gone([supervisor], SHUTDOWN_DEADLINE_S)
+        # It stops the parts one after the other, each within STOP_DEADLINE_S.
+        _wait_gone([supervisor], STOP_DEADLINE_S * len(record.part_names()) + 10)
     _stop_leftovers(data_dir, ClusterRecord.load(data_dir) or record)
     _clear_run_files(data_dir)
     ClusterRecord.path(data_dir).unlink(missing_ok=True)
@@ -215,7 +218,7 @@ def _ours(pid: int, ticks: int | None) -> bool:
 def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
     """Each recorded process still running gets its stop signal, then SIGKILL
     past LEFTOVER_GRACE_S (with its process group); then every allocation's
-    recorded process group under agent-work/ is killed."""
+    recorded process group under agent-work/ and agents/<part>/ is killed."""
     leftovers = _leftovers(record)
     for name, pid in leftovers.items():
         _signal_group(pid, STOP_SIGNALS.get(name, signal.SIGTERM))
@@ -223,7 +226,8 @@ def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
         for pid in leftovers.values():
             _signal_group(pid, signal.SIGKILL)
         _wait_gone(list(leftovers.values()), LEFTOVER_GRACE_S)
-    for process_record in sorted((data_dir / "agent-work").glob("*/process.json")):
+    allocations = [*(data_dir / "agent-work").glob("*/process.json"), *(data_dir / "agents").glob("*/*/process.json")]
+    for process_record in sorted(allocations):
         try:
             kill_recorded_process_group(process_record)
         except ProcessRecordError:
@@ -277,9 +281,11 @@ def start_part(data_dir: Path, name: str) -> PartStatus:
 
 
 def _ask(data_dir: Path, action: Action, name: str) -> PartStatus:
-    if name not in PARTS:
-        raise DeployError(f"no part is called {name!r}; the parts are: {', '.join(PARTS)}")
     data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    names = record.part_names() if record is not None else PARTS
+    if name not in names:
+        raise DeployError(f"no part is called {name!r}; the parts are: {', '.join(names)}")
     supervisor = running_supervisor(data_dir)
     status = _status_of(data_dir, supervisor)
     before = status.part(name) if status is not None else None
@@ -334,3 +340,86 @@ def cluster_report(data_dir: Path) -> ClusterReport:
         raise DeployError(f"no cluster is running from {data_dir}")
     alive = _ours(record.supervisor_pid, record.start_ticks.get("supervisor")) if record.supervisor_pid else False
     return ClusterReport(data_dir, record, read_status(status_path(data_dir)), alive)
+
+
+# -- agents ----------------------------------------------------------------------------
+
+
+def agent_up(data_dir: Path, agent_id: str, cpu_slots: int, pool: str) -> AgentSpec:
+    """Adds an agent to the supervisor running in `data_dir` (a cluster, or a
+    folder of agents for a cluster elsewhere); returns once it is running."""
+    data_dir = data_dir.expanduser().resolve()
+    supervisor = running_supervisor(data_dir)
+    record = ClusterRecord.load(data_dir)
+    assert record is not None  # running_supervisor found it
+    agent = added_agent(record.agent_specs(), agent_id, cpu_slots, pool)
+    mailbox.post(data_dir, mailbox.Request("add-agent", (agent.part,), agent))
+    _wait_for_part(data_dir, supervisor, agent.part, lambda part: part is not None and part.state == "running")
+    return agent
+
+
+def agent_down(data_dir: Path, agent_id: str) -> AgentSpec:
+    """Stops an agent (its trials stop and run again elsewhere) and forgets it;
+    without an id, the agent added last. A folder of agents for a cluster
+    elsewhere whose last agent goes is stopped altogether."""
+    data_dir = data_dir.expanduser().resolve()
+    supervisor = running_supervisor(data_dir)
+    record = ClusterRecord.load(data_dir)
+    assert record is not None
+    agents = record.agent_specs()
+    if not agents:
+        raise DeployError(f"no agent runs from {data_dir}")
+    chosen = agents[-1] if not agent_id else next((a for a in agents if agent_id in (a.agent_id, a.part)), None)
+    if chosen is None:
+        raise DeployError(f"no agent {agent_id!r} runs from {data_dir}; they are: "
+                          + ", ".join(a.agent_id for a in agents))
+    mailbox.post(data_dir, mailbox.Request("remove-agent", (chosen.part,)))
+    _wait_for_part(data_dir, supervisor, chosen.part, lambda part: part is None)
+    if record.remote and len(agents) == 1:
+        _stop(data_dir, ClusterRecord.load(data_dir) or record)
+    return chosen
+
+
+def _wait_for_part(
+    data_dir: Path, supervisor: int, name: str, done: Callable[[PartStatus | None], bool]
+) -> None:
+    patience_s = STOP_DEADLINE_S + READY_DEADLINE_S
+    deadline = time.monotonic() + patience_s
+    while True:
+        status = _status_of(data_dir, supervisor)
+        part = next((p for p in status.parts if p.name == name), None) if status is not None else None
+        if status is not None and done(part):
+            return
+        if part is not None and part.restarts > 0 and part.state == "backoff":
+            raise DeployError(f"{name} failed: {part.last_error}")
+        if time.monotonic() > deadline:
+            raise DeployError(f"{name} was not done within {patience_s:.0f} s; "
+                              f"{last_words(data_dir / 'logs', name)}")
+        time.sleep(POLL_S)
+
+
+def remote_agent_up(data_dir: Path, remote: RemoteCluster, agent: AgentSpec, options: ClusterOptions) -> UpResult:
+    """An agent for the cluster `remote` describes, run by a supervisor of its
+    own in `data_dir` (started here unless one runs there: then it is added)."""
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is not None and _leftovers(record):
+        if not record.remote:
+            raise DeployError(f"a cluster runs from {data_dir}: add agents to it without --master-host")
+        if record.remote_cluster() != remote:
+            raise DeployError(f"the agents in {data_dir} belong to another cluster ({record.remote['cluster_id']}, "
+                              f"master {record.remote['master_address']}); use another --data-dir")
+        added = agent_up(data_dir, agent.agent_id, agent.cpu_slots, agent.pool)
+        return UpResult(UpOutcome.STARTED, f"added agent {added.agent_id}", record)
+    for folder in ("logs", "run"):
+        (data_dir / folder).mkdir(parents=True, exist_ok=True)
+    _clear_run_files(data_dir)
+    record = ClusterRecord.of(replace(options, data_dir=data_dir))
+    record.agents, record.remote = [asdict(agent)], asdict(remote)
+    record.save(data_dir)
+    try:
+        _wait_until_running(data_dir, _launch_supervisor(data_dir), {})
+    except DeployError:
+        _stop(data_dir, ClusterRecord.load(data_dir) or record)
+        raise
+    return UpResult(UpOutcome.STARTED, f"started agent {agent.agent_id}", record)

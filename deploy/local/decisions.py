@@ -17,6 +17,8 @@ from typing import Literal
 PARTS = ("nats-server", "postgres", "gateway", "searcher", "scheduler", "checkpoint", "agent")
 SERVERS = ("nats-server", "postgres")
 SERVICES = PARTS[2:]
+# The parts of a cluster before its agents (each agent is a part of its own).
+CORE_PARTS = PARTS[:-1]
 
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
@@ -51,16 +53,24 @@ class Part:
     stop_deadline: float = 0.0
 
 
-def initial_parts() -> tuple[Part, ...]:
-    return tuple(Part(name) for name in PARTS)
+def part_names(agent_parts: Sequence[str] = ("agent",), *, agents_only: bool = False) -> tuple[str, ...]:
+    """The parts of a cluster, in start order: the servers, the services, then
+    one part per agent. `agents_only`: a folder that runs only agents, for a
+    cluster elsewhere (det deploy local agent-up --master-host)."""
+    return tuple(agent_parts) if agents_only else (*CORE_PARTS, *agent_parts)
+
+
+def initial_parts(names: Sequence[str] = PARTS) -> tuple[Part, ...]:
+    return tuple(Part(name) for name in names)
 
 
 def requirements(name: str) -> tuple[str, ...]:
     """The parts that must be running before `name` is first started: the
-    start order nats-server, postgres, then the services."""
-    if name in SERVICES:
-        return SERVERS
-    return PARTS[: PARTS.index(name)]
+    start order nats-server, postgres, then the services (agents included).
+    A requirement the cluster does not run here is none (see to_start)."""
+    if name in SERVERS:
+        return SERVERS[: SERVERS.index(name)]
+    return SERVERS
 
 
 def next_backoff(previous_s: float, ran_for_s: float) -> float:
@@ -138,10 +148,11 @@ def to_start(parts: Sequence[Part], now: float, *, shutting_down: bool) -> list[
     if shutting_down:
         return []
     running = {part.name for part in parts if part.state == "running"}
+    here = {part.name for part in parts}
     return [
         part.name for part in parts
         if (part.state == "backoff" and part.restart_at <= now)
-        or (part.state == "stopped" and not part.held and set(requirements(part.name)) <= running)
+        or (part.state == "stopped" and not part.held and set(requirements(part.name)) & here <= running)
     ]
 
 
@@ -202,11 +213,11 @@ def plan_cluster_up(
         return UpPlan("start")
     if not supervisor_alive:
         return UpPlan("replace-supervisor")
-    down = tuple(name for name in PARTS if states.get(name) in ("backoff", "stopped"))
+    down = tuple(name for name, state in states.items() if state in ("backoff", "stopped"))
     return UpPlan("start-parts", down) if down else UpPlan("wait")
 
 
 def startup_failure(restarts: Mapping[str, int], restarts_before: Mapping[str, int]) -> str | None:
-    """While cluster-up waits for the parts to be ready: the first part that
-    crashed since it began waiting (its restarts went up), if any."""
-    return next((name for name in PARTS if restarts.get(name, 0) > restarts_before.get(name, 0)), None)
+    """While cluster-up waits for the parts to be ready: the first part (in
+    the order of `restarts`) that crashed since it began waiting, if any."""
+    return next((name for name, count in restarts.items() if count > restarts_before.get(name, 0)), None)

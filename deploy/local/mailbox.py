@@ -10,17 +10,23 @@ deeper than that.
              as a crash, whatever its state was
     stop     stop it and keep it stopped (state "stopped") until `start`
     start    start it now: skips what is left of a backoff, ends a `stop`
+    add-agent     a new agent part, {"action": "add-agent", "parts": [part], "agent":
+                  {"part", "agent_id", "cpu_slots", "pool"}}: recorded in cluster.json, then started
+    remove-agent  stop the agent part and forget it (det deploy local agent-down)
 """
 
 import json
 import uuid
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
+from deploy.local.cluster import AgentSpec
 from deploy.local.decisions import PARTS, Action
 
-ACTIONS: tuple[Action, ...] = ("restart", "stop", "start")
+RequestAction = Action | Literal["add-agent", "remove-agent"]
+ACTIONS: tuple[RequestAction, ...] = ("restart", "stop", "start", "add-agent", "remove-agent")
 
 
 class BadRequestError(ValueError):
@@ -29,8 +35,10 @@ class BadRequestError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    action: Action
+    action: RequestAction
     parts: tuple[str, ...]
+    # add-agent: the agent to add (its part is parts[0]).
+    agent: AgentSpec | None = None
 
 
 def requests_dir(data_dir: Path) -> Path:
@@ -42,25 +50,44 @@ def post(data_dir: Path, request: Request) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     name = uuid.uuid4().hex
     partial = folder / f"{name}.tmp"
-    partial.write_text(json.dumps({"action": request.action, "parts": list(request.parts)}))
+    document: dict[str, object] = {"action": request.action, "parts": list(request.parts)}
+    if request.agent is not None:
+        document["agent"] = asdict(request.agent)
+    partial.write_text(json.dumps(document))
     partial.rename(folder / f"{name}.json")
 
 
-def parse(text: str) -> Request:
-    """BadRequestError unless it is {"action": one of ACTIONS, "parts": [known part names]}."""
+def parse(text: str, known: Collection[str] = PARTS) -> Request:
+    """BadRequestError unless it is {"action": one of ACTIONS, "parts": [known
+    part names]} (add-agent: one new part name, and its agent)."""
     try:
         document = json.loads(text)
     except ValueError as error:
         raise BadRequestError(f"not JSON ({error})") from None
     if not isinstance(document, dict) or document.get("action") not in ACTIONS:
         raise BadRequestError(f"the action must be one of {', '.join(ACTIONS)}")
+    action = cast(RequestAction, document["action"])
     parts = document.get("parts")
-    if not isinstance(parts, list) or not parts or any(part not in PARTS for part in parts):
-        raise BadRequestError(f"parts must be a list of: {', '.join(PARTS)}")
-    return Request(cast(Action, document["action"]), tuple(parts))
+    if action == "add-agent":
+        return Request(action, tuple(parts) if isinstance(parts, list) else (), _agent(document.get("agent"), known))
+    if not isinstance(parts, list) or not parts or any(part not in known for part in parts):
+        raise BadRequestError(f"parts must be a list of: {', '.join(known)}")
+    return Request(action, tuple(parts))
 
 
-def take(data_dir: Path) -> list[Request | BadRequestError]:
+def _agent(value: object, known: Collection[str]) -> AgentSpec:
+    try:
+        agent = AgentSpec(**value) if isinstance(value, dict) else None
+    except TypeError:
+        agent = None
+    if agent is None or not isinstance(agent.cpu_slots, int) or agent.cpu_slots < 1:
+        raise BadRequestError('"agent" must be {"part", "agent_id", "cpu_slots" (1 or more), "pool"}')
+    if agent.part in known:
+        raise BadRequestError(f"there is a part called {agent.part} already")
+    return agent
+
+
+def take(data_dir: Path, known: Collection[str] = PARTS) -> list[Request | BadRequestError]:
     """The waiting requests, oldest first, each removed as it is read."""
     folder = requests_dir(data_dir)
     if not folder.exists():
@@ -68,7 +95,7 @@ def take(data_dir: Path) -> list[Request | BadRequestError]:
     taken: list[Request | BadRequestError] = []
     for path in sorted(folder.glob("*.json"), key=_age):
         try:
-            taken.append(parse(path.read_text()))
+            taken.append(parse(path.read_text(), known))
         except BadRequestError as error:
             taken.append(BadRequestError(f"{path.name}: {error}"))
         except FileNotFoundError:

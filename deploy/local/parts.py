@@ -7,6 +7,8 @@ that hold its logs and the paths its disk use counts.
     postgres      it accepts connections and the    SIGINT (fast  logs/postgres.log
                   `determined` database exists      shutdown)
     a service     it wrote run/<name>.ready         SIGTERM       logs/<name>.out
+    an agent      it wrote run/<part>.ready         SIGTERM       logs/<part>.out
+                  (python -m services.agent, with its AgentSpec's id, slots, pool and folder)
 
 nats-server writes its own log (logs/nats-server.log, rotated by itself) and
 each service its own (logs/<name>.log, DET_LOG_FILE, rotated by itself); the
@@ -19,10 +21,18 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
-from deploy.local.cluster import DATABASE, ClusterRecord, service_environment
-from deploy.local.decisions import SERVICES
+from deploy.local.cluster import (
+    DATABASE,
+    AgentSpec,
+    ClusterRecord,
+    agent_environment,
+    agent_work_dir,
+    remote_environment,
+    service_environment,
+)
 from deploy.local.servers import NatsServer, PostgresServer, tail
 
 STOP_SIGNALS = {"postgres": signal.SIGINT}
@@ -36,10 +46,23 @@ class PartRunner:
         self.data_dir = data_dir
         self.logs = data_dir / "logs"
         self.postgres_data = record.postgres_folder(data_dir)
-        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log")
+        listen = "0.0.0.0" if record.advertise_host else "127.0.0.1"
+        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log", listen)
         self.postgres = PostgresServer(self.postgres_data, record.postgres_port, self.logs / "postgres.log")
-        self.environment = service_environment(record.options(data_dir), data_dir, self.nats.url,
-                                               self.postgres.url)
+        remote = record.remote_cluster()
+        options = record.options(data_dir)
+        self.environment = (
+            remote_environment(options, data_dir, remote) if remote is not None
+            else service_environment(options, data_dir, self.nats.url, self.postgres.url)
+        )
+        self.advertise_host = record.advertise_host
+        self.agents = {agent.part: agent for agent in record.agent_specs()}
+
+    def add_agent(self, agent: AgentSpec) -> None:
+        self.agents[agent.part] = agent
+
+    def remove_agent(self, part: str) -> None:
+        self.agents.pop(part, None)
 
     def spawn(self, name: str) -> "subprocess.Popen[bytes]":
         """Starts the part (its own session) and returns at once; ServerError
@@ -50,9 +73,14 @@ class PartRunner:
                 return self.nats.spawn(output)
             if name == "postgres":
                 return self.postgres.spawn(output)
+            environment, module = self.environment, name
+            if name in self.agents:
+                agent = self.agents[name]
+                environment, module = agent_environment(environment, agent, self.data_dir, self.advertise_host), "agent"
+                agent_work_dir(self.data_dir, name).mkdir(parents=True, exist_ok=True)
             return subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}"],
-                env=dict(self.environment, DET_LOG_FILE=str(self.logs / f"{name}.log"),
+                [sys.executable, "-m", f"services.{module}"],
+                env=dict(environment, DET_LOG_FILE=str(self.logs / f"{name}.log"),
                          DET_READY_FILE=str(self.ready_file(name))),
                 cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -81,13 +109,14 @@ class PartRunner:
     def disk_paths(self, name: str) -> list[Path]:
         """What the part's data and logs take on disk."""
         logs = sorted(self.logs.glob(f"{name}.log*")) + sorted(self.logs.glob(f"{name}.out*"))
-        own = {"nats-server": [self.data_dir / "nats"], "postgres": [self.postgres_data],
-               "agent": [self.data_dir / "agent-work"]}
+        own = {"nats-server": [self.data_dir / "nats"], "postgres": [self.postgres_data]}
+        if name in self.agents:
+            return [agent_work_dir(self.data_dir, name), *logs]
         return own.get(name, []) + logs
 
-    def output_files(self) -> list[Path]:
-        """The files the supervisor rotates (see logrotate.py)."""
-        return [self.output_file(name) for name in ("nats-server", "postgres", *SERVICES)]
+    def output_files(self, names: Iterable[str]) -> list[Path]:
+        """The files the supervisor rotates (see logrotate.py) of these parts."""
+        return [self.output_file(name) for name in names]
 
 
 def last_words(logs: Path, name: str) -> str:

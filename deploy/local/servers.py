@@ -85,6 +85,8 @@ class NatsServer:
     store_dir: Path
     port: int
     log_file: Path
+    # "0.0.0.0" when agents on other machines connect (cluster-up --advertise-host).
+    listen_host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
@@ -99,7 +101,7 @@ class NatsServer:
         # "always" trades append rate for not losing acknowledged events.
         # logfile_*: nats-server rotates its own log (LOG_FILE_BYTES, LOG_FILES files at most).
         return (
-            f"listen: 127.0.0.1:{self.port}\n"
+            f"listen: {self.listen_host}:{self.port}\n"
             "max_payload: 8MB\n"
             f'logfile: "{self.log_file}"\n'
             f"logfile_size_limit: {LOG_FILE_BYTES}\n"

@@ -20,12 +20,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import FrameType
 
 from deploy.local import decisions, mailbox
-from deploy.local.cluster import ClusterRecord
+from deploy.local.cluster import AgentSpec, ClusterRecord
 from deploy.local.decisions import Part
 from deploy.local.logrotate import rotate_if_large
 from deploy.local.parts import STOP_SIGNALS, PartRunner
@@ -52,7 +52,9 @@ class Supervisor:
         self.data_dir = data_dir
         self.record = record
         self.runner = PartRunner(data_dir, record)
-        self.parts = {part.name: part for part in decisions.initial_parts()}
+        self.parts = {part.name: part for part in decisions.initial_parts(record.part_names())}
+        # Agent parts asked to go (agent-down): forgotten once stopped.
+        self.removing: set[str] = set()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.shutting_down = False
         self.disk: dict[str, int] = {}
@@ -92,11 +94,13 @@ class Supervisor:
         for name in decisions.to_start(self.ordered(), now, shutting_down=self.shutting_down):
             self.start(name, now)
         self.check_ready(now)
+        self.forget_removed()
         self.maintain(now)
         self.publish(now)
 
     def ordered(self) -> tuple[Part, ...]:
-        return tuple(self.parts[name] for name in decisions.PARTS)
+        """In start order: the servers, the services, then the agents as they were added."""
+        return tuple(self.parts.values())
 
     # -- parts' processes --------------------------------------------------------------
 
@@ -155,15 +159,58 @@ class Supervisor:
     # -- requests -------------------------------------------------------------------
 
     def answer_requests(self, now: float) -> None:
-        for request in mailbox.take(self.data_dir):
+        for request in mailbox.take(self.data_dir, tuple(self.parts)):
             if isinstance(request, mailbox.BadRequestError):
                 log.info("ignored a request: %s", request)
                 continue
+            action = request.action
+            if action == "add-agent":
+                if request.agent is not None:
+                    self.add_agent(request.agent)
+                continue
+            if action == "remove-agent":
+                self.remove_agents(request.parts, now)
+                continue
             for name in request.parts:
-                self.parts[name], send_stop = decisions.requested(self.parts[name], request.action, now)
+                self.parts[name], send_stop = decisions.requested(self.parts[name], action, now)
                 log.info("asked to %s %s", request.action, name)
                 if send_stop:
                     self.send_stop(name)
+
+    def add_agent(self, agent: AgentSpec) -> None:
+        """Recorded in cluster.json (a new supervisor runs it too), then started
+        by the next tick (its requirements run)."""
+        if agent.part in self.parts or self.shutting_down:
+            log.info("ignored adding agent %s: part %s exists or the supervisor is stopping", agent.agent_id,
+                     agent.part)
+            return
+        self.record = replace(self.record, agents=[*self.record.agents, asdict(agent)])
+        self.record.save(self.data_dir)
+        self.runner.add_agent(agent)
+        self.parts[agent.part] = Part(agent.part)
+        log.info("added agent %s (part %s, %d CPU slots, pool %s)", agent.agent_id, agent.part, agent.cpu_slots,
+                 agent.pool or "default")
+
+    def remove_agents(self, names: tuple[str, ...], now: float) -> None:
+        for name in names:
+            if name not in self.runner.agents:
+                log.info("ignored removing %s: it is not an agent", name)
+                continue
+            self.removing.add(name)
+            self.parts[name], send_stop = decisions.requested(self.parts[name], "stop", now)
+            log.info("asked to remove agent part %s", name)
+            if send_stop:
+                self.send_stop(name)
+
+    def forget_removed(self) -> None:
+        """The agent parts asked to go that have stopped: out of the status and the record."""
+        for name in [name for name in self.removing if not self.parts[name].pid]:
+            self.removing.discard(name)
+            del self.parts[name]
+            self.runner.remove_agent(name)
+            self.record = replace(self.record, agents=[a for a in self.record.agents if a["part"] != name])
+            self.record.save(self.data_dir)
+            log.info("removed agent part %s", name)
 
     # -- files ------------------------------------------------------------------------
 
@@ -172,8 +219,8 @@ class Supervisor:
         if now - self.maintained_at < DISK_REFRESH_S:
             return
         self.maintained_at = now
-        self.disk = {name: disk_bytes(self.runner.disk_paths(name)) for name in decisions.PARTS}
-        for path in self.runner.output_files():
+        self.disk = {name: disk_bytes(self.runner.disk_paths(name)) for name in self.parts}
+        for path in self.runner.output_files(self.parts):
             if rotate_if_large(path, LOG_FILE_BYTES, LOG_FILES - 1):
                 log.info("rotated %s", path)
         self.publish(now, force=True)
@@ -183,7 +230,7 @@ class Supervisor:
         parts = self.ordered()
         if parts == self.published and not force:
             return
-        if [p.pid for p in parts] != [p.pid for p in self.published]:
+        if [(p.name, p.pid) for p in parts] != [(p.name, p.pid) for p in self.published]:
             self._record_pids()
         self.published = parts
         status = ClusterStatus(os.getpid(), now, tuple(

@@ -79,7 +79,13 @@ class ClusterInfo:
         task_type: str,
         latest_checkpoint: str | None = None,
         trial_info: TrialInfo | None = None,
+        container_addrs: list[str] | None = None,
+        container_rank: int = 0,
+        container_slot_counts: list[int] | None = None,
     ) -> None:
+        """The container_* fields describe the task's gang, one "container" per agent that runs
+        a part of it, in placement order (the first is the chief's); they default to one
+        container on this machine holding all of `slot_ids`."""
         self.master_url = _canonical_master_url(master_url)
         self.cluster_id = cluster_id
         self.agent_id = agent_id
@@ -90,9 +96,9 @@ class ClusterInfo:
         self.task_type = task_type
         self.latest_checkpoint = latest_checkpoint
         self._trial_info = trial_info
-        # One container per task for now: rendezvous arrives with multi-node training.
-        self.container_addrs = ["127.0.0.1"]
-        self.container_rank = 0
+        self.container_addrs = container_addrs or ["127.0.0.1"]
+        self.container_rank = container_rank
+        self.container_slot_counts = container_slot_counts or [len(slot_ids)]
 
     @property
     def trial(self) -> TrialInfo:
@@ -125,6 +131,9 @@ class ClusterInfo:
             task_type=task_type,
             latest_checkpoint=(env.get("DET_LATEST_CHECKPOINT") or None) if is_trial else None,
             trial_info=TrialInfo._from_env(env) if is_trial else None,
+            container_addrs=[str(a) for a in json.loads(env.get("DET_CONTAINER_ADDRS") or "[]")],
+            container_rank=int(env.get("DET_CONTAINER_RANK") or "0"),
+            container_slot_counts=[int(n) for n in json.loads(env.get("DET_CONTAINER_SLOT_COUNTS") or "[]")],
         )
 
 

@@ -10,8 +10,12 @@ badly is kept, for debugging; default 24 h), DET_AGENT_LOG_MEMORY_BYTES (how
 much of an allocation's output waits in memory while NATS is unreachable; the
 rest waits in a file in its folder), DET_READY_FILE, DET_LOG_*,
 DET_AGENT_FORK_SERVER (fork plain `python3 script.py` trials from a warm
-process, `determined.exec.forkserver`) and DET_AGENT_PRELOAD (comma-separated
-modules it imports besides determined and grpc, e.g. `torch,sklearn.datasets`).
+process, `determined.exec.forkserver`), DET_AGENT_PRELOAD (comma-separated
+modules it imports besides determined and grpc, e.g. `torch,sklearn.datasets`),
+DET_AGENT_POOL (the resource pool it offers its slots to, default
+"default"), DET_AGENT_ADDRESS (where other agents' workers reach its
+processes; default: this host's address toward NATS, `address.py`) and
+DET_AGENT_HEARTBEAT_S (how often it tells the scheduler it is alive).
 """
 
 import asyncio
@@ -24,13 +28,15 @@ from typing import Annotated
 import structlog
 from pydantic import Field
 
-from services.agent.core import AgentCore, agent_registered
+from services.agent.address import advertised_address
+from services.agent.core import AgentCore, agent_registered, registration_id
 from services.agent.launch import AgentIdentity
 from services.agent.logs import MEMORY_BYTES
 from services.agent.runner import ForkServer, Runner
 from services.agent.slots import detect_slots
 from services.common.decider import Shell
 from services.common.eventstore import EventStore
+from services.common.heartbeats import send_heartbeats
 from services.common.service import serve, write_ready
 from services.common.settings import CommonSettings
 
@@ -54,6 +60,10 @@ class AgentSettings(CommonSettings):
     master_address: str = "127.0.0.1:8080"
     agent_fork_server: bool = False
     agent_preload: str = ""
+    agent_pool: str = "default"
+    # "": this host's address toward NATS (`advertised_address`).
+    agent_address: str = ""
+    agent_heartbeat_s: Annotated[float, Field(gt=0)] = 1.0
 
 
 async def run(settings: AgentSettings) -> None:
@@ -62,10 +72,15 @@ async def run(settings: AgentSettings) -> None:
     structlog.contextvars.bind_contextvars(agent_id=settings.agent_id)
     store = await EventStore.connect(settings.nats_url, settings.namespace, name=f"agent-{settings.agent_id}")
     slots = detect_slots(settings.agent_cpu_slots, settings.agent_gpus)
+    address = settings.agent_address or advertised_address(settings.nats_url)
     runner = Runner(
         store,
         AgentIdentity(
-            settings.agent_id, settings.cluster_id, settings.master_address, str(Path(sys.executable).parent)
+            settings.agent_id,
+            settings.cluster_id,
+            settings.master_address,
+            str(Path(sys.executable).parent),
+            address,
         ),
         work_dir=settings.agent_work_dir,
         cluster_secret=settings.cluster_secret,
@@ -76,15 +91,32 @@ async def run(settings: AgentSettings) -> None:
         keep_failed_s=settings.agent_keep_failed_s,
         log_memory_bytes=settings.agent_log_memory_bytes,
         fork_server=ForkServer(_modules(settings.agent_preload)) if settings.agent_fork_server else None,
+        heartbeats=lambda registration: send_heartbeats(
+            store.nc, settings.namespace, settings.agent_id, registration, settings.agent_heartbeat_s
+        ),
     )
     # Before registering: the allocations an earlier run left open are closed
     # as lost once this registration is folded, and run again elsewhere.
     await runner.recover()
     await runner.start_reaper()
     boot_id = uuid.uuid4().hex[:12]  # a new registration per start: see AgentCore
-    await store.append(agent_registered(settings.agent_id, socket.gethostname(), slots, boot_id), actor=ACTOR)
+    registration = agent_registered(
+        settings.agent_id,
+        socket.gethostname(),
+        slots,
+        boot_id,
+        resource_pool=settings.agent_pool,
+        address=address,
+    )
+    await store.append(registration, actor=ACTOR)
+    runner.beat_for(registration_id(settings.agent_id, boot_id))
     log.info(
-        "agent_registered", slots=len(slots), slot_type=slots[0].type if slots else "none", boot_id=boot_id
+        "agent_registered",
+        slots=len(slots),
+        slot_type=slots[0].type if slots else "none",
+        boot_id=boot_id,
+        resource_pool=settings.agent_pool,
+        address=address,
     )
     shell = Shell(
         store,

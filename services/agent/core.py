@@ -17,6 +17,18 @@ registration is folded, `registered` is false and the runner starts nothing,
 for every allocation assigned so far belongs to an earlier run (the log can
 be replayed before it says it caught up). Starting, stopping and killing
 processes is the shell's business (`runner.py`), driven by this state.
+
+The scheduler may declare this run's current registration lost (AgentLost:
+no heartbeat for too long, e.g. the agent was stopped) and close its
+allocations. The run is then `lost`: the runner kills every process it has,
+and the core registers it again (the same registration, under the next boot
+id of this run: `run_boot_id`), which orphans whatever was still open.
+
+An allocation may span several agents (several placements): each agent runs
+its own part (its slots, its container rank = the index of its placement) and
+reports that part's end as AllocationResourcesExited; the scheduler closes
+the allocation once every part ended. A single-agent allocation's agent
+closes it itself (AllocationExited), as it always did.
 """
 
 import functools
@@ -57,10 +69,22 @@ class AgentAllocation:
     # this allocation answer it, so an operator can follow the chain.
     assigned_event_id: str = ""
     correlation_id: str = ""
+    # The index of this agent's placement; every placement's address and
+    # slot count, in placement order (the first is the chief's).
+    container_rank: int = 0
+    container_addrs: tuple[str, ...] = ()
+    container_slot_counts: tuple[int, ...] = ()
+    # This agent's part of a multi-agent allocation has ended (its
+    # AllocationResourcesExited is in the log); the scheduler closes it.
+    part_exited: bool = False
 
     @property
     def allocation_id(self) -> str:
         return self.requested.allocation_id
+
+    @property
+    def multi_agent(self) -> bool:
+        return len(self.container_addrs) > 1
 
     @property
     def launch(self) -> events_pb2.TrialLaunch:
@@ -79,16 +103,29 @@ class AgentState:
     allocations: dict[str, AgentAllocation] = field(default_factory=dict)
     # This run's own registration is folded: what is assigned from now on is its own.
     registered: bool = False
+    # This run's current registration (its payload and event id), and how
+    # many registrations of this run were folded (the next one's boot id
+    # follows from it).
+    registration: events_pb2.AgentRegistered | None = None
+    registration_event_id: str = ""
+    registrations: int = 0
+    # The current registration was declared lost: kill everything, register again.
+    lost: bool = False
+    # Where each agent's processes are reached, as it last registered (its
+    # address, else its host name): for placements that carry none.
+    addresses: dict[str, str] = field(default_factory=dict)
 
 
 AGENT_FOLDS = (
     "agent_registered",
+    "agent_lost",
     "allocation_requested",
     "allocation_assigned",
     "allocation_canceled",
     "allocation_stop_requested",
     "allocation_kill_requested",
     "allocation_exited",
+    "allocation_resources_exited",
 )
 
 
@@ -97,17 +134,48 @@ class AgentCore(PureCore[AgentState]):
     appended with `boot_id` (none: a replay that is no run's own)."""
 
     def __init__(self, agent_id: str, boot_id: str = "") -> None:
-        super().__init__(AGENT_FOLDS, AgentState, functools.partial(evolve, agent_id, boot_id), decide)
+        super().__init__(
+            AGENT_FOLDS,
+            AgentState,
+            functools.partial(evolve, agent_id, boot_id),
+            functools.partial(decide, agent_id, boot_id),
+        )
         self.agent_id = agent_id
+
+
+def run_boot_id(boot_id: str, registrations: int) -> str:
+    """The boot id of this run's registration after `registrations` of its own
+    (the first is `boot_id`; one more after each AgentLost)."""
+    return boot_id if registrations == 0 else f"{boot_id}-{registrations}"
 
 
 def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -> AgentState:
     event = payload_of(envelope)
     match event:
-        case events_pb2.AgentRegistered() if event.agent_id == agent_id:
+        case events_pb2.AgentRegistered():
+            addresses = {**state.addresses, event.agent_id: event.address or event.hostname}
+            state = replace(state, addresses=addresses)
+            if event.agent_id != agent_id:
+                return state
             orphaned = {k: replace(v, orphaned=True) for k, v in state.allocations.items()}
-            own = bool(boot_id) and envelope.event_id == registration_id(agent_id, boot_id)
-            return replace(state, allocations=orphaned, registered=state.registered or own)
+            state = replace(state, allocations=orphaned)
+            own = registration_id(agent_id, run_boot_id(boot_id, state.registrations))
+            if not boot_id or envelope.event_id != own:
+                return state
+            return replace(
+                state,
+                registered=True,
+                registration=event,
+                registration_event_id=envelope.event_id,
+                registrations=state.registrations + 1,
+                lost=False,
+            )
+        case events_pb2.AgentLost() if (
+            event.agent_id == agent_id
+            and state.registration_event_id
+            and event.registration_event_id == state.registration_event_id
+        ):
+            return replace(state, lost=True)
         case events_pb2.AllocationRequested() if event.HasField("trial"):
             pending = PendingRequest(event, envelope.event_id, envelope.correlation_id)
             return replace(state, pending={**state.pending, event.allocation_id: pending})
@@ -124,6 +192,11 @@ def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -
         case events_pb2.AllocationExited() if event.allocation_id in state.allocations:
             allocations = {k: v for k, v in state.allocations.items() if k != event.allocation_id}
             return replace(state, allocations=allocations)
+        case events_pb2.AllocationResourcesExited() if (
+            event.agent_id == agent_id and event.allocation_id in state.allocations
+        ):
+            allocation = replace(state.allocations[event.allocation_id], part_exited=True)
+            return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
     return state
 
 
@@ -132,17 +205,21 @@ def _on_assigned(
 ) -> AgentState:
     request = state.pending.get(event.allocation_id)
     state = replace(state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id})
-    slot_ids = [tuple(p.slot_ids) for p in event.placements if p.agent_id == agent_id]
-    if request is None or not slot_ids:
+    ranks = [rank for rank, p in enumerate(event.placements) if p.agent_id == agent_id]
+    if request is None or not ranks:
         return state
+    placements = event.placements
     allocation = AgentAllocation(
         request.requested,
         agent_id,
-        slot_ids[0],
+        tuple(placements[ranks[0]].slot_ids),
         stop_requested=request.stop_requested,
         kill_requested=request.kill_requested,
         assigned_event_id=envelope.event_id,
         correlation_id=envelope.correlation_id or request.correlation_id,
+        container_rank=ranks[0],
+        container_addrs=tuple(p.address or state.addresses.get(p.agent_id, "") for p in placements),
+        container_slot_counts=tuple(len(p.slot_ids) for p in placements),
     )
     return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
 
@@ -158,14 +235,46 @@ def _update(state: AgentState, allocation_id: str, **changes: Any) -> AgentState
     return state
 
 
-def decide(state: AgentState) -> list[Append]:
-    return [
+def decide(agent_id: str, boot_id: str, state: AgentState) -> list[Append]:
+    """Closes what earlier runs (or registrations) left open, save the parts
+    of multi-agent allocations that already ended (the scheduler closes
+    those); registers again when this run's registration was declared lost."""
+    appends = [
         allocation.answer(
             allocation_exited(allocation, AGENT_RESTARTED_EXIT_CODE, error=AGENT_RESTARTED, agent_lost=True)
         )
         for allocation in state.allocations.values()
-        if allocation.orphaned
+        if allocation.orphaned and not allocation.part_exited
     ]
+    if state.lost and state.registration is not None:
+        msg_id = registration_id(agent_id, run_boot_id(boot_id, state.registrations))
+        appends.append(Append(aggregate("agent", agent_id), state.registration, msg_id))
+    return appends
+
+
+def part_ended(
+    allocation: AgentAllocation, exit_code: int, *, killed: bool = False, error: str = ""
+) -> Append:
+    """The end of this agent's part of the allocation: the allocation's exit
+    when it runs on this agent only, else this part's (AllocationResourcesExited,
+    one per agent; the scheduler closes the allocation)."""
+    if not allocation.multi_agent:
+        return allocation_exited(allocation, exit_code, killed=killed, error=error)
+    event = events_pb2.AllocationResourcesExited(
+        allocation_id=allocation.allocation_id,
+        task_id=allocation.requested.task_id,
+        agent_id=allocation.agent_id,
+        exit_code=exit_code,
+        killed=killed,
+        error=error,
+        trial_id=allocation.launch.trial_id,
+        experiment_id=allocation.launch.experiment_id,
+    )
+    return Append(
+        aggregate("allocation", allocation.allocation_id),
+        event,
+        f"allocation-resources-exited-{allocation.allocation_id}-{allocation.agent_id}",
+    )
 
 
 def allocation_exited(
@@ -209,9 +318,19 @@ def allocation_started(allocation: AgentAllocation, pid: int) -> Append:
     )
 
 
-def agent_registered(agent_id: str, hostname: str, slots: list[events_pb2.Slot], boot_id: str) -> Append:
+def agent_registered(
+    agent_id: str,
+    hostname: str,
+    slots: list[events_pb2.Slot],
+    boot_id: str,
+    *,
+    resource_pool: str = "",
+    address: str = "",
+) -> Append:
     """A registration per start of the agent: `boot_id` is new each start."""
-    event = events_pb2.AgentRegistered(agent_id=agent_id, hostname=hostname, slots=slots)
+    event = events_pb2.AgentRegistered(
+        agent_id=agent_id, hostname=hostname, slots=slots, resource_pool=resource_pool, address=address
+    )
     return Append(aggregate("agent", agent_id), event, registration_id(agent_id, boot_id))
 
 

@@ -58,7 +58,9 @@ def ended_well(exit_code: int, *, killed: bool, error: str) -> bool:
 def groups_to_kill(agent_id: str, folders: Sequence[AllocationFolder]) -> tuple[str, ...]:
     """The allocations whose recorded process groups are this agent's: when
     no run of the agent is watching them, they go (those still running)."""
-    return tuple(folder.allocation_id for folder in folders if folder.recorded and folder.agent_id == agent_id)
+    return tuple(
+        folder.allocation_id for folder in folders if folder.recorded and folder.agent_id == agent_id
+    )
 
 
 def plan_start_up(
@@ -70,7 +72,9 @@ def plan_start_up(
     ended = [folder if folder.failed_at is not None else replace(folder, failed_at=now) for folder in mine]
     remove = folders_to_remove(agent_id, ended, running=(), now=now, keep_failed_s=keep_failed_s)
     lost = tuple(
-        folder.allocation_id for folder in mine if folder.failed_at is None and folder.allocation_id not in remove
+        folder.allocation_id
+        for folder in mine
+        if folder.failed_at is None and folder.allocation_id not in remove
     )
     return StartUpPlan(kill, lost, remove)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from determined.common import entrypoint as shared
 from determined.common.entrypoint import STARTUP_HOOK, configured_variables, is_legacy_trial
+from determined.common.ports import allocation_ports
 from services.agent.core import AgentAllocation
 
 # STARTUP_HOOK is re-exported for runner.py.
@@ -47,6 +48,8 @@ class AgentIdentity:
     # The directory of the agent's Python: first on the trial's PATH, so that
     # `python3` there can `import determined`.
     python_bin_dir: str
+    # Where the other workers of a gang reach this agent's processes.
+    address: str = "127.0.0.1"
 
 
 def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
@@ -108,10 +111,19 @@ def trial_environment(
 ) -> dict[str, str]:
     """The trial's environment: the agent's own minus every DET_ setting (the
     cluster secret must never reach user code), plus the contract's variables
-    and the config's `environment.environment_variables`."""
+    and the config's `environment.environment_variables`.
+
+    The rank layout (DET_CONTAINER_*, DET_CHIEF_IP) and the ports the gang's
+    workers meet on are set for every allocation, one agent or several: every
+    agent of a gang computes the same ports from the allocation id."""
     launch = allocation.launch
     config = json.loads(launch.config_json or "{}")
     env = {k: v for k, v in inherited.items() if not k.startswith("DET_")}
+    # This agent's own address where its placement carries none (an old log's).
+    addrs = list(allocation.container_addrs) or [""]
+    addrs[allocation.container_rank] = addrs[allocation.container_rank] or identity.address
+    slot_counts = allocation.container_slot_counts or (len(allocation.slot_ids),)
+    c10d_port, comm_port_1, comm_port_2 = allocation_ports(allocation.allocation_id)
     env["PATH"] = os.pathsep.join(p for p in (identity.python_bin_dir, inherited.get("PATH", "")) if p)
     env.update(configured_variables(config, slot_type))
     env.update(
@@ -119,6 +131,13 @@ def trial_environment(
         DET_CLUSTER_ID=identity.cluster_id,
         DET_AGENT_ID=identity.agent_id,
         DET_SLOT_IDS=json.dumps(list(allocation.slot_ids)),
+        DET_CONTAINER_RANK=str(allocation.container_rank),
+        DET_CONTAINER_ADDRS=json.dumps(addrs),
+        DET_CONTAINER_SLOT_COUNTS=json.dumps(list(slot_counts)),
+        DET_CHIEF_IP=addrs[0],
+        C10D_PORT=str(c10d_port),
+        INTER_TRAIN_PROCESS_COMM_PORT_1=str(comm_port_1),
+        INTER_TRAIN_PROCESS_COMM_PORT_2=str(comm_port_2),
         DET_TASK_ID=allocation.requested.task_id,
         DET_ALLOCATION_ID=allocation.allocation_id,
         DET_SESSION_TOKEN=session_token,

@@ -4,7 +4,8 @@ once, across NATS outages, without ever making the process wait.
 Reading the process's pipes never waits for NATS: lines go into a
 `LogBuffer`, and one sender task publishes from it, one batch at a time (a
 batch every ~50 ms, or as soon as 500 lines wait), each with a message id of
-its own (`logs-<allocation>-<n>`) so that a batch retried after a lost
+its own (`logs-<allocation>-<agent>-<n>`: each agent of a distributed
+allocation ships its own part's) so that a batch retried after a lost
 acknowledgement is stored once. A publish waits out a NATS outage (the event
 store does); should it give up, the sender tries the batch again with
 backoff, saying so once when shipping stalls and once when it resumes. The
@@ -12,11 +13,16 @@ lines meanwhile wait in memory up to `memory_bytes`, then in a file in the
 allocation's folder up to `spill_bytes`; past that (or when that file cannot
 be written) they are counted, dropped, and a line saying how many takes their
 place. The last batch of an allocation says so (`allocation_ended`).
+
+A line a distributed trial's worker wrote through `determined.launch.wrap_rank`
+starts with `[rank=N] `: the prefix goes, and N becomes the line's `rank`
+(what `det trial logs --rank` filters on).
 """
 
 import asyncio
 import contextlib
 import os
+import re
 import struct
 import time
 from collections import deque
@@ -45,6 +51,7 @@ RETRY_MAX_S = 2.0
 UNREACHABLE: tuple[type[Exception], ...] = (*OUTAGE_ERRORS, NatsUnavailableError)
 
 Publish = Callable[[events_pb2.LogBatch, str], Awaitable[None]]
+_RANK_PREFIX = re.compile(r"\[rank=(\d{1,9})\] ")
 _LENGTH = struct.Struct(">I")
 # A line's tag and length in a batch, beyond its own encoding (at most).
 _FRAMING = 6
@@ -178,7 +185,9 @@ class LogBuffer:
         self._spilled_lines += 1
 
     def _lose_file(self, error: Exception) -> None:
-        log.warning("log_spill_file_lost", path=str(self._spill_path), lines=self._spilled_lines, error=str(error))
+        log.warning(
+            "log_spill_file_lost", path=str(self._spill_path), lines=self._spilled_lines, error=str(error)
+        )
         self.dropped += self._spilled_lines
         self.close()
 
@@ -206,7 +215,7 @@ class LogShipper:
         self._sender: asyncio.Task[None] | None = None
 
     def add(self, stdtype: str, text: str) -> None:
-        self._buffer.add(events_pb2.LogLine(timestamp_ns=time.time_ns(), stdtype=stdtype, log=text))
+        self._buffer.add(log_line(stdtype, text, time.time_ns()))
         if len(self._buffer) >= MAX_BATCH_LINES:
             self._wake.set()
 
@@ -271,7 +280,7 @@ class LogShipper:
         batch.CopyFrom(self._template)
         batch.lines.extend(lines)
         batch.allocation_ended = ended
-        msg_id = f"logs-{batch.allocation_id}-{self._batches}"
+        msg_id = f"logs-{batch.allocation_id}-{batch.agent_id}-{self._batches}"
         self._batches += 1
         delay, stalled_at = RETRY_MIN_S, 0.0
         while True:
@@ -294,6 +303,15 @@ class LogShipper:
                     waiting_lines=len(self._buffer),
                 )
             return
+
+
+def log_line(stdtype: str, text: str, timestamp_ns: int) -> events_pb2.LogLine:
+    """A line of output, its `[rank=N] ` prefix (if any) turned into its rank."""
+    prefix = _RANK_PREFIX.match(text)
+    if prefix is None:
+        return events_pb2.LogLine(timestamp_ns=timestamp_ns, stdtype=stdtype, log=text)
+    rank = int(prefix.group(1))
+    return events_pb2.LogLine(timestamp_ns=timestamp_ns, stdtype=stdtype, log=text[prefix.end() :], rank=rank)
 
 
 def _size(line: events_pb2.LogLine) -> int:

@@ -8,7 +8,15 @@ running after it is killed. Each process is watched by its own task, which
 appends AllocationStarted and AllocationExited itself (their msg ids make a
 repeat harmless); the exit folds back into the core's state through the log.
 Those appends, and the logs (`logs.py`), wait out a NATS outage: the trial
-keeps running meanwhile.
+keeps running meanwhile. The end of this agent's part of an allocation that
+spans several agents is appended as AllocationResourcesExited instead
+(`core.part_ended`): the scheduler closes the allocation.
+
+Fencing: an allocation closed in the log by another writer (the scheduler,
+after another agent of its gang was lost), or any allocation of a run whose
+registration was declared lost, has its process group killed at once
+(SIGKILL), and nothing more is appended about it. The heartbeats of the
+current registration (`services.common.heartbeats`) go on beside.
 
 No process outlives the agent unnoticed: each runs in its own session (a
 process group killed as one), asks the kernel to SIGKILL it when the agent
@@ -36,7 +44,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import SubprocessError
@@ -47,7 +55,7 @@ import structlog
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
 from services.agent import workdir
-from services.agent.core import AgentAllocation, AgentState, allocation_exited, allocation_started
+from services.agent.core import AgentAllocation, AgentState, allocation_started, part_ended
 from services.agent.folders import ended_well
 from services.agent.launch import (
     STARTUP_HOOK,
@@ -193,8 +201,15 @@ class ForkServer:
             env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "determined.exec.forkserver", str(path), ",".join(self.preload),
-                    cwd=self.folder, env=env, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
+                    sys.executable,
+                    "-m",
+                    "determined.exec.forkserver",
+                    str(path),
+                    ",".join(self.preload),
+                    cwd=self.folder,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    start_new_session=True,
                     preexec_fn=dying_with_parent(os.getpid()),  # and its children with it
                 )
             except OSError as error:
@@ -257,6 +272,8 @@ async def _pipe_reader(fd: int) -> asyncio.StreamReader:
     pipe = os.fdopen(fd, "rb", 0)  # closed by the transport at EOF
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
     return reader
+
+
 @dataclass
 class Running:
     """One allocation's process (None until started) and its watcher."""
@@ -266,6 +283,8 @@ class Running:
     process: TrialProcess | None = None
     shipper: LogShipper | None = None
     kill_requested: bool = False
+    # Closed in the log, or this run was declared lost: killed at once, its end not appended.
+    fenced: bool = False
     killer: asyncio.Task[None] | None = None
     stop_timer: asyncio.Task[None] | None = None
 
@@ -294,6 +313,10 @@ class Runner:
     table: dict[str, Running] = field(default_factory=dict)
     # Kills what this run started once it is gone (`reaper.py`).
     reaper: asyncio.subprocess.Process | None = None
+    # Sends the heartbeats of a registration (its event id) until cancelled.
+    heartbeats: Callable[[str], Coroutine[Any, Any, None]] | None = None
+    # The registration whose heartbeats are being sent, and their task.
+    beating: tuple[str, "asyncio.Task[None]"] | None = None
 
     async def recover(self) -> None:
         """Before this run of the agent starts anything (and registers): kills
@@ -310,8 +333,13 @@ class Runner:
         """Starts the process that kills this run's process groups when it
         ends (its stdin is a pipe only this process holds)."""
         self.reaper = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.agent.reaper", str(self.work_dir), self.identity.agent_id,
-            stdin=asyncio.subprocess.PIPE, start_new_session=True,
+            sys.executable,
+            "-m",
+            "services.agent.reaper",
+            str(self.work_dir),
+            self.identity.agent_id,
+            stdin=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
 
     async def sweep_periodically(self) -> None:
@@ -331,14 +359,29 @@ class Runner:
             except OSError as error:
                 log.warning("allocation_folder_sweep_failed", error=str(error))
 
+    def beat_for(self, registration_event_id: str) -> None:
+        """Sends heartbeats for this registration (and no longer for an earlier one)."""
+        if self.heartbeats is None or (self.beating is not None and self.beating[0] == registration_event_id):
+            return
+        if self.beating is not None:
+            self.beating[1].cancel()
+        task = asyncio.create_task(self.heartbeats(registration_event_id), name="heartbeats")
+        task.add_done_callback(_log_failure)
+        self.beating = (registration_event_id, task)
+
     async def on_state(self, state: AgentState) -> list[Append]:
         if not state.registered:
             return []  # what is assigned so far belongs to earlier runs of the agent
+        if state.registration_event_id:
+            self.beat_for(state.registration_event_id)
+        if state.lost:  # the cluster gave up on this run: its allocations run elsewhere
+            self._fence_all()
+            return []  # until registered again (the core decides it)
         for allocation_id, allocation in state.allocations.items():
             running = self.table.get(allocation_id)
             if allocation.orphaned:
-                if running is not None:  # a newer run of this agent registered: it is no longer ours
-                    self._kill(running)
+                if running is not None:  # a newer registration of this agent: it is no longer ours
+                    self._fence(running)
                 continue
             if running is None:
                 running = self.table[allocation_id] = Running(allocation)
@@ -349,9 +392,8 @@ class Runner:
             elif allocation.stop_requested and running.stop_timer is None:
                 running.stop_timer = asyncio.create_task(self._kill_after_grace(running))
         for allocation_id in [a for a in self.table if a not in state.allocations]:
-            running = self.table.pop(allocation_id)  # its exit is folded
-            if running.process is not None and running.process.returncode is None:
-                self._kill(running)  # closed by another writer: its process must not stay behind
+            # Its exit is folded: if its process still runs, another writer closed it.
+            self._fence(self.table.pop(allocation_id))
         return []
 
     async def stop(self) -> None:
@@ -367,6 +409,8 @@ class Runner:
                 running.shipper.abandon()
         if self.fork_server is not None:
             await self.fork_server.close()
+        if self.beating is not None:
+            self.beating[1].cancel()
         if self.reaper is not None and self.reaper.stdin is not None:
             self.reaper.stdin.close()  # it kills what is left, and exits
             with contextlib.suppress(TimeoutError):
@@ -415,13 +459,17 @@ class Runner:
 
     async def _end(self, running: Running, exit_code: int, *, killed: bool = False, error: str = "") -> None:
         """The allocation's process is gone and its output shipped: its folder
-        goes (or is kept a while, if it ended badly), then its exit is appended."""
+        goes (or is kept a while, if it ended badly), then the end of this
+        agent's part is appended (unless fenced: the log has closed it)."""
         folder = self.work_dir / running.allocation.allocation_id
         try:
             await asyncio.to_thread(self._leave_folder, folder, exit_code, killed=killed, error=error)
         except OSError as failure:
             log.warning("allocation_folder_not_cleaned", folder=str(folder), error=str(failure))
-        await self._answer(running, allocation_exited(running.allocation, exit_code, killed=killed, error=error))
+        if running.fenced:
+            log.info("allocation_fenced", allocation_id=running.allocation.allocation_id, exit_code=exit_code)
+            return
+        await self._answer(running, part_ended(running.allocation, exit_code, killed=killed, error=error))
 
     def _leave_folder(self, folder: Path, exit_code: int, *, killed: bool, error: str) -> None:
         """What the process started in its group goes with it; then its folder."""
@@ -436,7 +484,9 @@ class Runner:
                 folder, self.identity.agent_id, exit_code, killed=killed, error=error, now=time.time()
             )
 
-    async def _prepare(self, launch: events_pb2.TrialLaunch, folder: Path) -> tuple[list[str], list[str] | None]:
+    async def _prepare(
+        self, launch: events_pb2.TrialLaunch, folder: Path
+    ) -> tuple[list[str], list[str] | None]:
         """Extracts the context into the allocation's folder; returns the
         command to run there and, when the fork server may run it instead,
         the script and its arguments."""
@@ -466,13 +516,21 @@ class Runner:
         record = workdir.record_path(folder)
         process: TrialProcess | None = None
         if script is not None and self.fork_server is not None:
-            owner = {"path": str(record), "agent_id": self.identity.agent_id, "allocation_id": allocation.allocation_id}
+            owner = {
+                "path": str(record),
+                "agent_id": self.identity.agent_id,
+                "allocation_id": allocation.allocation_id,
+            }
             try:
                 process = await self.fork_server.spawn(script, folder, env, owner)
             except ForkServerUnavailable as error:
-                log.warning("fork_server_unavailable", allocation_id=allocation.allocation_id, error=str(error))
+                log.warning(
+                    "fork_server_unavailable", allocation_id=allocation.allocation_id, error=str(error)
+                )
         if process is None:
-            preexec = allocation_preexec(os.getpid(), record, self.identity.agent_id, allocation.allocation_id)
+            preexec = allocation_preexec(
+                os.getpid(), record, self.identity.agent_id, allocation.allocation_id
+            )
             process = await self._exec(folder, argv, env, preexec)
         log.info(
             "allocation_started",
@@ -509,7 +567,9 @@ class Runner:
             self._kill(running)
         shipper.start()
         assert process.stdout is not None and process.stderr is not None
-        output = asyncio.gather(shipper.follow(process.stdout, "stdout"), shipper.follow(process.stderr, "stderr"))
+        output = asyncio.gather(
+            shipper.follow(process.stdout, "stdout"), shipper.follow(process.stderr, "stderr")
+        )
         exit_code = await _exit_of(process, output)
         if not output.done():
             try:
@@ -534,8 +594,23 @@ class Runner:
 
     def _kill(self, running: Running) -> None:
         running.kill_requested = True
-        if running.process is not None and running.killer is None:
-            running.killer = asyncio.create_task(self._terminate(running.process))
+        process = running.process
+        if process is None or process.returncode is not None:
+            return  # not started (it will not be), or gone: its group may be another's now
+        if running.fenced:
+            _signal_group(process.pid, signal.SIGKILL)
+        elif running.killer is None:
+            running.killer = asyncio.create_task(self._terminate(process))
+
+    def _fence_all(self) -> None:
+        for running in self.table.values():
+            self._fence(running)
+
+    def _fence(self, running: Running) -> None:
+        """Its allocation is no longer this run's to run: killed at once, and
+        nothing more appended about it."""
+        running.fenced = True
+        self._kill(running)
 
     async def _terminate(self, process: TrialProcess) -> None:
         """SIGTERM to the process group; SIGKILL after the grace period."""

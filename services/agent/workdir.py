@@ -27,7 +27,9 @@ def record_path(folder: Path) -> Path:
     return folder / PROCESS_RECORD
 
 
-def note_bad_exit(folder: Path, agent_id: str, exit_code: int, *, killed: bool, error: str, now: float) -> None:
+def note_bad_exit(
+    folder: Path, agent_id: str, exit_code: int, *, killed: bool, error: str, now: float
+) -> None:
     """Notes that the allocation ended badly: its folder is kept from `now` on."""
     note = {
         "agent_id": agent_id,

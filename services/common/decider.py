@@ -9,8 +9,14 @@ log, so a replay never re-decides the past, and it folds its own appends at
 once (skipping them when they come back) so that two decisions in a row see
 each other. Message ids derived from the cause make a repeated decision after
 a crash harmless.
+
+A core whose decisions depend on time passing with nothing in the log (the
+scheduler's minimum run time before a preemption) has a `tick`: a shell with
+`tick_s` folds the clock into the state when the log was quiet that long.
 """
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar
@@ -18,7 +24,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 
 from services.common.envelope import Append, Envelope, kinds_of
-from services.common.eventstore import ConflictError, EventStore
+from services.common.eventstore import ConflictError, EventStore, StoredEvent
 from services.common.snapshots import SNAPSHOT_EVERY, Snapshots
 from services.common.upcast import upcast
 
@@ -38,11 +44,14 @@ class Core(Protocol[State]):
 
     def decide(self, state: State) -> list[Append]: ...
 
+    def tick(self, state: State, now_ns: int) -> State: ...
+
 
 class PureCore(Generic[State]):
     """A core made of a module's pure functions. `folds` names the event types
     `evolve_one` folds (the kinds of aggregate it reads follow from them), and
-    every event is read in today's shape (`upcast`) before it is folded."""
+    every event is read in today's shape (`upcast`) before it is folded.
+    `tick(state, now_ns)` folds the clock (a core without one ignores it)."""
 
     def __init__(
         self,
@@ -50,12 +59,14 @@ class PureCore(Generic[State]):
         initial_state: Callable[[], State],
         evolve_one: Callable[[State, Envelope], State],
         decide: Callable[[State], list[Append]],
+        tick: Callable[[State, int], State] | None = None,
     ) -> None:
         self.folds = folds
         self.kinds = kinds_of(folds)
         self._initial_state = initial_state
         self._evolve_one = evolve_one
         self._decide = decide
+        self._tick = tick
 
     def initial_state(self) -> State:
         return self._initial_state()
@@ -67,6 +78,9 @@ class PureCore(Generic[State]):
 
     def decide(self, state: State) -> list[Append]:
         return self._decide(state)
+
+    def tick(self, state: State, now_ns: int) -> State:
+        return state if self._tick is None else self._tick(state, now_ns)
 
 
 @dataclass
@@ -83,6 +97,9 @@ class Shell(Generic[State]):
     # Where the state is kept between runs (snapshots.py): a start replays
     # only what came after the newest snapshot. None: from sequence 1.
     snapshots: Snapshots | None = None
+    # Once caught up, when no event came for this long: folds
+    # `core.tick(state, time.time_ns())` and decides again. None: never.
+    tick_s: float | None = None
     _folded: int = field(default=0, init=False)
     _saved_since_started: bool = field(default=False, init=False)
 
@@ -94,25 +111,42 @@ class Shell(Generic[State]):
             if position:  # restored, and nothing came after: what it holds may want deciding
                 state = await self._settle(state, own_sequences, None)
             await self._caught_up()
-        async for stored in self.store.read(self.core.kinds, start_sequence=position + 1, follow=True):
-            if stored.sequence in own_sequences:
-                own_sequences.discard(stored.sequence)
-                continue
-            state = self.core.evolve(state, stored.envelope)
-            if started or stored.caught_up:
-                # Once started, every decision answers the event just folded;
-                # the first settle after the replay answers no one event.
-                cause = stored.envelope if started else None
-                with structlog.contextvars.bound_contextvars(
-                    event_id=stored.envelope.event_id,
-                    aggregate=stored.envelope.aggregate,
-                    correlation_id=stored.envelope.correlation_id,
-                ):
-                    state = await self._settle(state, own_sequences, cause)
-                started = True
-                await self._caught_up()
-            await self._snapshot(state, stored.sequence, started=started, exact=not own_sequences)
-        raise RuntimeError("the event log ended")  # follow=True never ends
+        read = self.store.read(self.core.kinds, start_sequence=position + 1, follow=True)
+        # The read a tick interrupted: waited on again, never cancelled (that
+        # would end the read) until the shell stops.
+        reading: asyncio.Future[StoredEvent] | None = None
+        try:
+            while True:
+                if started and self.tick_s is not None:
+                    reading = reading or asyncio.ensure_future(anext(read))
+                    done, _ = await asyncio.wait((reading,), timeout=self.tick_s)
+                    if not done:
+                        state = await self._settle(self.core.tick(state, time.time_ns()), own_sequences, None)
+                        continue
+                    stored, reading = reading.result(), None
+                else:
+                    stored = await anext(read)
+                if stored.sequence in own_sequences:
+                    own_sequences.discard(stored.sequence)
+                    continue
+                state = self.core.evolve(state, stored.envelope)
+                if started or stored.caught_up:
+                    # Once started, every decision answers the event just folded;
+                    # the first settle after the replay answers no one event.
+                    cause = stored.envelope if started else None
+                    with structlog.contextvars.bound_contextvars(
+                        event_id=stored.envelope.event_id,
+                        aggregate=stored.envelope.aggregate,
+                        correlation_id=stored.envelope.correlation_id,
+                    ):
+                        state = await self._settle(state, own_sequences, cause)
+                    started = True
+                    await self._caught_up()
+                await self._snapshot(state, stored.sequence, started=started, exact=not own_sequences)
+        finally:
+            if reading is not None:
+                reading.cancel()
+                await asyncio.wait((reading,))
 
     async def _has_events(self, after: int = 0) -> bool:
         return await self.store.last_sequence_of(self.core.kinds) > after

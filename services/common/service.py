@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import structlog
 
 from services.common.decider import Core, Shell
+from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.settings import CommonSettings
@@ -30,10 +31,26 @@ async def write_ready(path: Path | None) -> None:
 
 
 async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> None:
+    """Connects as `name` and runs the cores' shells (`run_shells`) until cancelled."""
+    store = await EventStore.connect(settings.nats_url, settings.namespace, name=name)
+    try:
+        await run_shells(store, settings, *cores, name=name)
+    finally:
+        await store.close()
+
+
+async def run_shells(
+    store: EventStore,
+    settings: CommonSettings,
+    *cores: Core[Any],
+    name: str,
+    tick_s: float | None = None,
+    on_state: Callable[[Any], Awaitable[list[Append]]] | None = None,
+) -> None:
     """Rebuilds each core's state from the log, then decides until cancelled;
     appends as `service:<name>`. Each core has its own Shell (its own reading
-    of the log); the service is ready once every one has caught up."""
-    store = await EventStore.connect(settings.nats_url, settings.namespace, name=name)
+    of the log); the service is ready once every one has caught up. `tick_s`
+    and `on_state` are each Shell's (see Shell)."""
     waiting = len(cores)
 
     async def caught_up() -> None:
@@ -43,11 +60,19 @@ async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> No
             await write_ready(settings.ready_file)
 
     snapshots = Snapshots(store, name)
-    shells = [Shell(store, core, f"service:{name}", on_caught_up=caught_up, snapshots=snapshots) for core in cores]
-    try:
-        await asyncio.gather(*(shell.run() for shell in shells))
-    finally:
-        await store.close()
+    shells = [
+        Shell(
+            store,
+            core,
+            f"service:{name}",
+            on_state=on_state,
+            on_caught_up=caught_up,
+            snapshots=snapshots,
+            tick_s=tick_s,
+        )
+        for core in cores
+    ]
+    await asyncio.gather(*(shell.run() for shell in shells))
 
 
 def serve(name: str, settings: S, run: Callable[[S], Awaitable[None]]) -> None:

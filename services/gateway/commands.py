@@ -385,3 +385,98 @@ def _check_json_object(
     if not isinstance(value, dict):
         raise InvalidArgumentError(f"{what} must be a JSON object")
     return value
+
+
+def agent_enabled(agent_id: str, state: str, owner: str, version: int) -> Append | Unchanged:
+    """`det agent enable`: the agent takes work again; Unchanged when it is
+    enabled already. `state`: ENABLED, DISABLED or DRAINING; `version`: the
+    agent aggregate's last sequence (a repeated request is stored once)."""
+    if state == "ENABLED":
+        return Unchanged(f"Agent {agent_id} is already enabled: nothing to do")
+    payload = events_pb2.AgentEnabled(agent_id=agent_id, owner=owner)
+    return Append(aggregate("agent", agent_id), payload, f"agent-enable-{agent_id}-{version}", version)
+
+
+def agent_disabled(agent_id: str, state: str, drain: bool, owner: str, version: int) -> Append | Unchanged:
+    """`det agent disable [--drain]`: nothing new is placed on it; without
+    drain its running work is asked to stop. Unchanged when it is disabled that
+    way already (disabling a draining agent without --drain stops its work)."""
+    wanted = "DRAINING" if drain else "DISABLED"
+    if state == wanted:
+        how = "draining" if drain else "disabled"
+        return Unchanged(f"Agent {agent_id} is already {how}: nothing to do")
+    payload = events_pb2.AgentDisabled(agent_id=agent_id, drain=drain, owner=owner)
+    return Append(aggregate("agent", agent_id), payload, f"agent-disable-{agent_id}-{version}", version)
+
+
+def checked_job_id(job_id: str) -> int:
+    """The experiment id of a job id: "experiment/7", or a bare "7"."""
+    kind, slash, key = job_id.strip().rpartition("/")
+    if (slash and kind != "experiment") or not key.isdigit() or int(key) < 1:
+        raise InvalidArgumentError(
+            f"job_id {job_id[:80]!r} is not an experiment's job id (experiment/<id>, or the id alone)"
+        )
+    return int(key)
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """What the scheduler uses of a job: its priority, weight and max_slots (0: no cap)."""
+
+    priority: int
+    weight: float
+    max_slots: int
+
+
+def job_resources_changed(
+    experiment_id: int, request: api_pb2.UpdateJobRequest, current: JobResources, owner: str, version: int
+) -> Append | Unchanged:
+    """Validates the fields the request sets (priority 1..99, weight > 0,
+    max_slots >= 0) and appends those that differ from `current`; Unchanged
+    when none does."""
+    if not (request.HasField("priority") or request.HasField("weight") or request.HasField("max_slots")):
+        raise InvalidArgumentError("set at least one of priority, weight and max_slots")
+    if request.HasField("priority") and not 1 <= request.priority <= 99:
+        raise InvalidArgumentError(f"priority must be from 1 to 99 (lower runs first), not {request.priority}")
+    if request.HasField("weight") and not (math.isfinite(request.weight) and request.weight > 0):
+        raise InvalidArgumentError(f"weight must be a number above 0, not {request.weight}")
+    if request.HasField("max_slots") and request.max_slots < 0:
+        raise InvalidArgumentError(f"max_slots must be 0 (no cap) or more, not {request.max_slots}")
+    payload = events_pb2.JobResourcesChanged(job_id=aggregate("experiment", experiment_id), owner=owner)
+    if request.HasField("priority") and request.priority != current.priority:
+        payload.priority = request.priority
+    if request.HasField("weight") and request.weight != current.weight:
+        payload.weight = request.weight
+    if request.HasField("max_slots") and request.max_slots != current.max_slots:
+        payload.max_slots = request.max_slots
+    changed = [name for name in ("priority", "weight", "max_slots") if payload.HasField(name)]
+    if not changed:
+        return Unchanged(f"Job experiment/{experiment_id} has these values already: nothing to change")
+    digest = hashlib.sha256(payload.SerializeToString(deterministic=True)).hexdigest()[:16]
+    return Append(payload.job_id, payload,
+                  f"job-resources-{experiment_id}-{version}-{digest}", version)
+
+
+def job_resources(config_json: str, default_priority: int) -> JobResources:
+    """An experiment's priority, weight and max_slots as its stored config says
+    (the projection folds JobResourcesChanged into it)."""
+    try:
+        resources = json.loads(config_json or "{}").get("resources") or {}
+    except (ValueError, AttributeError):
+        resources = {}
+    return JobResources(
+        int(resources.get("priority") or default_priority),
+        float(resources.get("weight") or 1.0),
+        int(resources.get("max_slots") or 0),
+    )
+
+
+def checked_resource_pool(config_json: str, known: list[str]) -> None:
+    """Refuses a config whose resources.resource_pool names no known pool."""
+    resources = json.loads(config_json).get("resources") or {}
+    pool = str(resources.get("resource_pool") or "")
+    if pool and pool not in known:
+        raise InvalidArgumentError(
+            f"resources.resource_pool {pool!r} is not a resource pool of this cluster; the pools are: "
+            + ", ".join(known)
+        )

@@ -22,17 +22,21 @@ StatusLookup = Callable[[int], Awaitable[TrialStatus | None]]
 
 
 async def trial_logs(
-    store: EventStore, trial_id: int, follow: bool, status: StatusLookup
+    store: EventStore, trial_id: int, follow: bool, status: StatusLookup, rank: int | None = None
 ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
+    """The trial's log lines, batch by batch; with `rank`, only the lines that
+    rank of a distributed trial wrote (a batch left with none is not sent)."""
     if not follow:
         async for response in _stored_logs(store, trial_id):
-            yield response
+            if (kept := of_rank(response, rank)) is not None:
+                yield kept
         return
     queue: asyncio.Queue[StoredLogBatch] = asyncio.Queue(1000)
     reader = asyncio.create_task(_read(store, trial_id, queue))
     try:
         async for response in _follow(trial_id, queue, status, reader):
-            yield response
+            if (kept := of_rank(response, rank)) is not None:
+                yield kept
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
@@ -96,3 +100,15 @@ def responses(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
             lines=batch.lines,
         )
     ]
+
+
+def of_rank(response: api_pb2.TrialLogsResponse, rank: int | None) -> api_pb2.TrialLogsResponse | None:
+    """The response with only the lines of `rank` (None: every line); None when none is left."""
+    if rank is None:
+        return response
+    lines = [line for line in response.lines if line.HasField("rank") and line.rank == rank]
+    if not lines:
+        return None
+    return api_pb2.TrialLogsResponse(
+        trial_id=response.trial_id, allocation_id=response.allocation_id, agent_id=response.agent_id, lines=lines
+    )

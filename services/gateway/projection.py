@@ -152,6 +152,8 @@ def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
                 apply_event(plan, event)
         elif (rule := _RULES.get(field_name or "")) is not None:  # the same as apply_event, faster
             rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
+        elif field_name == "agent_registered":
+            _agent_registered(plan, envelope)
     return plan
 
 
@@ -239,6 +241,22 @@ def _set_current_run(row: Row | None, allocation_id: str, run_id: int, resumed_a
     return row
 
 
+def _lose_agent(row: Row | None, registration_event_id: str) -> Row | None:
+    """Lost, when the registration found lost is its current one (a newer
+    registration may be stored before the scheduler's verdict on the old one)."""
+    if row is not None and row["registration_event_id"] == registration_event_id:
+        row["lost"] = True
+    return row
+
+
+def _set_resources(row: Row | None, changes: dict[str, Any]) -> Row | None:
+    if row is not None:
+        config = _json_object(row["config_json"])
+        config["resources"] = {**(config.get("resources") or {}), **changes}
+        row["config_json"] = json.dumps(config, sort_keys=True)
+    return row
+
+
 _OPERATIONS: dict[str, Callable[..., Row | None]] = {
     "create": _create,
     "replace": _replace,
@@ -248,6 +266,8 @@ _OPERATIONS: dict[str, Callable[..., Row | None]] = {
     "kill_experiment": _kill_experiment,
     "end_trial": _end_trial,
     "set_current_run": _set_current_run,
+    "lose_agent": _lose_agent,
+    "set_resources": _set_resources,
 }
 
 
@@ -258,6 +278,8 @@ def apply_event(plan: Plan, envelope: Envelope) -> None:
     rule = _RULES.get(field_name or "")
     if rule is not None:
         rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
+    elif field_name == "agent_registered":
+        _agent_registered(plan, envelope)
 
 
 def _metrics_reported(plan: Plan, payload: events_pb2.TrialMetricsReported, at: int) -> None:
@@ -293,10 +315,52 @@ def _checkpoint_reported(plan: Plan, payload: events_pb2.CheckpointReported, at:
     plan.change("checkpoints", payload.uuid, replaced(checkpoint_row(payload, at), kept=("state",)))
 
 
-def _agent_registered(plan: Plan, payload: events_pb2.AgentRegistered, at: int) -> None:
-    slots = json.dumps([_slot(s) for s in payload.slots])
-    row = {"agent_id": payload.agent_id, "hostname": payload.hostname, "slots": slots, "registered_at_ns": at}
-    plan.change("agents", payload.agent_id, replaced(row))
+def _agent_registered(plan: Plan, envelope: Envelope) -> None:
+    """A (new) run of the agent: what it offers, and no longer lost; whether an
+    operator disabled it stays as it was. Its event id names the registration
+    (AgentLost says which one it found lost)."""
+    payload = envelope.agent_registered
+    row = {
+        "agent_id": payload.agent_id,
+        "hostname": payload.hostname,
+        "slots": json.dumps([_slot(s) for s in payload.slots]),
+        "registered_at_ns": envelope.occurred_at_ns,
+        "resource_pool": payload.resource_pool,
+        "address": payload.address,
+        "state": "ENABLED",
+        "registration_event_id": envelope.event_id,
+        "lost": False,
+    }
+    plan.change("agents", payload.agent_id, replaced(row, kept=("state",)))
+
+
+def _agent_lost(plan: Plan, payload: events_pb2.AgentLost, at: int) -> None:
+    plan.change("agents", payload.agent_id, ("lose_agent", (payload.registration_event_id,)))
+
+
+def _agent_disabled(plan: Plan, payload: events_pb2.AgentDisabled, at: int) -> None:
+    plan.change("agents", payload.agent_id, updated(state="DRAINING" if payload.drain else "DISABLED"))
+
+
+def _agent_enabled(plan: Plan, payload: events_pb2.AgentEnabled, at: int) -> None:
+    plan.change("agents", payload.agent_id, updated(state="ENABLED"))
+
+
+def _job_resources_changed(plan: Plan, payload: events_pb2.JobResourcesChanged, at: int) -> None:
+    """An experiment's job: its stored config shows the new priority, weight or
+    max_slots (max_slots 0, no cap, shows as null, as an unset one does)."""
+    kind, _, key = payload.job_id.partition("/")
+    if kind != "experiment" or not key.isdigit():
+        return
+    changes: dict[str, Any] = {}
+    if payload.HasField("priority"):
+        changes["priority"] = payload.priority
+    if payload.HasField("weight"):
+        changes["weight"] = payload.weight
+    if payload.HasField("max_slots"):
+        changes["max_slots"] = payload.max_slots or None
+    if changes:
+        plan.change("experiments", int(key), ("set_resources", (changes,)))
 
 
 def _trial_created(plan: Plan, payload: events_pb2.TrialCreated, at: int) -> None:
@@ -400,7 +464,10 @@ _RULES: dict[str, Callable[[Plan, Any, int], None]] = {
     "experiment_kill_requested": _experiment_kill_requested,
     "experiment_progress_changed": _experiment_progress_changed,
     "checkpoint_reported": _checkpoint_reported,
-    "agent_registered": _agent_registered,
+    "agent_lost": _agent_lost,
+    "agent_disabled": _agent_disabled,
+    "agent_enabled": _agent_enabled,
+    "job_resources_changed": _job_resources_changed,
     "trial_created": _trial_created,
     "trial_ended": _trial_ended,
     "trial_progress_reported": _trial_progress_reported,

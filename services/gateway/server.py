@@ -71,6 +71,7 @@ class Gateway:
 
     async def stop(self) -> None:
         await self.server.stop(self.settings.grace_period_s)
+        await self.servicer.close()
         self.projector_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.projector_task

@@ -42,7 +42,9 @@ from services.gateway.auth import (
 )
 from services.gateway.cluster_parts import cluster_parts
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from services.gateway.jobs import JobQueue
 from services.gateway.logs import trial_logs
+from services.gateway.projection import TERMINAL_STATES
 from services.gateway.projector import Projector
 from services.gateway.queries import AllocationView, MetricKey, Queries
 from services.gateway.settings import GatewaySettings
@@ -69,6 +71,10 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self.projector = projector
         # Allocation id -> why its reports are refused: final, so kept forever.
         self._refused: dict[str, str] = {}
+        self._job_queue = JobQueue(store, settings.scheduler_config())
+
+    async def close(self) -> None:
+        await self._job_queue.close()
 
     # -- cluster ---------------------------------------------------------------
 
@@ -78,12 +84,109 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         return api_pb2.GetMasterResponse(
             version=_version(), cluster_id=self.settings.cluster_id, cluster_name=self.settings.cluster_name,
             parts=cluster_parts(self.settings.status_file),
+            nats_url=self.settings.advertised_nats_url or self.settings.nats_url,
+            namespace=self.settings.namespace,
         )
 
     async def GetAgents(
         self, request: api_pb2.GetAgentsRequest, context: Context
     ) -> api_pb2.GetAgentsResponse:
         return api_pb2.GetAgentsResponse(agents=await self.queries.agents())
+
+    async def EnableAgent(
+        self, request: api_pb2.EnableAgentRequest, context: Context
+    ) -> api_pb2.EnableAgentResponse:
+        def decide(state: str, owner: str, version: int) -> Append | commands.Unchanged:
+            return commands.agent_enabled(request.agent_id, state, owner, version)
+
+        return api_pb2.EnableAgentResponse(unchanged_reason=await self._change_agent(request.agent_id, decide))
+
+    async def DisableAgent(
+        self, request: api_pb2.DisableAgentRequest, context: Context
+    ) -> api_pb2.DisableAgentResponse:
+        def decide(state: str, owner: str, version: int) -> Append | commands.Unchanged:
+            return commands.agent_disabled(request.agent_id, state, request.drain, owner, version)
+
+        return api_pb2.DisableAgentResponse(unchanged_reason=await self._change_agent(request.agent_id, decide))
+
+    async def _change_agent(
+        self, agent_id: str, decide: Callable[[str, str, int], Append | commands.Unchanged]
+    ) -> str:
+        """Appends what `decide` makes of the agent's state (against the agent's
+        version: a change meanwhile fails the append); why nothing changed, else ""."""
+        stored = await self.store.last_event(aggregate("agent", agent_id)) if agent_id else None
+        if stored is None:
+            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
+        await self.projector.wait_for(stored.sequence)
+        state = await self.queries.agent_state(agent_id)
+        if state is None:
+            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
+        principal = current_principal()
+        decision = decide(state, principal.actor.partition(":")[2], stored.sequence)
+        if isinstance(decision, commands.Unchanged):
+            return decision.reason
+        try:
+            sequence, _ = await self.store.append(decision, actor=principal.actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(f"agent {agent_id} changed meanwhile; try again") from error
+        await self.projector.wait_for(sequence)  # det agent list shows it at once
+        return ""
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    async def GetJobs(self, request: api_pb2.GetJobsRequest, context: Context) -> api_pb2.GetJobsResponse:
+        """The scheduler's queue, pool by pool, with what the read models know
+        of each job (name, owner)."""
+        config = self._job_queue.config
+        views = [view for view in await self._job_queue.jobs()
+                 if not request.resource_pool or view.resource_pool == request.resource_pool]
+        experiment_ids = [commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)]
+        experiments = await self.queries.experiment_jobs(experiment_ids)
+        response = api_pb2.GetJobsResponse()
+        for view in views:
+            job = response.jobs.add(
+                job_id=view.job_id, type="EXPERIMENT" if _is_experiment_job(view.job_id) else "TASK",
+                resource_pool=view.resource_pool, priority=view.priority, weight=view.weight,
+                max_slots=view.max_slots, submitted_at_ns=view.submitted_at_ns, slots_needed=view.slots_needed,
+                slots_acquired=view.slots_acquired, state=view.state, position=view.position,
+                waiting_reason=view.waiting_reason,
+            )
+            if _is_experiment_job(view.job_id):
+                job.experiment_id = commands.checked_job_id(view.job_id)
+                known = experiments.get(job.experiment_id)
+                if known is not None:
+                    job.name, job.owner = known.name, known.owner
+        pools = {job.resource_pool for job in response.jobs} | set(await self.queries.resource_pools())
+        for pool in sorted(pools):
+            if not request.resource_pool or pool == request.resource_pool:
+                response.schedulers[pool] = config.pool_types.get(pool, config.default_type)
+        return response
+
+    async def UpdateJob(self, request: api_pb2.UpdateJobRequest, context: Context) -> api_pb2.UpdateJobResponse:
+        """Changes a running or queued experiment's priority, weight or
+        max_slots (JobResourcesChanged on its aggregate); NOT_FOUND for an
+        unknown or ended one."""
+        experiment_id = commands.checked_job_id(request.job_id)
+        stored = await self.store.last_event(aggregate("experiment", experiment_id))
+        if stored is None:
+            raise NotFoundError(f"job experiment/{experiment_id} not found")
+        await self.projector.wait_for(stored.sequence)
+        experiment = await self._found(self.queries.experiment, experiment_id, "experiment")
+        if experiment.state in TERMINAL_STATES:
+            raise NotFoundError(f"job experiment/{experiment_id} not found: the experiment is {experiment.state}")
+        current = commands.job_resources(experiment.config_json, self._job_queue.config.default_priority)
+        principal = current_principal()
+        decision = commands.job_resources_changed(
+            experiment_id, request, current, principal.actor.partition(":")[2], stored.sequence
+        )
+        if isinstance(decision, commands.Unchanged):
+            return api_pb2.UpdateJobResponse(unchanged_reason=decision.reason)
+        try:
+            sequence, _ = await self.store.append(decision, actor=principal.actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(f"experiment {experiment_id} changed meanwhile; try again") from error
+        await self.projector.wait_for(sequence)
+        return api_pb2.UpdateJobResponse()
 
     # -- experiments ---------------------------------------------------------------
 
@@ -108,6 +211,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             experiment_seed=time.time_ns() // 1000 % 2**32,
             name=experiment_name(random.Random()),
         )
+        commands.checked_resource_pool(config.config_json, await self.queries.resource_pools())
         response = api_pb2.CreateExperimentResponse(warnings=config.warnings, config_json=config.config_json)
         if request.validate_only:
             return response
@@ -254,8 +358,9 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.TrialLogsRequest, context: Context
     ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
         await self._found(self.queries.trial_status, request.trial_id, "trial")
+        rank = request.rank if request.HasField("rank") else None
         async for response in trial_logs(
-            self.store, request.trial_id, request.follow, self.queries.trial_status
+            self.store, request.trial_id, request.follow, self.queries.trial_status, rank=rank
         ):
             yield response
 
@@ -460,6 +565,10 @@ async def _context_chunks(requests: AsyncIterator[api_pb2.UploadContextRequest])
         claimed = request.context_hash
         yield request.chunk
     commands.check_uploaded(claimed, sha.hexdigest())
+
+
+def _is_experiment_job(job_id: str) -> bool:
+    return job_id.startswith("experiment/")
 
 
 def _watch_answer(allocation: AllocationView) -> api_pb2.WatchAllocationResponse:

@@ -1,12 +1,15 @@
 """The gateway's settings (environment, prefix DET_), validated at start-up."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from services.common.eventstore import LOGS_MAX_BYTES
 from services.common.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from services.scheduler.config import SchedulerConfig
 
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 
@@ -25,3 +28,13 @@ class GatewaySettings(CommonSettings):
     logs_max_bytes: Annotated[int, Field(ge=1024 * 1024)] = LOGS_MAX_BYTES
     # A local cluster's supervisor's record of every part (GetMaster's `parts`); unset: none.
     status_file: Path | None = None
+    # Where an agent on another machine reaches nats-server (GetMaster.nats_url);
+    # "": nats_url (a local cluster's own address).
+    advertised_nats_url: str = ""
+
+    def scheduler_config(self) -> "SchedulerConfig":
+        """The scheduler's configuration, from the same DET_SCHEDULER_* settings
+        the scheduler reads (GetJobs shows the queue as it orders it)."""
+        from services.scheduler.__main__ import SchedulerSettings
+
+        return SchedulerSettings().scheduler_config()

@@ -22,6 +22,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
@@ -135,6 +136,11 @@ allocations = Table(
     Column("agent_lost", Boolean, nullable=False),
     Column("error", Text),
     Index("allocations_by_trial", "trial_id", "trial_run_id"),
+    # What runs now (det slot list): the assigned allocations that have not exited.
+    Index(
+        "allocations_running", "allocation_id",
+        postgresql_where=text("placements IS NOT NULL AND exited_at_ns IS NULL AND NOT canceled"),
+    ),
 )
 
 metrics = Table(
@@ -173,6 +179,17 @@ agents = Table(
     Column("hostname", Text, nullable=False),
     Column("slots", JSONB, nullable=False),
     Column("registered_at_ns", BigInteger, nullable=False),
+    # "" (a registration from before pools) is the pool "default".
+    Column("resource_pool", Text, nullable=False, server_default=""),
+    # Where the other workers of a gang reach it ("": its hostname).
+    Column("address", Text, nullable=False, server_default=""),
+    # What an operator made of it: ENABLED, DISABLED (its work asked to stop) or
+    # DRAINING (disabled, its work left to finish). Kept across registrations.
+    Column("state", Text, nullable=False, server_default="ENABLED"),
+    # The event id of its current registration, and whether the scheduler found
+    # that registration lost (no heartbeat); a newer registration clears it.
+    Column("registration_event_id", Text, nullable=False, server_default=""),
+    Column("lost", Boolean, nullable=False, server_default="false"),
 )
 
 projection_position = Table(

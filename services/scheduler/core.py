@@ -1,111 +1,96 @@
 """The scheduler's pure core: which allocation request gets which agents'
-slots.
+slots, and which running allocation must give them back.
 
-It reads only allocation requests (of any task: a trial today, commands and
-notebooks later), agents and allocation exits; what an allocation's end means
-for its task is the task owner's business (services/searcher/lifecycle.py).
+It reads allocation requests (of any task: a trial today, commands and
+notebooks later), agents and their states, job settings and allocation
+exits; what an allocation's end means for its task is the task owner's
+business (services/searcher/lifecycle.py).
 
-Decides:
-- AllocationAssigned: first come first served in request order, the whole
-  gang of `slots` at once on one agent; a request that does not fit now
-  blocks the ones behind it (no backfilling), unless no registered agent could
-  ever hold it;
+Decides, every time it is asked (each decision is a pure function of the
+state, and message ids derived from the allocation make a repeat harmless):
 - AllocationCanceled: a request asked to stop or die before it was assigned
-  (nothing ran, so no agent will ever report its exit).
+  (nothing ran, so no agent will ever report its exit);
+- AllocationExited(agent_lost): an open allocation on an agent that was lost;
+- AllocationKillRequested / AllocationExited for a gang spanning several
+  agents: the first part that fails takes the rest down, and the allocation
+  exits once every part did (gang.py);
+- AllocationStopRequested: an allocation on an agent disabled without drain;
+- per resource pool (pool.py), by the pool's scheduler (fair_share.py or
+  priority.py): AllocationAssigned (placements by fitting.py) and
+  AllocationStopRequested for preemption.
 
-The scheduler is the one decider of a pending request's fate, so an
-assignment and a cancel never race each other. A stop request that reaches
-the log just before the assignment finds the allocation assigned: the agent
-that runs it sees the stop as well.
+Time is the log's: the newest folded envelope's occurred_at_ns, or a clock
+tick the shell folds when the log is quiet (`tick`), so that a min-run guard
+that expires with nothing happening still lets a preemption through.
 """
 
-from dataclasses import dataclass, field, replace
+from functools import partial
 
 from determined.proto import events_pb2
 from services.common.decider import PureCore
-from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.envelope import Append, aggregate
+from services.scheduler import fair_share, priority
+from services.scheduler.config import PRIORITY, SchedulerConfig
+from services.scheduler.gang import gang_decisions
+from services.scheduler.pool import Plan, Pool, pools_of
+from services.scheduler.state import SCHEDULER_FOLDS, AgentView, Request, SchedulerState, evolve, tick
 
+DEFAULT_CONFIG = SchedulerConfig()
 
-@dataclass(frozen=True)
-class Request:
-    requested: events_pb2.AllocationRequested
-    # Where it runs, once assigned: agent id -> slot ids.
-    placements: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    # Asked to stop or die: withdrawn if still pending.
-    withdrawn: bool = False
-
-    @property
-    def allocation_id(self) -> str:
-        return self.requested.allocation_id
-
-    @property
-    def assigned(self) -> bool:
-        return bool(self.placements)
-
-
-@dataclass(frozen=True)
-class SchedulerState:
-    # Agent id -> its slot ids, as last registered.
-    agents: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # Requests that have not exited or been canceled, in request order (the
-    # queue's order: replacing a key keeps its place).
-    requests: dict[str, Request] = field(default_factory=dict)
-
-
-SCHEDULER_FOLDS = (
-    "agent_registered",
-    "allocation_requested",
-    "allocation_assigned",
-    "allocation_stop_requested",
-    "allocation_kill_requested",
-    "allocation_exited",
-    "allocation_canceled",
-)
+__all__ = ["SCHEDULER_FOLDS", "AgentView", "SchedulerCore", "SchedulerState", "decide", "tick"]
 
 
 class SchedulerCore(PureCore[SchedulerState]):
-    def __init__(self) -> None:
-        super().__init__(SCHEDULER_FOLDS, SchedulerState, evolve, decide)
+    def __init__(self, config: SchedulerConfig = DEFAULT_CONFIG) -> None:
+        self.config = config
+        super().__init__(SCHEDULER_FOLDS, SchedulerState, evolve, partial(decide, config=config), tick=tick)
 
 
-# -- evolve -----------------------------------------------------------------------
+def decide(state: SchedulerState, config: SchedulerConfig = DEFAULT_CONFIG) -> list[Append]:
+    appends: list[Append] = []
+    lost = {agent_id for agent_id, agent in state.agents.items() if agent.lost}
+    disabled = {
+        agent_id for agent_id, agent in state.agents.items() if not agent.enabled and not agent.draining
+    }
+    for request in state.requests.values():
+        if not request.placements:
+            if request.withdrawn:
+                appends.append(_canceled(request))
+            continue
+        if lost or disabled or request.part_exits:
+            appends += _closing(state, request, lost, disabled)
+    for pool in pools_of(state, config).values():
+        appends += _decisions(pool, plan_pool(pool, state, config))
+    return appends
 
 
-def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
-    event = payload_of(envelope)
-    match event:
-        case events_pb2.AgentRegistered():
-            slots = tuple(slot.slot_id for slot in event.slots)
-            return replace(state, agents={**state.agents, event.agent_id: slots})
-        case events_pb2.AllocationRequested():
-            return _with_request(state, Request(event))
-        case events_pb2.AllocationAssigned():
-            placements = tuple((p.agent_id, tuple(p.slot_ids)) for p in event.placements)
-            return _update(state, event.allocation_id, placements=placements)
-        case events_pb2.AllocationStopRequested() | events_pb2.AllocationKillRequested():
-            return _update(state, event.allocation_id, withdrawn=True)
-        case events_pb2.AllocationExited() | events_pb2.AllocationCanceled():
-            requests = {k: v for k, v in state.requests.items() if k != event.allocation_id}
-            return replace(state, requests=requests)
-    return state
+def plan_pool(pool: Pool, state: SchedulerState, config: SchedulerConfig, explain: bool = False) -> Plan:
+    if config.type_of(pool.name) == PRIORITY:
+        return priority.plan(pool, state.now_ns, config.min_run_ns, explain)
+    return fair_share.plan(pool, state.now_ns, config.min_run_ns, explain)
 
 
-def _update(state: SchedulerState, allocation_id: str, **changes: object) -> SchedulerState:
-    request = state.requests.get(allocation_id)
-    return state if request is None else _with_request(state, replace(request, **changes))  # type: ignore[arg-type]
+def _decisions(pool: Pool, plan: Plan) -> list[Append]:
+    appends = [_assigned(request, placements, pool) for request, placements in plan.starts]
+    for request, why in plan.victims:
+        msg_id = f"allocation-preempt-{request.allocation_id}"
+        appends.append(_stop(request, msg_id, f"preempted by the scheduler: {why}"))
+    return appends
 
 
-def _with_request(state: SchedulerState, request: Request) -> SchedulerState:
-    return replace(state, requests={**state.requests, request.allocation_id: request})
-
-
-# -- decide -----------------------------------------------------------------------
-
-
-def decide(state: SchedulerState) -> list[Append]:
-    pending = [r for r in state.requests.values() if not r.assigned]
-    canceled = [_canceled(r) for r in pending if r.withdrawn]
-    return canceled + _assignments(state, [r for r in pending if not r.withdrawn])
+def _closing(state: SchedulerState, request: Request, lost: set[str], disabled: set[str]) -> list[Append]:
+    """What ends or stops an open allocation: a lost agent, a gang's exits, a disabled agent."""
+    agent_ids = [agent_id for agent_id, _ in request.placements]
+    lost_agent = next((a for a in agent_ids if a in lost), None)
+    if lost_agent is not None:
+        return [_lost(request, lost_agent, state.agents[lost_agent].lost_reason)]
+    if request.part_exits:
+        return gang_decisions(request)
+    disabled_agent = next((a for a in agent_ids if a in disabled), None)
+    if disabled_agent is None or request.withdrawn:
+        return []
+    msg_id = f"allocation-stop-disabled-{request.allocation_id}"
+    return [_stop(request, msg_id, f"agent {disabled_agent} disabled")]
 
 
 def _canceled(request: Request) -> Append:
@@ -119,38 +104,38 @@ def _canceled(request: Request) -> Append:
     )
 
 
-def _assignments(state: SchedulerState, queue: list[Request]) -> list[Append]:
-    free = _free_slots(state)
-    largest = max((len(slots) for slots in state.agents.values()), default=0)
-    appends: list[Append] = []
-    for request in queue:
-        needed = request.requested.slots
-        agent_id = next((a for a in sorted(free) if len(free[a]) >= needed), None)
-        if agent_id is None:
-            if needed <= largest:
-                break
-            continue
-        slot_ids, free[agent_id] = free[agent_id][:needed], free[agent_id][needed:]
-        appends.append(_assigned(request, agent_id, slot_ids))
-    return appends
+def _lost(request: Request, agent_id: str, reason: str) -> Append:
+    trial = request.requested.trial
+    event = events_pb2.AllocationExited(
+        allocation_id=request.allocation_id,
+        task_id=request.requested.task_id,
+        trial_id=trial.trial_id,
+        experiment_id=trial.experiment_id,
+        agent_id=agent_id,
+        exit_code=-1,
+        error=f"agent {agent_id} lost: {reason}" if reason else f"agent {agent_id} lost",
+        agent_lost=True,
+    )
+    return Append(
+        aggregate("allocation", request.allocation_id), event, f"allocation-exited-{request.allocation_id}"
+    )
 
 
-def _free_slots(state: SchedulerState) -> dict[str, list[int]]:
-    used: dict[str, set[int]] = {}
-    for request in state.requests.values():
-        for agent_id, slot_ids in request.placements:
-            used.setdefault(agent_id, set()).update(slot_ids)
-    return {
-        agent_id: [s for s in slots if s not in used.get(agent_id, set())]
-        for agent_id, slots in state.agents.items()
-    }
+def _stop(request: Request, msg_id: str, reason: str) -> Append:
+    event = events_pb2.AllocationStopRequested(
+        allocation_id=request.allocation_id, task_id=request.requested.task_id, reason=reason
+    )
+    return Append(aggregate("allocation", request.allocation_id), event, msg_id)
 
 
-def _assigned(request: Request, agent_id: str, slot_ids: list[int]) -> Append:
+def _assigned(request: Request, placements: list[tuple[str, tuple[int, ...]]], pool: Pool) -> Append:
     event = events_pb2.AllocationAssigned(
         allocation_id=request.allocation_id,
         task_id=request.requested.task_id,
-        placements=[events_pb2.Placement(agent_id=agent_id, slot_ids=slot_ids)],
+        placements=[
+            events_pb2.Placement(agent_id=agent_id, slot_ids=slot_ids, address=pool.addresses[agent_id])
+            for agent_id, slot_ids in placements
+        ],
     )
     return Append(
         aggregate("allocation", request.allocation_id),

@@ -9,7 +9,9 @@ real `det deploy local` (issue 7):
 - `cluster-down` leaves no process behind, trials included;
 - a part that cannot start fails cluster-up (exit 1) naming it, with nothing left running;
 - as root, no folder outside the data folder changes mode (PostgreSQL's data lives in
-  /var/lib/determined-es, owned by its own user).
+  /var/lib/determined-es, owned by its own user);
+- (issue 8) `cluster-up --agents 2` runs agent-1 and agent-2, each its own part and agent;
+  `agent-up` adds one to a running cluster and `agent-down` stops and forgets it.
 """
 
 import json
@@ -202,3 +204,69 @@ def test_the_supervisor_logs_one_line_per_event(cluster: Cluster) -> None:
     assert any("searcher: killed by signal 9 (SIGKILL); starting it again in 0.5 s (restart 1)" in line
                for line in lines), lines
     assert any(line.endswith("asked to restart postgres") for line in lines)
+
+
+def agents(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    return {agent["agent_id"]: agent for agent in cluster.json("agent", "list")}
+
+
+def test_agent_up_adds_an_agent_and_agent_down_removes_it(cluster: Cluster) -> None:
+    added = local(cluster, "agent-up", "--cpu-slots", "1", "--pool", "extra")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == "Agent agent-1 is up (part agent-1, pool extra)"
+    assert states(cluster)["agent-1"] == "running"
+    [recorded] = [a for a in status(cluster)["agents"] if a["part"] == "agent-1"]
+    assert (recorded["agent_id"], recorded["cpu_slots"], recorded["pool"]) == ("agent-1", 1, "extra")
+    registered = wait_for(lambda: agents(cluster).get("agent-1") or {}, "agent-1 registered")
+    assert (registered["resource_pool"], registered["state"], len(registered["slots"])) == ("extra", "ENABLED", 1)
+    assert cluster.det("agent", "disable", "agent-1", "--drain").stdout.startswith("Disabled agent agent-1")
+    assert cluster.det("agent", "enable", "agent-1").stdout.strip() == "Enabled agent agent-1"
+    taken = local(cluster, "agent-up", "--agent-id", "agent-1")
+    assert taken.returncode == 1 and "agent agent-1 runs here already" in taken.stderr
+    removed = local(cluster, "agent-down", "--agent-id", "agent-1")
+    assert removed.returncode == 0 and removed.stdout.strip() == "Agent agent-1 is down and removed (part agent-1)"
+    assert "agent-1" not in states(cluster) and all_running(cluster)
+    assert [a["part"] for a in status(cluster)["agents"]] == ["agent"]
+
+
+def test_cluster_up_runs_several_agents() -> None:
+    data_dir = Path("/tmp") / f"det-e2e-agents-{uuid.uuid4().hex[:8]}"
+    several = Cluster(data_dir)
+    try:
+        up = several.det("deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--no-gpu", "--agents", "2",
+                         "--cpu-slots", "2", "--master-port", str(several.master_port), "--nats-port",
+                         str(several.nats_port), "--postgres-port", str(several.postgres_port),
+                         "--scheduler", "priority", "--agent-lost-s", "5")
+        assert up.returncode == 0, up.stderr
+        parts = states(several)
+        assert parts["agent-1"] == parts["agent-2"] == "running" and "agent" not in parts
+        found = wait_for(lambda: both if len(both := agents(several)) == 2 else {}, "both agents registered")
+        assert sorted(found) == ["agent-1", "agent-2"]
+        assert all(len(agent["slots"]) == 2 for agent in found.values())
+        assert (data_dir / "agents" / "agent-2").is_dir()
+        jobs = several.json("job", "list")
+        assert jobs["schedulers"]["default"] == "priority"
+    finally:
+        several.down()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(cluster: Cluster, tmp_path: Path) -> None:
+    """The master here is reached as another machine would reach it (NATS at the address
+    GetMaster gives); the agent's folder has a supervisor of its own."""
+    folder = tmp_path / "remote-agent"
+    remote = ("--data-dir", str(folder))
+    no_secret = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
+                            str(cluster.master_port), *remote, check=False)
+    assert no_secret.returncode == 1 and "needs the cluster's secret" in no_secret.stderr
+    up = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
+                     str(cluster.master_port), "--agent-id", "far-away", "--cpu-slots", "3", "--secret-file",
+                     str(cluster.data_dir / "cluster.secret"), "--no-gpu", *remote, check=False)
+    assert up.returncode == 0, up.stderr
+    registered = wait_for(lambda: agents(cluster).get("far-away") or {}, "the remote agent registered")
+    assert len(registered["slots"]) == 3
+    own = json.loads(cluster.det("deploy", "local", "status", "--json", *remote).stdout)
+    assert [part["name"] for part in own["parts"]] == ["agent-far-away"] and own["supervisor_alive"]
+    down = cluster.det("deploy", "local", "agent-down", *remote, check=False)
+    assert down.returncode == 0, down.stderr
+    assert not (folder / "run" / "cluster.json").exists()  # its last agent gone, its supervisor stopped

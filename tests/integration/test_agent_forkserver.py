@@ -48,8 +48,12 @@ def settings(nats_url: str, namespace: str) -> dict[str, object]:
 @asynccontextmanager
 async def forking_cluster(settings: dict[str, object], work_dir: Path) -> AsyncIterator[None]:
     agent = AgentSettings(
-        **settings, agent_id="agent-1", agent_work_dir=work_dir, agent_kill_grace_s=2,
-        agent_fork_server=True, agent_preload="json,no_such_module_here",
+        **settings,
+        agent_id="agent-1",
+        agent_work_dir=work_dir,
+        agent_kill_grace_s=2,
+        agent_fork_server=True,
+        agent_preload="json,no_such_module_here",
     )
     tasks = [
         asyncio.create_task(run_searcher(SearcherSettings(**settings))),
@@ -87,7 +91,8 @@ async def test_a_forked_trial_gets_its_environment_and_its_exit_code_is_reported
         "sys.exit(3)\n",
     )
     cfg = config(
-        "python3 train.py --lr 0.1", max_restarts=0,
+        "python3 train.py --lr 0.1",
+        max_restarts=0,
         environment={"environment_variables": ["GREETING=hello"]},
     )
     async with forking_cluster(settings, tmp_path / "work"):
@@ -178,7 +183,9 @@ async def test_a_request_with_a_bad_record_starts_nothing(tmp_path: Path) -> Non
     server = ForkServer()
     try:
         with pytest.raises(AgentError, match="record must be an object of strings"):
-            await server.spawn(["t.py"], tmp_path, {"PATH": os.environ["PATH"]}, {"path": str(tmp_path / "p")})
+            await server.spawn(
+                ["t.py"], tmp_path, {"PATH": os.environ["PATH"]}, {"path": str(tmp_path / "p")}
+            )
     finally:
         await server.close()
 

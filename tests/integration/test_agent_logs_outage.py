@@ -87,7 +87,9 @@ async def test_logs_written_while_nats_is_down_arrive_in_order_once(nats: NatsSe
             batches = await trial_logs(store, 1)
     finally:
         await store.close()
-    assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [ES.EXPERIMENT_STATE_COMPLETED]
+    assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [
+        ES.EXPERIMENT_STATE_COMPLETED
+    ]
     stdout = [line.log for b in batches for line in b.lines if line.stdtype == "stdout"]
     assert stdout == [f"line {i}" for i in range(LINES)]
     assert [b.allocation_ended for b in batches].count(True) == 1 and batches[-1].allocation_ended

@@ -67,7 +67,9 @@ def settings(nats_url: str, namespace: str) -> dict[str, object]:
     return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
 
 
-def agent_process(nats_url: str, namespace: str, work_dir: Path, *, fork_server: bool) -> subprocess.Popen[bytes]:
+def agent_process(
+    nats_url: str, namespace: str, work_dir: Path, *, fork_server: bool
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DET_NATS_URL": nats_url,
@@ -117,7 +119,9 @@ def sleeping_group(
     process = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
     ticks = start_ticks(process.pid)
     assert ticks is not None
-    write_process_record(record, ProcessRecord(agent_id, allocation_id, process.pid, process.pid, ticks + ticks_off))
+    write_process_record(
+        record, ProcessRecord(agent_id, allocation_id, process.pid, process.pid, ticks + ticks_off)
+    )
     return process
 
 
@@ -161,9 +165,14 @@ async def test_a_trial_dies_with_its_agent_and_a_restarted_agent_runs_it_once_mo
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(10) == 0
     exits = payloads(envelopes, ev.AllocationExited)
-    assert [(x.allocation_id, x.exit_code, x.agent_lost) for x in exits] == [("1.1", -1, True), ("1.2", 0, False)]
+    assert [(x.allocation_id, x.exit_code, x.agent_lost) for x in exits] == [
+        ("1.1", -1, True),
+        ("1.2", 0, False),
+    ]
     assert [s.allocation_id for s in payloads(envelopes, ev.AllocationStarted)] == ["1.1", "1.2"]
-    assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [ES.EXPERIMENT_STATE_COMPLETED]
+    assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [
+        ES.EXPERIMENT_STATE_COMPLETED
+    ]
     assert [t.state for t in payloads(envelopes, ev.TrialEnded)] == [TS.TRIAL_STATE_COMPLETED]
     # The lost run's folder is kept for debugging; the one that ended well is gone.
     note = json.loads((work_dir / "1.1" / EXIT_NOTE).read_text())
@@ -200,8 +209,14 @@ async def test_folders_go_when_their_allocation_ends_well_and_a_while_after_it_f
     work_dir = tmp_path / "work"
     old = work_dir / "5.1"
     old.mkdir(parents=True)
-    note = {"agent_id": "agent-1", "allocation_id": "5.1", "exit_code": 1, "killed": False, "error": "",
-            "ended_at": time.time() - 3600}
+    note = {
+        "agent_id": "agent-1",
+        "allocation_id": "5.1",
+        "exit_code": 1,
+        "killed": False,
+        "error": "",
+        "ended_at": time.time() - 3600,
+    }
     (old / EXIT_NOTE).write_text(json.dumps(note))
     go = tmp_path / "go"
     agent = AgentSettings(**settings, agent_id="agent-1", agent_work_dir=work_dir, agent_keep_failed_s=1.5)
@@ -213,7 +228,9 @@ async def test_folders_go_when_their_allocation_ends_well_and_a_while_after_it_f
     try:
         await until(lambda: not old.exists(), "the old failed folder to be swept at start-up")
         await create_experiment(event_store, 1, config(["sh", "-c", "echo hi > out; exit 3"], max_restarts=0))
-        await create_experiment(event_store, 2, config(["sh", "-c", f"while [ ! -f {go} ]; do sleep 0.05; done"]))
+        await create_experiment(
+            event_store, 2, config(["sh", "-c", f"while [ ! -f {go} ]; do sleep 0.05; done"])
+        )
         envelopes = await wait_for(event_store, lambda es: len(payloads(es, ev.AllocationExited)) == 1)
         [failed] = payloads(envelopes, ev.AllocationExited)
         kept = work_dir / failed.allocation_id
@@ -236,10 +253,16 @@ async def test_a_run_starts_nothing_before_its_own_registration_is_folded(
 ) -> None:
     """Even when the Shell calls on_state early in a replay, an allocation
     assigned so far (an earlier run's) is never started by this run."""
-    launch = ev.TrialLaunch(experiment_id=1, trial_id=1, trial_run_id=1, config_json='{"entrypoint": "sleep 300"}')
-    requested = ev.AllocationRequested(allocation_id="1.1", task_id="1", task_type="TRIAL", slots=1, trial=launch)
+    launch = ev.TrialLaunch(
+        experiment_id=1, trial_id=1, trial_run_id=1, config_json='{"entrypoint": "sleep 300"}'
+    )
+    requested = ev.AllocationRequested(
+        allocation_id="1.1", task_id="1", task_type="TRIAL", slots=1, trial=launch
+    )
     allocations = {"1.1": AgentAllocation(requested, "agent-1", (0,))}
-    runner = Runner(event_store, AgentIdentity("agent-1", "c", "m", ""), tmp_path, "s", "cpu", "service:agent")
+    runner = Runner(
+        event_store, AgentIdentity("agent-1", "c", "m", ""), tmp_path, "s", "cpu", "service:agent"
+    )
     try:
         assert await runner.on_state(AgentState(allocations=allocations)) == []
         assert runner.table == {} and not (tmp_path / "1.1").exists()

@@ -7,6 +7,7 @@ import pure_core
 import pytest
 from google.protobuf.message import Message
 
+from determined.common.ports import allocation_ports
 from determined.proto import events_pb2 as ev
 from services.agent.core import (
     AGENT_RESTARTED,
@@ -17,6 +18,9 @@ from services.agent.core import (
     agent_registered,
     allocation_exited,
     allocation_started,
+    part_ended,
+    registration_id,
+    run_boot_id,
 )
 from services.agent.launch import AgentIdentity, EntrypointError, entrypoint_argv, trial_environment
 from services.agent.slots import detect_slots
@@ -27,7 +31,7 @@ _event_ids = itertools.count()
 
 
 def envelope(payload: Message, event_id: str | None = None, correlation_id: str = "") -> Envelope:
-    key = "agent_id" if isinstance(payload, ev.AgentRegistered) else "allocation_id"
+    key = "agent_id" if isinstance(payload, ev.AgentRegistered | ev.AgentLost) else "allocation_id"
     kind = "agent" if key == "agent_id" else "allocation"
     append = Append(
         aggregate(kind, getattr(payload, key)),
@@ -71,12 +75,15 @@ def requested(allocation_id: str, slots: int = 1, **launch: object) -> ev.Alloca
     )
 
 
-def assigned(allocation_id: str, *placements: tuple[str, list[int]]) -> ev.AllocationAssigned:
+def assigned(allocation_id: str, *placements: tuple[str, list[int]] | ev.Placement) -> ev.AllocationAssigned:
     placements = placements or (("a", [0]),)
     return ev.AllocationAssigned(
         allocation_id=allocation_id,
         task_id=allocation_id.split(".")[0],
-        placements=[ev.Placement(agent_id=agent_id, slot_ids=slots) for agent_id, slots in placements],
+        placements=[
+            p if isinstance(p, ev.Placement) else ev.Placement(agent_id=p[0], slot_ids=p[1])
+            for p in placements
+        ],
     )
 
 
@@ -419,6 +426,164 @@ def test_a_registration_per_start_of_the_agent() -> None:
         "agent-registered-a-boot-2",
     )
     assert first.payload == ev.AgentRegistered(agent_id="a", hostname="host", slots=slots)
+    pooled = agent_registered("a", "host", slots, "boot-1", resource_pool="gpu", address="10.0.0.1")
+    assert (pooled.payload.resource_pool, pooled.payload.address) == ("gpu", "10.0.0.1")
+
+
+# -- allocations on several agents ----------------------------------------------------------
+
+
+def at(agent_id: str, slots: list[int], address: str = "") -> ev.Placement:
+    return ev.Placement(agent_id=agent_id, slot_ids=slots, address=address)
+
+
+def gang(agent_id: str = "a") -> AgentState:
+    """Allocation 1.1 on b (chief, 2 slots) then a (slots 1, 3): as agent `agent_id` sees it."""
+    this = AgentCore(agent_id)
+    return fold(
+        this,
+        requested("1.1", slots=4),
+        assigned("1.1", at("b", [0, 2], "10.0.0.2"), at("a", [1, 3], "10.0.0.1")),
+    )
+
+
+def test_each_agent_of_a_gang_keeps_its_own_part_and_the_rank_layout() -> None:
+    mine, chiefs = gang("a").allocations["1.1"], gang("b").allocations["1.1"]
+    assert (mine.agent_id, mine.slot_ids, mine.container_rank) == ("a", (1, 3), 1)
+    assert (chiefs.agent_id, chiefs.slot_ids, chiefs.container_rank) == ("b", (0, 2), 0)
+    for part in (mine, chiefs):
+        assert part.container_addrs == ("10.0.0.2", "10.0.0.1") and part.container_slot_counts == (2, 2)
+        assert part.multi_agent
+    assert gang("c").allocations == {}
+    alone = allocation_of("2.1")
+    # Its address: the host name agent a registered with.
+    assert (alone.container_rank, alone.container_addrs, alone.container_slot_counts) == (0, ("a",), (1,))
+    assert not alone.multi_agent
+
+
+def test_a_placement_without_an_address_takes_the_agents_registered_address_or_host_name() -> None:
+    state = given(
+        ev.AgentRegistered(agent_id="a", hostname="host-a", address="10.0.0.1"),
+        ev.AgentRegistered(agent_id="b", hostname="host-b"),
+        requested("1.1", slots=3),
+        assigned("1.1", at("b", [0]), at("a", [0, 1]), at("c", [5], "10.0.0.3")),
+    )
+    assert state.addresses == {"a": "10.0.0.1", "b": "host-b"}
+    assert state.allocations["1.1"].container_addrs == ("host-b", "10.0.0.1", "10.0.0.3")
+
+
+def test_a_part_of_a_gang_ends_as_its_resources_exit_and_a_lone_allocation_as_its_exit() -> None:
+    part = gang("a").allocations["1.1"]
+    append = part_ended(part, 1, error="boom")
+    assert (append.aggregate, append.msg_id) == ("allocation/1.1", "allocation-resources-exited-1.1-a")
+    assert append.payload == ev.AllocationResourcesExited(
+        allocation_id="1.1", task_id="1", agent_id="a", exit_code=1, error="boom", trial_id=1, experiment_id=4
+    )
+    killed = part_ended(part, -15, killed=True).payload
+    assert isinstance(killed, ev.AllocationResourcesExited) and killed.killed
+    alone = allocation_of("2.1")
+    assert part_ended(alone, -15, killed=True) == allocation_exited(alone, -15, killed=True)
+
+
+def test_a_gang_stays_open_after_this_agents_part_ended_until_the_log_closes_it() -> None:
+    this = AgentCore("a", "boot-1")
+    placement = assigned("1.1", at("b", [0], "x"), at("a", [0], "y"))
+    state = fold(this, boot("boot-1"), requested("1.1", slots=2), placement)
+    assert this.decide(state) == []
+    state = this.evolve(state, envelope(ev.AllocationResourcesExited(allocation_id="1.1", agent_id="b")))
+    assert not state.allocations["1.1"].part_exited  # the other agent's part
+    state = this.evolve(state, envelope(ev.AllocationResourcesExited(allocation_id="1.1", agent_id="a")))
+    state = this.evolve(state, envelope(ev.AllocationResourcesExited(allocation_id="9.1", agent_id="a")))
+    assert state.allocations["1.1"].part_exited and list(state.allocations) == ["1.1"]
+    assert this.decide(state) == []
+    state = this.evolve(state, envelope(ev.AllocationKillRequested(allocation_id="1.1", task_id="1")))
+    assert state.allocations["1.1"].kill_requested
+    state = this.evolve(state, envelope(exited("1.1", 1)))
+    assert state.allocations == {}
+
+
+def test_a_restart_closes_an_open_gang_unless_its_part_here_had_ended() -> None:
+    """An earlier run's part that ended is the scheduler's to close (with the
+    others' ends); one that did not end is lost: the whole allocation closes."""
+    this = AgentCore("a", "boot-2")
+    placement = [at("b", [0], "x"), at("a", [0], "y")]
+    state = fold(
+        this,
+        boot("boot-1"),
+        requested("1.1", slots=2),
+        assigned("1.1", *placement),
+        requested("2.1", slots=2),
+        assigned("2.1", *placement),
+        ev.AllocationResourcesExited(allocation_id="1.1", agent_id="a"),
+        boot("boot-2"),
+    )
+    [append] = this.decide(state)
+    assert (append.msg_id, append.payload.agent_lost) == ("allocation-exited-2.1", True)
+
+
+# -- lost, and registered again -----------------------------------------------------------
+
+
+def lost(registration: str, agent_id: str = "a") -> ev.AgentLost:
+    return ev.AgentLost(agent_id=agent_id, registration_event_id=registration, reason="no heartbeat for 10 s")
+
+
+def stored(append: Append) -> Envelope:
+    return wrap(append, actor="service:agent", occurred_at_ns=0)
+
+
+def test_a_run_knows_its_current_registration() -> None:
+    this = run_of("boot-2")
+    state = fold(this, boot("boot-1"), boot("boot-2"))
+    assert (state.registration_event_id, state.registrations) == ("agent-registered-a-boot-2", 1)
+    assert state.registration == ev.AgentRegistered(
+        agent_id="a", hostname="a", slots=[ev.Slot(slot_id=0, type="cpu")]
+    )
+    assert fold(AgentCore("a"), boot("boot-1")).registration_event_id == ""
+
+
+def test_agent_lost_of_this_runs_registration_kills_everything_and_registers_again() -> None:
+    this = run_of("boot-1")
+    state = fold(this, boot("boot-1"), *placed("1.1"), *placed("2.1"))
+    for ignored in (lost("agent-registered-a-boot-0"), lost("agent-registered-a-boot-1", agent_id="b")):
+        assert not this.evolve(state, envelope(ignored)).lost
+    state = this.evolve(state, envelope(lost("agent-registered-a-boot-1")))
+    assert state.lost and not any(a.orphaned for a in state.allocations.values())
+    [again] = this.decide(state)
+    assert (again.aggregate, again.msg_id) == ("agent/a", "agent-registered-a-boot-1-1")
+    assert again.payload == state.registration
+    # The scheduler closed 1.1 meanwhile; 2.1's exit did not reach the log yet.
+    state = this.evolve(state, envelope(exited("1.1", -1)))
+    state = this.evolve(state, stored(again))
+    assert state.registered and not state.lost
+    assert (state.registration_event_id, state.registrations) == ("agent-registered-a-boot-1-1", 2)
+    assert state.allocations["2.1"].orphaned
+    [closed] = this.decide(state)
+    assert (closed.msg_id, closed.payload.agent_lost) == ("allocation-exited-2.1", True)
+    state = this.evolve(state, stored(closed))
+    assert this.decide(state) == []
+    # Lost again: the next boot id of this run.
+    state = this.evolve(state, envelope(lost("agent-registered-a-boot-1-1")))
+    assert [a.msg_id for a in this.decide(state)] == ["agent-registered-a-boot-1-2"]
+
+
+def test_an_old_loss_of_a_registration_that_is_no_longer_current_is_ignored() -> None:
+    this = run_of("boot-1")
+    state = fold(this, boot("boot-1"), lost("agent-registered-a-boot-1"))
+    state = this.evolve(state, stored(this.decide(state)[0]))
+    assert this.evolve(state, envelope(lost("agent-registered-a-boot-1"))) == state
+    assert not fold(AgentCore("a"), boot("boot-1"), lost("agent-registered-a-boot-1")).lost
+
+
+def test_a_later_run_registering_ends_nothing_but_is_not_this_runs_registration() -> None:
+    this = run_of("boot-1")
+    state = fold(this, boot("boot-1"), *placed("1.1"), boot("boot-9"))
+    assert state.registration_event_id == "agent-registered-a-boot-1" and state.allocations["1.1"].orphaned
+
+
+def test_run_boot_ids() -> None:
+    assert [run_boot_id("b", n) for n in range(3)] == ["b", "b-1", "b-2"]
+    assert registration_id("a", run_boot_id("b", 2)) == "agent-registered-a-b-2"
 
 
 # -- launch contract ----------------------------------------------------------------------
@@ -479,6 +644,12 @@ def test_trial_environment_follows_the_contract() -> None:
         "1",
     )
     assert env["DET_SEARCHER_LENGTH"] == "250"
+    # One agent: rank 0 of one container, at this agent's address (the placement names none).
+    assert (env["DET_CONTAINER_RANK"], env["DET_CHIEF_IP"]) == ("0", "127.0.0.1")
+    assert json.loads(env["DET_CONTAINER_ADDRS"]) == ["127.0.0.1"]
+    assert json.loads(env["DET_CONTAINER_SLOT_COUNTS"]) == [2]
+    ports = (env["C10D_PORT"], env["INTER_TRAIN_PROCESS_COMM_PORT_1"], env["INTER_TRAIN_PROCESS_COMM_PORT_2"])
+    assert tuple(map(int, ports)) == allocation_ports("7.2")
     plain = trial_environment(
         allocation_of("1.1"), identity, session_token="t", slot_type="cuda", inherited={}
     )
@@ -488,6 +659,34 @@ def test_trial_environment_follows_the_contract() -> None:
         "0",
         "[0]",
     )
+
+
+def test_every_part_of_a_gang_gets_the_same_layout_and_ports_and_its_own_rank_and_slots() -> None:
+    envs = {
+        agent_id: trial_environment(
+            gang(agent_id).allocations["1.1"],
+            AgentIdentity(agent_id, "c", "gw:8080", "/venv/bin", address=f"ignored-{agent_id}"),
+            session_token="t",
+            slot_type="cpu",
+            inherited={},
+        )
+        for agent_id in ("a", "b")
+    }
+    assert (envs["b"]["DET_CONTAINER_RANK"], envs["a"]["DET_CONTAINER_RANK"]) == ("0", "1")
+    assert (json.loads(envs["b"]["DET_SLOT_IDS"]), json.loads(envs["a"]["DET_SLOT_IDS"])) == ([0, 2], [1, 3])
+    shared = (
+        "DET_CONTAINER_ADDRS",
+        "DET_CONTAINER_SLOT_COUNTS",
+        "DET_CHIEF_IP",
+        "C10D_PORT",
+        "INTER_TRAIN_PROCESS_COMM_PORT_1",
+        "INTER_TRAIN_PROCESS_COMM_PORT_2",
+    )
+    assert {k: envs["a"][k] for k in shared} == {k: envs["b"][k] for k in shared}
+    assert json.loads(envs["a"]["DET_CONTAINER_ADDRS"]) == ["10.0.0.2", "10.0.0.1"]
+    assert envs["a"]["DET_CHIEF_IP"] == "10.0.0.2"
+    assert json.loads(envs["a"]["DET_CONTAINER_SLOT_COUNTS"]) == [2, 2]
+    assert int(envs["a"]["C10D_PORT"]) == allocation_ports("1.1")[0]
 
 
 def test_slots_are_gpus_when_nvml_sees_some_else_cpus() -> None:

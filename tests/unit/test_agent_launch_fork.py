@@ -66,13 +66,17 @@ def test_a_startup_hook_or_an_interpreter_variable_rules_forking_out() -> None:
     assert _forkable("python3 train.py", hook=True) is None
     for name in ("PATH", "PYTHONPATH", "PYTHONHASHSEED", "LD_PRELOAD", "LD_LIBRARY_PATH"):
         assert _forkable("python3 train.py", variables=[f"{name}=x"]) is None
-    assert _forkable("python3 train.py", variables=["PYTHONUNBUFFERED=1", "OMP_NUM_THREADS=2"]) == ["train.py"]
+    assert _forkable("python3 train.py", variables=["PYTHONUNBUFFERED=1", "OMP_NUM_THREADS=2"]) == [
+        "train.py"
+    ]
     # Per slot type: only the agent's own (cpu) list counts.
     assert _forkable("python3 t.py", variables={"cuda": ["PYTHONPATH=/x"], "cpu": []}) == ["t.py"]
     assert _forkable("python3 t.py", variables={"cpu": ["PYTHONPATH=/x"]}) is None
 
 
-def test_cluster_up_fork_trials_reaches_the_agents_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_up_fork_trials_reaches_the_agents_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plain = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x", "postgresql://x/y")
     assert "DET_AGENT_FORK_SERVER" not in plain
     options = ClusterOptions(tmp_path, fork_trials=True, preload="torch,sklearn.datasets")

@@ -11,7 +11,7 @@ import nats.errors
 import pytest
 
 from determined.proto import events_pb2 as ev
-from services.agent.logs import MAX_BATCH_LINES, SPILL_FILE, LogBuffer, LogShipper
+from services.agent.logs import MAX_BATCH_LINES, SPILL_FILE, LogBuffer, LogShipper, log_line
 
 
 def line(i: int, size: int = 0) -> ev.LogLine:
@@ -131,7 +131,12 @@ class Log:
 
 def shipper(log: Log, spill: Path | None = None, memory_bytes: int = 1 << 20) -> LogShipper:
     return LogShipper(
-        log.publish, trial_id=3, allocation_id="3.1", agent_id="a", spill_path=spill, memory_bytes=memory_bytes
+        log.publish,
+        trial_id=3,
+        allocation_id="3.1",
+        agent_id="a",
+        spill_path=spill,
+        memory_bytes=memory_bytes,
     )
 
 
@@ -142,7 +147,7 @@ async def test_lines_are_shipped_in_batches_with_ids_and_the_last_says_so() -> N
     for i in range(MAX_BATCH_LINES + 10):
         ship.add("stdout", f"line {i}")
     await ship.close()
-    assert list(log.stored) == [f"logs-3.1-{n}" for n in range(len(log.stored))]
+    assert list(log.stored) == [f"logs-3.1-a-{n}" for n in range(len(log.stored))]
     batches = list(log.stored.values())
     assert [x.log for b in batches for x in b.lines] == [f"line {i}" for i in range(MAX_BATCH_LINES + 10)]
     assert all(len(b.lines) <= MAX_BATCH_LINES for b in batches)
@@ -216,3 +221,29 @@ def test_a_file_that_cannot_be_written_loses_its_lines_not_the_trial(tmp_path: P
     assert texts[0] == "line 0" and 0 < buffer.dropped <= 4
     buffer.note_dropped()
     assert "log lines dropped" in drain(buffer)[0]
+
+
+def test_a_rank_prefix_becomes_the_lines_rank() -> None:
+    tagged = log_line("stdout", "[rank=3] loss 0.5", 7)
+    assert (tagged.log, tagged.rank, tagged.stdtype, tagged.timestamp_ns) == ("loss 0.5", 3, "stdout", 7)
+    assert (
+        log_line("stderr", "[rank=0] ", 0).HasField("rank") and log_line("stderr", "[rank=0] ", 0).log == ""
+    )
+    for text in ("loss 0.5", " [rank=1] x", "[rank=1]x", "[rank=x] y", "[rank=-1] y", "[rank=1234567890] y"):
+        plain = log_line("stdout", text, 0)
+        assert (plain.log, plain.HasField("rank")) == (text, False)
+    assert log_line("stdout", "[rank=1] [rank=2] x", 0).log == "[rank=2] x"  # only the leading one
+
+
+async def test_the_shipper_ships_lines_with_their_ranks() -> None:
+    batches: list[ev.LogBatch] = []
+
+    async def publish(batch: ev.LogBatch, msg_id: str) -> None:
+        batches.append(batch)
+
+    shipper = LogShipper(publish, trial_id=1, allocation_id="1.1", agent_id="a")
+    shipper.add("stdout", "[rank=1] hello")
+    shipper.add("stdout", "plain")
+    await shipper.close()
+    lines = [line for batch in batches for line in batch.lines]
+    assert [(x.log, x.rank if x.HasField("rank") else None) for x in lines] == [("hello", 1), ("plain", None)]

@@ -87,16 +87,12 @@ def test_off_cluster_the_searcher_gives_one_operation_of_length_one(tmp_path: pa
     assert lengths == [1]
 
 
-def test_single_process_collectives_and_multi_process_ones_not_yet() -> None:
+def test_single_process_collectives() -> None:
+    """Multi-process ones: tests/unit/test_harness_distributed.py."""
     single = det.core.DistributedContext(
         rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1
     )
     assert (single.gather(1), single.broadcast(2), single.allgather_local(3)) == ([1], 2, [3])
-    many = det.core.DistributedContext(rank=1, size=2, local_rank=1, local_size=2, cross_rank=0, cross_size=1)
-    with pytest.raises(
-        NotImplementedError, match="multi-process collectives arrive with distributed training"
-    ):
-        many.allgather(1)
 
 
 def test_distributed_context_checks_its_arguments() -> None:

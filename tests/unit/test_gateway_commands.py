@@ -264,3 +264,77 @@ def test_an_upload_is_kept_only_when_its_last_request_names_what_arrived() -> No
         commands.check_uploaded("", digest)
     with pytest.raises(InvalidArgumentError, match="damaged"):
         commands.check_uploaded("cd" * 32, digest)
+
+
+def test_an_agent_is_enabled_or_disabled_unless_it_is_so_already() -> None:
+    enabled = commands.agent_enabled("a1", "DRAINING", "ann", 7)
+    assert isinstance(enabled, Append) and enabled.aggregate == "agent/a1" and enabled.expected_version == 7
+    assert enabled.msg_id == "agent-enable-a1-7" and enabled.payload == events_pb2.AgentEnabled(agent_id="a1", owner="ann")
+    assert commands.agent_enabled("a1", "ENABLED", "ann", 7) == commands.Unchanged(
+        "Agent a1 is already enabled: nothing to do"
+    )
+    drained = commands.agent_disabled("a1", "DISABLED", True, "ann", 8)
+    assert isinstance(drained, Append) and drained.payload == events_pb2.AgentDisabled(agent_id="a1", drain=True,
+                                                                                        owner="ann")
+    stopped = commands.agent_disabled("a1", "DRAINING", False, "ann", 9)  # its work is now asked to stop
+    assert isinstance(stopped, Append) and not stopped.payload.drain
+    assert commands.agent_disabled("a1", "DISABLED", False, "ann", 9) == commands.Unchanged(
+        "Agent a1 is already disabled: nothing to do"
+    )
+
+
+@pytest.mark.parametrize(("job_id", "experiment_id"), [("experiment/7", 7), ("7", 7), (" 12 ", 12)])
+def test_a_job_id_names_an_experiment(job_id: str, experiment_id: int) -> None:
+    assert commands.checked_job_id(job_id) == experiment_id
+
+
+@pytest.mark.parametrize("job_id", ["", "trial/7", "experiment/", "experiment/0", "x", "7/"])
+def test_other_job_ids_are_refused(job_id: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="is not an experiment's job id"):
+        commands.checked_job_id(job_id)
+
+
+CURRENT = commands.JobResources(priority=42, weight=1.0, max_slots=0)
+
+
+def test_a_job_change_records_only_what_differs() -> None:
+    request = api_pb2.UpdateJobRequest(job_id="7", priority=42, weight=2.0, max_slots=0)
+    append = commands.job_resources_changed(7, request, CURRENT, "ann", 5)
+    assert isinstance(append, Append) and append.aggregate == "experiment/7" and append.expected_version == 5
+    payload = append.payload
+    assert (payload.job_id, payload.HasField("priority"), payload.weight, payload.HasField("max_slots")) == (
+        "experiment/7", False, 2.0, False
+    )
+    assert append.msg_id.startswith("job-resources-7-5-")
+    same = commands.job_resources_changed(7, api_pb2.UpdateJobRequest(priority=42), CURRENT, "ann", 5)
+    assert same == commands.Unchanged("Job experiment/7 has these values already: nothing to change")
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "message"),
+    [
+        ({}, "set at least one of priority, weight and max_slots"),
+        ({"priority": 0}, "priority must be from 1 to 99"),
+        ({"priority": 100}, "priority must be from 1 to 99"),
+        ({"weight": 0.0}, "weight must be a number above 0"),
+        ({"weight": float("inf")}, "weight must be a number above 0"),
+        ({"max_slots": -1}, "max_slots must be 0 (no cap) or more"),
+    ],
+)
+def test_a_job_change_is_validated(request_fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        commands.job_resources_changed(7, api_pb2.UpdateJobRequest(job_id="7", **request_fields), CURRENT, "a", 1)
+
+
+def test_a_jobs_resources_are_read_from_its_config() -> None:
+    config = json.dumps({"resources": {"priority": 10, "weight": 0.5, "max_slots": None}})
+    assert commands.job_resources(config, 42) == commands.JobResources(10, 0.5, 0)
+    assert commands.job_resources("{}", 42) == CURRENT
+
+
+def test_an_unknown_resource_pool_is_refused_naming_the_pools() -> None:
+    commands.checked_resource_pool(json.dumps({"resources": {"resource_pool": "gpu"}}), ["default", "gpu"])
+    commands.checked_resource_pool(json.dumps({"resources": {}}), ["default"])
+    with pytest.raises(InvalidArgumentError, match="'tpu' is not a resource pool of this cluster; the pools are: "
+                                                   "default, gpu"):
+        commands.checked_resource_pool(json.dumps({"resources": {"resource_pool": "tpu"}}), ["default", "gpu"])

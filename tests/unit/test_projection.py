@@ -231,13 +231,51 @@ def test_checkpoints_use_the_reported_time_and_sorted_resources() -> None:
     assert (again["state"], again["steps_completed"]) == ("DELETED", 0)  # replaced, but for its state
 
 
-def test_an_agent_registered_again_is_replaced() -> None:
-    registered = ev.AgentRegistered(agent_id="a", hostname="h2", slots=[ev.Slot(slot_id=0, type="cpu")])
-    stored = {"agent_id": "a", "hostname": "h1", "slots": "[]", "registered_at_ns": 1}
-    assert written(plan(registered, at=5), agents=[stored])["agents"]["a"] == {
+def agent(**changes: Any) -> Row:
+    return {"agent_id": "a", "hostname": "h1", "slots": "[]", "registered_at_ns": 1, "resource_pool": "",
+            "address": "", "state": "ENABLED", "registration_event_id": "reg-1", "lost": False, **changes}
+
+
+def test_an_agent_registered_again_is_replaced_but_for_what_an_operator_made_of_it() -> None:
+    registered = ev.AgentRegistered(agent_id="a", hostname="h2", slots=[ev.Slot(slot_id=0, type="cpu")],
+                                    resource_pool="gpu", address="10.0.0.2")
+    stored = agent(state="DRAINING", lost=True)
+    event = wrap(Append("agent/a", registered, "reg-2"), actor="agent:a", occurred_at_ns=5)
+    assert written(projection.plan_batch([event]), agents=[stored])["agents"]["a"] == {
         "agent_id": "a", "hostname": "h2", "slots": '[{"slot_id": 0, "type": "cpu", "device": ""}]',
-        "registered_at_ns": 5,
+        "registered_at_ns": 5, "resource_pool": "gpu", "address": "10.0.0.2", "state": "DRAINING",
+        "registration_event_id": event.event_id, "lost": False,
     }
+
+
+def test_an_agent_is_lost_only_in_the_registration_the_scheduler_found_lost() -> None:
+    stale = ev.AgentLost(agent_id="a", registration_event_id="reg-0")
+    assert written(plan(stale), agents=[agent()]) == {}
+    lost = written(plan(ev.AgentLost(agent_id="a", registration_event_id="reg-1")), agents=[agent()])
+    assert lost["agents"]["a"]["lost"] is True
+
+
+def test_an_agent_is_disabled_drained_and_enabled() -> None:
+    disabled = written(plan(ev.AgentDisabled(agent_id="a")), agents=[agent()])["agents"]["a"]
+    draining = written(plan(ev.AgentDisabled(agent_id="a", drain=True)), agents=[agent()])["agents"]["a"]
+    enabled = written(plan(ev.AgentEnabled(agent_id="a")), agents=[disabled])["agents"]["a"]
+    assert (disabled["state"], draining["state"], enabled["state"]) == ("DISABLED", "DRAINING", "ENABLED")
+    assert written(plan(ev.AgentEnabled(agent_id="unknown")), agents=[]) == {}
+
+
+def test_a_job_resources_change_shows_in_the_experiments_config() -> None:
+    stored = experiment(config_json=json.dumps({"resources": {"weight": 1.0, "max_slots": 4}, "name": "x"}))
+    change = ev.JobResourcesChanged(job_id="experiment/1", priority=10, max_slots=0)
+    row = written(plan(change), experiments=[stored])["experiments"][1]
+    assert json.loads(row["config_json"])["resources"] == {"weight": 1.0, "max_slots": None, "priority": 10}
+    weight = written(plan(ev.JobResourcesChanged(job_id="experiment/1", weight=2.5)), experiments=[row])
+    assert json.loads(weight["experiments"][1]["config_json"])["resources"]["weight"] == 2.5
+    assert written(plan(ev.JobResourcesChanged(job_id="command/3", priority=1)), experiments=[stored]) == {}
+
+
+def test_a_part_of_a_gang_exiting_changes_no_row() -> None:
+    exited = ev.AllocationResourcesExited(allocation_id="1.1", agent_id="a", exit_code=1)
+    assert written(plan(exited), allocations=[allocation()]) == {}
 
 
 def test_unknown_and_stateless_events_change_nothing() -> None:
@@ -280,5 +318,6 @@ def test_every_table_is_written_whole_in_one_statement() -> None:
     statement = projection.UPSERTS["allocations"]
     assert statement.startswith("INSERT INTO read_model.allocations (")
     assert '"placements"::jsonb' in statement and 'ON CONFLICT ("allocation_id")' in statement
-    assert projection.row_columns("agents", [{"agent_id": "a", "hostname": "h", "slots": "[]",
-                                             "registered_at_ns": 1}]) == [["a"], ["h"], ["[]"], [1]]
+    assert projection.row_columns("agents", [agent()]) == [
+        ["a"], ["h1"], ["[]"], [1], [""], [""], ["ENABLED"], ["reg-1"], [False]
+    ]

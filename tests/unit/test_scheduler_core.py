@@ -117,8 +117,9 @@ def test_a_request_is_assigned_its_slots() -> None:
         "allocation-assigned-5.1",
         None,
     )
+    # The placement carries the agent's address (its hostname, when it registered none).
     assert assigned == ev.AllocationAssigned(
-        allocation_id="5.1", task_id="5", placements=[ev.Placement(agent_id="a", slot_ids=[0])]
+        allocation_id="5.1", task_id="5", placements=[ev.Placement(agent_id="a", slot_ids=[0], address="a")]
     )
     # Today's shape: none of the old inline fields.
     assert (assigned.trial_id, assigned.agent_id, list(assigned.slot_ids), assigned.config_json) == (
@@ -172,11 +173,11 @@ def test_a_request_that_does_not_fit_blocks_the_ones_behind_it() -> None:
     state, appends = settle(given(requested("2.1", slots=2), requested("3.1", slots=1), state=state))
     assert appends == []  # no backfilling: 3.1 would fit in the free slot
     state, appends = settle(given(requested("4.1", slots=0), state=state))
-    assert appends == []  # even a request that needs no slot waits its turn
+    assert placed(appends) == {"4.1": [("a", [])]}  # a request for no slot takes nothing from anyone
     state, appends = settle(given(exited("1.1"), state=state))
     assert placed(appends) == {"2.1": [("a", [0, 1])]}
     state, appends = settle(given(exited("2.1"), state=state))
-    assert placed(appends) == {"3.1": [("a", [0])], "4.1": [("a", [])]}
+    assert placed(appends) == {"3.1": [("a", [0])]}
 
 
 def test_a_request_no_agent_could_ever_hold_does_not_block_the_others() -> None:
@@ -207,14 +208,13 @@ def test_slots_go_to_the_agent_that_has_them() -> None:
     assert placed(appends) == {"1.1": [("b", [0, 1])]}
 
 
-def test_a_gang_is_placed_on_one_agent_never_split() -> None:
+def test_a_gang_spans_agents_when_no_single_one_has_room() -> None:
     state, appends = settle(given(agent("a", 1), agent("b", 1), requested("1.1", slots=2), requested("2.1")))
-    # No agent holds two slots: 1.1 can never run, 2.1 goes ahead.
-    assert placed(appends) == {"2.1": [("a", [0])]}
+    assert placed(appends) == {"1.1": [("a", [0]), ("b", [0])]}
     state, appends = settle(
         given(agent("c", 3), requested("3.1", slots=2), requested("4.1", slots=2), state=state)
     )
-    assert placed(appends) == {"1.1": [("c", [0, 1])]}  # 3.1 waits for c; b's one slot is no help
+    assert placed(appends) == {"2.1": [("c", [0])], "3.1": [("c", [1, 2])]}  # 4.1 waits
 
 
 def test_agents_are_filled_in_the_order_of_their_ids() -> None:
@@ -319,7 +319,7 @@ def test_an_agent_registering_again_with_other_slots_offers_those() -> None:
     state, _ = settle(given(agent(slots=1), requested("1.1")))
     state, appends = settle(given(agent(slots=3), requested("2.1", slots=2), state=state))
     assert placed(appends) == {"2.1": [("a", [1, 2])]}
-    assert state.agents == {"a": (0, 1, 2)}
+    assert state.agents["a"].slot_ids == (0, 1, 2)
 
 
 def test_the_queue_keeps_the_request_order_when_a_request_changes() -> None:

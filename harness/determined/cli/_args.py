@@ -2,6 +2,7 @@
 apart from a missing experiment before anything is sent."""
 
 import argparse
+import math
 from collections.abc import Callable
 
 # Ids are int64 on the wire (proto) and BIGINT in the read models.
@@ -28,3 +29,55 @@ def id_of(kind: str) -> Callable[[str], int]:
 
 EXPERIMENT_ID = id_of("an experiment")
 TRIAL_ID = id_of("a trial")
+
+
+def _whole(text: str, what: str) -> int:
+    try:
+        return int(text.strip(), 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} (a whole number)") from None
+
+
+def priority(text: str) -> int:
+    """A job's priority: 1 to 99, lower first (Determined's scale)."""
+    value = _whole(text, "a priority")
+    if not 1 <= value <= 99:
+        raise argparse.ArgumentTypeError(f"{text} is not a priority: priorities go from 1 (first) to 99")
+    return value
+
+
+def weight(text: str) -> float:
+    """A job's fair-share weight: a number above 0."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a weight (a number above 0)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a weight: a weight is a number above 0")
+    return value
+
+
+def max_slots(text: str) -> int:
+    """The most slots a job may hold: a whole number, or `none` for no cap (sent as 0)."""
+    if text.strip().lower() == "none":
+        return 0
+    value = _whole(text, "a number of slots or none")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a slot cap: 0 or more, or none for no cap")
+    return value
+
+
+def rank(text: str) -> int:
+    """A worker's rank in a distributed trial: 0 or more."""
+    value = _whole(text, "a rank")
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{text} is not a rank: ranks go from 0")
+    return value
+
+
+def job_id(text: str) -> str:
+    """A job id as the API takes it: "experiment/7", or a bare experiment id."""
+    kind, slash, key = text.strip().rpartition("/")
+    if slash and kind != "experiment":
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id: experiment/<id>, or the id alone")
+    return f"experiment/{EXPERIMENT_ID(key)}"

@@ -1,10 +1,15 @@
-"""`det agent list` and `det slot list`: the agents and the slots they offer."""
+"""`det agent list | enable | disable` and `det slot list`: the agents, their
+state, and what runs on each of their slots."""
 
 import argparse
 from typing import Any
 
 from determined.cli._client import Gateway, master_address
 from determined.cli._output import format_time, message_dict, print_json, print_table
+
+AGENT_HEADERS = ["Agent ID", "Hostname", "Registered Time", "Slots", "Containers", "Resource Pool", "State",
+                 "Address"]
+SLOT_HEADERS = ["Agent ID", "Resource Pool", "Slot ID", "State", "Allocation ID", "Task", "Type", "Device"]
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -14,11 +19,20 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     agents = agent_verbs.add_parser("list", aliases=["ls"], help="list agents")
     agents.add_argument("--json", action="store_true")
     agents.set_defaults(run=list_agents)
+    enable = agent_verbs.add_parser("enable", help="let the agent take work again")
+    enable.add_argument("agent_id", metavar="AGENT_ID")
+    enable.set_defaults(run=enable_agent)
+    disable = agent_verbs.add_parser(
+        "disable", help="place nothing new on the agent; its running work is stopped (to resume elsewhere)"
+    )
+    disable.add_argument("agent_id", metavar="AGENT_ID")
+    disable.add_argument("--drain", action="store_true", help="let the work running there finish instead")
+    disable.set_defaults(run=disable_agent)
 
     slot = commands.add_parser("slot", aliases=["s"], help="the slots agents offer")
     slot_verbs = slot.add_subparsers(dest="verb", metavar="<verb>")
     slot.set_defaults(run=list_slots, json=False)
-    slots = slot_verbs.add_parser("list", aliases=["ls"], help="list slots")
+    slots = slot_verbs.add_parser("list", aliases=["ls"], help="list slots and what runs on each")
     slots.add_argument("--json", action="store_true")
     slots.set_defaults(run=list_slots)
 
@@ -35,20 +49,71 @@ def list_agents(args: argparse.Namespace) -> int:
     if args.json:
         print_json([message_dict(a) for a in agents])
         return 0
-    print_table(
-        ["Agent ID", "Hostname", "Registered Time", "Slots", "Resource Pool"],
-        [[a.agent_id, a.hostname, format_time(a.registered_at_ns), len(a.slots), "default"] for a in agents],
-    )
+    print_table(AGENT_HEADERS, [agent_row(a) for a in agents])
     return 0
+
+
+def agent_row(agent: Any) -> list[Any]:
+    """Containers: the allocations running on the agent (one per allocation, as
+    each runs one process group there)."""
+    running = {use.allocation_id for use in agent.slot_uses if use.allocation_id}
+    return [agent.agent_id, agent.hostname, format_time(agent.registered_at_ns), len(agent.slots), len(running),
+            agent.resource_pool or "default", agent.state or "ENABLED", agent.address]
 
 
 def list_slots(args: argparse.Namespace) -> int:
     agents = _agents(args)
     if args.json:
-        print_json([dict(message_dict(s), agent_id=a.agent_id) for a in agents for s in a.slots])
+        print_json([dict(message_dict(s), agent_id=a.agent_id, **_use_dict(a, s.slot_id))
+                    for a in agents for s in a.slots])
         return 0
-    print_table(
-        ["Agent ID", "Resource Pool", "Slot ID", "Type", "Device"],
-        [[a.agent_id, "default", s.slot_id, s.type, s.device] for a in agents for s in a.slots],
-    )
+    print_table(SLOT_HEADERS, [row for a in agents for row in slot_rows(a)])
+    return 0
+
+
+def slot_rows(agent: Any) -> list[list[Any]]:
+    uses = {use.slot_id: use for use in agent.slot_uses}
+    rows = []
+    for slot in agent.slots:
+        use = uses.get(slot.slot_id)
+        allocation = use.allocation_id if use is not None else ""
+        task = f"trial {use.trial_id} (experiment {use.experiment_id})" if use is not None and use.trial_id else ""
+        rows.append([agent.agent_id, agent.resource_pool or "default", slot.slot_id,
+                     slot_state(agent.state, bool(allocation)), allocation or "FREE", task if allocation else "",
+                     slot.type, slot.device])
+    return rows
+
+
+def slot_state(agent_state: str, busy: bool) -> str:
+    """A slot's state: RUNNING when something runs there, else whether it can take work."""
+    if busy:
+        return "RUNNING"
+    return "FREE" if agent_state in ("", "ENABLED") else agent_state
+
+
+def _use_dict(agent: Any, slot_id: int) -> dict[str, Any]:
+    use = next((u for u in agent.slot_uses if u.slot_id == slot_id), None)
+    if use is None or not use.allocation_id:
+        return {"allocation_id": "", "trial_id": 0, "experiment_id": 0}
+    return {"allocation_id": use.allocation_id, "trial_id": use.trial_id, "experiment_id": use.experiment_id}
+
+
+def enable_agent(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    response = gateway.call(gateway.stub.EnableAgent, api_pb2.EnableAgentRequest(agent_id=args.agent_id))
+    print(response.unchanged_reason or f"Enabled agent {args.agent_id}")
+    return 0
+
+
+def disable_agent(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = Gateway(master_address(args.master))
+    request = api_pb2.DisableAgentRequest(agent_id=args.agent_id, drain=args.drain)
+    response = gateway.call(gateway.stub.DisableAgent, request)
+    done = (f"Disabled agent {args.agent_id}; the work running there finishes (draining)" if args.drain
+            else f"Disabled agent {args.agent_id}; the work running there is stopped to resume elsewhere")
+    print(response.unchanged_reason or done)
     return 0

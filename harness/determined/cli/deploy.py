@@ -1,8 +1,17 @@
 """`det deploy local cluster-up | cluster-down | status | restart-service |
-stop-service | start-service`: a local cluster run by its supervisor
-(deploy/local/supervisor.py)."""
+stop-service | start-service | agent-up | agent-down`: a local cluster run by
+its supervisor (deploy/local/supervisor.py).
+
+Agents: cluster-up --agents 1 runs the part "agent" (agent id: --agent-name or
+the host name); --agents N > 1 runs parts agent-1 .. agent-N with agent ids
+agent-1 .. agent-N (<agent-name>-1 .. with --agent-name). agent-up adds one
+(agent id --agent-id or the first free agent-<n>; part agent-<id>, or the id
+itself when it starts with agent-); with --master-host it runs an agent for a
+cluster on another machine, under a supervisor of its own in its own data folder.
+"""
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +23,8 @@ if TYPE_CHECKING:
     from deploy.local.control import ClusterReport
     from deploy.local.status import PartStatus
 
-PARTS_HELP = "nats-server, postgres, gateway, searcher, scheduler, checkpoint or agent"
+PARTS_HELP = "nats-server, postgres, gateway, searcher, scheduler, checkpoint, or an agent's part (agent, agent-1, ...)"
+SCHEDULERS = ("fair_share", "priority")
 PART_VERBS = {
     "restart-service": "restart one part (not counted as a crash); a service rebuilds its state from the event log",
     "stop-service": "stop one part and keep it stopped until start-service or cluster-up",
@@ -54,6 +64,36 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         command.add_argument("service", metavar="PART", help=PARTS_HELP)
         _add_data_dir(command)
         command.set_defaults(run=change_part, action=verb.split("-")[0])
+    _add_agent_verbs(verbs)
+
+
+def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    up = verbs.add_parser(
+        "agent-up", help="add an agent to this machine's cluster, or (--master-host) to a cluster elsewhere",
+        description="Add an agent. Without --master-host, to the cluster running from --data-dir. With "
+                    "--master-host, an agent for the cluster whose master (gateway) is there: it asks the "
+                    "master where NATS is and runs under a supervisor of its own in --data-dir (default "
+                    "~/.local/share/determined-es-agent); it needs the cluster's secret (--secret-file).",
+    )
+    _add_data_dir(up)
+    up.add_argument("--agent-id", default="", type=_agent_id,
+                    help="default: the first free agent-<n> (with --master-host: the host name)")
+    up.add_argument("--cpu-slots", type=_positive, default=1, help="slots it offers when it finds no GPU (default 1)")
+    up.add_argument("--pool", default="", help="its resource pool (default: default)")
+    up.add_argument("--master-host", default="", help="the host of a cluster's master on another machine")
+    up.add_argument("--master-port", type=_port, default=8080, help="that master's port (default 8080)")
+    up.add_argument("--secret-file", type=Path, default=None,
+                    help="with --master-host: a copy of the cluster's <data dir>/cluster.secret "
+                         "(default: $DET_CLUSTER_SECRET)")
+    up.add_argument("--no-gpu", dest="gpu", action="store_false", default=True, help="offer CPU slots only")
+    up.set_defaults(run=agent_up)
+
+    down = verbs.add_parser("agent-down", help="stop an agent and remove it (its trials run again elsewhere)")
+    _add_data_dir(down)
+    down.add_argument("--agent-id", default="", help="its agent id or part (default: the agent added last)")
+    down.add_argument("--remote", action="store_true",
+                      help="an agent started with --master-host (its default data folder)")
+    down.set_defaults(run=agent_down)
 
 
 def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -68,12 +108,26 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--postgres-port", type=int, default=5433)
     up.add_argument("--cpu-slots", type=int, default=1,
-                    help="slots the agent offers when it finds no GPU (default 1)")
+                    help="slots each agent offers when it finds no GPU (default 1)")
+    up.add_argument("--agents", type=_positive, default=1,
+                    help="agents to run (default 1: the part 'agent'; N > 1: parts and ids agent-1 .. agent-N)")
+    up.add_argument("--advertise-host", default="", metavar="HOST",
+                    help="the address agents on other machines reach this one by: NATS then listens on every "
+                         "interface and the master hands out nats://HOST:<nats port>")
+    up.add_argument("--scheduler", choices=SCHEDULERS, default=None,
+                    help="how every pool shares its slots (default fair_share; DET_SCHEDULER_TYPE)")
+    up.add_argument("--pool-scheduler", action="append", default=[], type=_pool_scheduler, metavar="POOL=TYPE",
+                    help="the scheduler of one pool, e.g. gpu=priority (repeatable; DET_SCHEDULER_POOL_TYPES)")
+    up.add_argument("--agent-lost-s", type=_positive_float, default=None, metavar="S",
+                    help="an agent with no heartbeat this long is lost (default 10; DET_AGENT_LOST_S)")
+    up.add_argument("--min-run-s", type=_non_negative_float, default=None, metavar="S",
+                    help="the least a trial runs before it can be preempted (default 30; DET_SCHEDULER_MIN_RUN_S)")
     up.add_argument("--gpu", dest="gpu", action="store_true", default=True,
                     help="offer the GPUs pynvml finds (default)")
     up.add_argument("--no-gpu", dest="gpu", action="store_false", help="offer CPU slots only")
     up.add_argument("--json-logs", action="store_true", help="services log JSON lines")
-    up.add_argument("--agent-name", default="", help="agent id (default: the host name)")
+    up.add_argument("--agent-name", default="", type=_agent_id,
+                    help="agent id (default: the host name; with --agents N: the prefix of <name>-1 .. <name>-N)")
     up.add_argument("--fork-trials", action="store_true",
                     help="start plain `python3 script.py` trials from a warm process that has already "
                          "imported determined and grpc (and the --preload modules)")
@@ -110,7 +164,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         data_dir=data_dir, master_port=args.master_port, nats_port=args.nats_port,
         postgres_port=args.postgres_port, cpu_slots=args.cpu_slots, gpu=args.gpu,
         json_logs=args.json_logs, agent_id=args.agent_name, fork_trials=args.fork_trials,
-        preload=args.preload,
+        preload=args.preload, agents=args.agents, advertise_host=args.advertise_host,
+        settings=scheduler_settings(args),
     )
     print(f"Local cluster with its data in {data_dir} ...", flush=True)
     try:
@@ -127,6 +182,153 @@ def cluster_up(args: argparse.Namespace) -> int:
     else:
         print(f"Cluster already running: {result.done} ({where})")
     return int(result.outcome)
+
+
+def scheduler_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The services' DET_ settings cluster-up's scheduling flags make (unset flags make none)."""
+    settings = {}
+    if args.scheduler:
+        settings["DET_SCHEDULER_TYPE"] = args.scheduler
+    if args.pool_scheduler:
+        settings["DET_SCHEDULER_POOL_TYPES"] = ",".join(args.pool_scheduler)
+    if args.agent_lost_s is not None:
+        settings["DET_AGENT_LOST_S"] = repr(args.agent_lost_s)
+    if args.min_run_s is not None:
+        settings["DET_SCHEDULER_MIN_RUN_S"] = repr(args.min_run_s)
+    return settings
+
+
+def _pool_scheduler(text: str) -> str:
+    pool, equals, kind = text.partition("=")
+    if not equals or not pool.strip() or kind.strip() not in SCHEDULERS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not POOL=fair_share or POOL=priority")
+    return f"{pool.strip()}={kind.strip()}"
+
+
+def _agent_id(text: str) -> str:
+    from deploy.local.cluster import AGENT_ID
+
+    if text and not AGENT_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be an agent id: 1 to 64 letters, digits, '.', '-' or '_'")
+    return text
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is less than 1")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (1 to 65535)")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is below 0")
+    return value
+
+
+def agent_up(args: argparse.Namespace) -> int:
+    from deploy.local import cluster, control
+
+    try:
+        if args.master_host:
+            return _remote_agent_up(args)
+        agent = control.agent_up(_data_dir(args), args.agent_id, args.cpu_slots, args.pool)
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    print(f"Agent {agent.agent_id} is up (part {agent.part}, pool {agent.pool or 'default'})")
+    return 0
+
+
+def _remote_agent_up(args: argparse.Namespace) -> int:
+    """Asks the master where the cluster's NATS is, then starts the agent here."""
+    import os
+    import socket
+
+    from deploy.local import cluster, control
+    from determined.cli._client import Gateway
+    from determined.proto import api_pb2
+
+    master = f"{args.master_host}:{args.master_port}"
+    gateway = Gateway(master)
+    info = gateway.call(gateway.stub.GetMaster, api_pb2.GetMasterRequest())
+    if not info.nats_url:
+        raise CliError(f"the master at {master} does not say where its NATS is (an older version?)")
+    if _loopback(info.nats_url) and not _loopback(f"nats://{args.master_host}"):
+        raise CliError(f"the cluster at {master} offers NATS at {info.nats_url} only, which other machines cannot "
+                       "reach: start it with det deploy local cluster-up --advertise-host <its address>")
+    secret = _secret(args.secret_file) if args.secret_file else os.environ.get("DET_CLUSTER_SECRET", "")
+    if not secret:
+        raise CliError("an agent for another machine's cluster needs the cluster's secret: copy that machine's "
+                       "<data dir>/cluster.secret here and pass --secret-file, or set DET_CLUSTER_SECRET")
+    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, secret)
+    agent_id = args.agent_id or socket.gethostname()
+    agent = cluster.added_agent([], agent_id, args.cpu_slots, args.pool)
+    data_dir = Path(args.data_dir or cluster.default_data_dir().with_name("determined-es-agent")).expanduser()
+    options = cluster.ClusterOptions(data_dir=data_dir, cpu_slots=args.cpu_slots, gpu=args.gpu)
+    result = control.remote_agent_up(data_dir, remote, agent, options)
+    print(f"Agent {agent.agent_id} is up for the cluster at {master} ({result.done}); its data and logs are in "
+          f"{data_dir.resolve()}")
+    return 0
+
+
+def _loopback(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _secret(path: Path) -> str:
+    """The secret in a copy of a cluster's cluster.secret (JSON), or a file holding the secret alone."""
+    import json
+
+    text = path.expanduser().read_text().strip()
+    try:
+        return str(json.loads(text)["secret"])
+    except (ValueError, KeyError, TypeError):
+        return text
+
+
+def agent_down(args: argparse.Namespace) -> int:
+    from deploy.local import cluster, control
+
+    data_dir = (Path(args.data_dir).expanduser().resolve() if args.data_dir
+                else cluster.default_data_dir().with_name("determined-es-agent") if args.remote
+                else _data_dir(args))
+    try:
+        agent = control.agent_down(data_dir, args.agent_id)
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    print(f"Agent {agent.agent_id} is down and removed (part {agent.part})")
+    return 0
 
 
 def cluster_down(args: argparse.Namespace) -> int:
@@ -167,14 +369,20 @@ def show_status(args: argparse.Namespace) -> int:
     parts = report.status.parts if report.status else ()
     print_table(["Part", "State", "PID", "Restarts", "Uptime", "Disk", "Last error"],
                 [part_row(part, now) for part in parts])
+    print("\nAgents:")
+    print_table(["Part", "Agent ID", "CPU slots", "Resource Pool"],
+                [[a.part, a.agent_id, a.cpu_slots, a.pool or "default"] for a in report.record.agent_specs()])
     return 0
 
 
 def status_json(report: "ClusterReport") -> dict[str, Any]:
+    from dataclasses import asdict
+
     document: dict[str, Any] = report.status.to_json() if report.status else {"parts": []}
     return dict(document, data_dir=str(report.data_dir), supervisor_alive=report.supervisor_alive,
                 master_port=report.record.master_port,
-                postgres_data_dir=str(report.record.postgres_folder(report.data_dir)))
+                postgres_data_dir=str(report.record.postgres_folder(report.data_dir)),
+                agents=[asdict(agent) for agent in report.record.agent_specs()])
 
 
 def status_heading(report: "ClusterReport") -> str:

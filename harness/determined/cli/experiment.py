@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from determined.cli import _args
 from determined.cli._args import EXPERIMENT_ID
 from determined.cli._client import CliError, Gateway, master_address
 from determined.cli._output import (
@@ -85,6 +86,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     pause.add_argument("experiment_id", type=EXPERIMENT_ID)
     pause.set_defaults(run=pause_experiment)
+
+    setting = verbs.add_parser("set", help="change a running experiment's priority, weight or max slots")
+    what = setting.add_subparsers(dest="setting", metavar="<setting>", required=True)
+    for name, value_type, value_help in (
+        ("priority", _args.priority, "1 to 99; lower runs first (priority pools)"),
+        ("weight", _args.weight, "its share of the slots (fair-share pools), above 0"),
+        ("max-slots", _args.max_slots, "the most slots it may hold; none for no cap"),
+    ):
+        change = what.add_parser(name, help=f"set the experiment's {name.replace('-', ' ')}")
+        change.add_argument("experiment_id", type=EXPERIMENT_ID)
+        change.add_argument("value", type=value_type, help=value_help)
+        change.set_defaults(run=set_resource)
 
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
     kill.add_argument("experiment_id", type=EXPERIMENT_ID)
@@ -321,4 +334,12 @@ def kill_experiment(args: argparse.Namespace) -> int:
         gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=args.experiment_id)
     )
     print(response.unchanged_reason or f"Killed experiment {args.experiment_id}")
+    return 0
+
+
+def set_resource(args: argparse.Namespace) -> int:
+    from determined.cli.job import send_update
+
+    field = args.setting.replace("-", "_")
+    print(send_update(args.master, f"experiment/{args.experiment_id}", **{field: args.value}))
     return 0

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import Any
 
-from determined.cli._args import TRIAL_ID
+from determined.cli._args import TRIAL_ID, rank
 from determined.cli._client import Gateway, master_address
 from determined.cli._output import (
     compact_json,
@@ -35,6 +35,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     logs.add_argument("trial_id", type=TRIAL_ID)
     logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
     logs.add_argument("--json", action="store_true", help="one JSON object per line")
+    logs.add_argument("--rank", type=rank, metavar="R", help="only the lines this rank of a distributed trial wrote")
     logs.set_defaults(run=show_logs)
 
     metrics = verbs.add_parser("metrics", help="every stored metric point of a trial")
@@ -122,16 +123,18 @@ def show_metrics(args: argparse.Namespace) -> int:
 
 
 def show_logs(args: argparse.Namespace) -> int:
-    follow_logs(Gateway(master_address(args.master)), args.trial_id, follow=args.follow, as_json=args.json)
+    follow_logs(Gateway(master_address(args.master)), args.trial_id, follow=args.follow, as_json=args.json,
+                rank=args.rank)
     return 0
 
 
-def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False) -> None:
+def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False,
+                rank: int | None = None) -> None:
     """Writes each response's lines at once and flushes once per response:
     a response holds up to a stored batch (hundreds of lines)."""
     from determined.proto import api_pb2
 
-    request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow)
+    request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
     out = sys.stdout
     for entry in gateway.stream(gateway.stub.TrialLogs, request):
         out.write(json_log_lines(entry) if as_json else log_lines(entry))
@@ -142,7 +145,13 @@ def log_lines(entry: Any) -> str:
     """`[time] allocation || line` for each line of one response."""
     allocation = f"{entry.allocation_id[:8]:<8}"
     stamp = LogTimes()
-    return "".join(f"[{stamp(line.timestamp_ns)}] {allocation} || {line.log}\n" for line in entry.lines)
+    return "".join(f"[{stamp(line.timestamp_ns)}] {allocation} ||{_rank_tag(line)} {line.log}\n"
+                   for line in entry.lines)
+
+
+def _rank_tag(line: Any) -> str:
+    """` [rank=R]` for a line a rank of a distributed trial wrote."""
+    return f" [rank={line.rank}]" if line.HasField("rank") else ""
 
 
 def json_log_lines(entry: Any) -> str:

@@ -38,14 +38,25 @@ class CheckpointContext:
         self._distributed = distributed
         self._report = report
 
-    @contextlib.contextmanager
     def store_path(
         self, metadata: dict[str, Any] | None = None, *, shard: bool = False
-    ) -> Iterator[tuple[pathlib.Path, str]]:
-        """Yield (path, storage_id) of a new checkpoint; on exit write metadata and report it.
+    ) -> contextlib.AbstractContextManager[tuple[pathlib.Path, str]]:
+        """A context manager yielding (path, storage_id) of a new checkpoint; on exit it writes
+        the metadata and reports the checkpoint. If the block raises, the partial checkpoint
+        is removed and nothing is reported.
 
-        If the block raises, the partial checkpoint is removed and nothing is reported.
+        Non-sharded (the default): the chief alone stores. Sharded: every rank calls it and
+        writes its part into the same directory (the chief's storage_id, broadcast); the
+        chief merges the ranks' metadata and reports once all are done. With shared_fs the
+        ranks write straight into the checkpoint, so two ranks writing one file is not
+        detected (Determined's upload compares them): the last write wins.
         """
+        if shard and self._distributed.size > 1:
+            return self._store_sharded(metadata)
+        return self._store(metadata, shard)
+
+    @contextlib.contextmanager
+    def _store(self, metadata: dict[str, Any] | None, shard: bool) -> Iterator[tuple[pathlib.Path, str]]:
         steps_completed = self._check_store(metadata, shard)
         storage_id = str(uuid.uuid4())
         path = self._root / storage_id
@@ -58,6 +69,48 @@ class CheckpointContext:
             raise
         (path / METADATA_FILE).write_text(metadata_json)
         self._report(storage_id, steps_completed, metadata_json, list_resources(path))
+
+    @contextlib.contextmanager
+    def _store_sharded(self, metadata: dict[str, Any] | None) -> Iterator[tuple[pathlib.Path, str]]:
+        """Every rank, failed or not, takes part in the closing gather and broadcast, so that
+        no rank waits forever on one whose block raised."""
+        distributed = self._distributed
+        _metadata_json(metadata or {})  # fail before training writes files, not after
+        storage_id = distributed.broadcast(str(uuid.uuid4()) if distributed.rank == 0 else "")
+        path = self._root / storage_id
+        path.mkdir(parents=True, exist_ok=True)
+        failure: Exception | None = None
+        try:
+            yield path, storage_id
+        except Exception as error:  # noqa: BLE001 - raised again once the other ranks know
+            failure = error
+        parts = distributed.gather(None if failure is not None else (metadata or {}))
+        outcome = self._finish_sharded(path, storage_id, parts) if parts is not None else None
+        outcome = distributed.broadcast(outcome)
+        if failure is not None:
+            raise failure
+        if outcome is not None:
+            raise RuntimeError(outcome)
+
+    def _finish_sharded(
+        self, path: pathlib.Path, storage_id: str, parts: list[dict[str, Any] | None]
+    ) -> str | None:
+        """The chief's end of a sharded store: merge, write and report; what went wrong, if anything."""
+        failed = [rank for rank, part in enumerate(parts) if part is None]
+        try:
+            if failed:
+                raise RuntimeError(f"rank(s) {failed} failed while storing their shard")
+            merged: dict[str, Any] = {}
+            for part in parts:
+                merged = merge_metadata(merged, part or {})
+            steps_completed = _steps_completed(merged)
+            metadata_json = _metadata_json(merged)
+        except (RuntimeError, ValueError) as error:
+            shutil.rmtree(path, ignore_errors=True)
+            return f"sharded checkpoint {storage_id} discarded: {error}"
+        (path / METADATA_FILE).write_text(metadata_json)
+        self._report(storage_id, steps_completed, metadata_json, list_resources(path))
+        return None
 
     def upload(
         self,
@@ -105,16 +158,10 @@ class CheckpointContext:
         shutil.rmtree(self._existing(storage_id))
 
     def _check_store(self, metadata: dict[str, Any] | None, shard: bool) -> int:
-        if shard and self._distributed.size > 1:
-            raise NotImplementedError("sharded checkpoints arrive with distributed training")
         if not shard and self._distributed.rank != 0:
             raise RuntimeError("only the chief (rank 0) may store a non-sharded checkpoint")
-        if metadata is None or "steps_completed" not in metadata:
-            raise ValueError("checkpoint metadata must contain steps_completed")
-        steps_completed = metadata["steps_completed"]
-        if isinstance(steps_completed, bool) or not isinstance(steps_completed, int) or steps_completed < 0:
-            raise ValueError(f"metadata['steps_completed'] must be an int >= 0, got {steps_completed!r}")
-        _metadata_json(metadata)  # fail before training writes files, not after
+        steps_completed = _steps_completed(metadata or {})
+        _metadata_json(metadata or {})  # fail before training writes files, not after
         return steps_completed
 
     def _existing(self, storage_id: str) -> pathlib.Path:
@@ -126,6 +173,29 @@ class CheckpointContext:
         if not path.is_dir():
             raise FileNotFoundError(f"checkpoint {storage_id} not found in {self._root}")
         return path
+
+
+def _steps_completed(metadata: dict[str, Any]) -> int:
+    if "steps_completed" not in metadata:
+        raise ValueError("checkpoint metadata must contain steps_completed")
+    steps_completed = metadata["steps_completed"]
+    if isinstance(steps_completed, bool) or not isinstance(steps_completed, int) or steps_completed < 0:
+        raise ValueError(f"metadata['steps_completed'] must be an int >= 0, got {steps_completed!r}")
+    return steps_completed
+
+
+def merge_metadata(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`base` and `update` merged recursively (sharded checkpoints: one dict per rank); equal
+    values agree, two different non-dict values for one key raise ValueError."""
+    merged = dict(base)
+    for key, value in update.items():
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(merged[key], dict) and isinstance(value, dict):
+            merged[key] = merge_metadata(merged[key], value)
+        elif merged[key] != value:
+            raise ValueError(f"the ranks' metadata disagree on {key!r}: {merged[key]!r} and {value!r}")
+    return merged
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:

@@ -22,7 +22,13 @@ from determined.core._preempt import (
 )
 from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import ASHA_SEARCHERS, RungSearcherContext, SearcherContext
-from determined.core._train import DummyTrainContext, EarlyExitReason, TensorboardMode, TrainContext
+from determined.core._train import (
+    DummyTrainContext,
+    EarlyExitReason,
+    TensorboardMode,
+    TrainContext,
+    WorkerTrainContext,
+)
 
 logger = logging.getLogger("determined.core")
 
@@ -101,7 +107,9 @@ class Context:
         """
         if level not in _ALERT_LEVELS:
             raise ValueError(f"level must be one of {', '.join(_ALERT_LEVELS)}, got {level!r}")
-        trial_id = self.info.trial.trial_id if self.info is not None and self.info.task_type == "TRIAL" else None
+        trial_id = (
+            self.info.trial.trial_id if self.info is not None and self.info.task_type == "TRIAL" else None
+        )
         title = title or ("Alert" if trial_id is None else f"Alert from trial {trial_id}")
         text = f"alert: {title}" + (f": {description}" if description else "")
         logger.log(_ALERT_LEVELS[level], "%s", text)
@@ -150,16 +158,26 @@ def _trial_context(
     checkpoint_storage: str | dict[str, Any] | None,
     preempt_mode: PreemptMode,
 ) -> Context:
+    """Only the chief (rank 0) reports metrics, progress and checkpoints; the other workers'
+    report calls are checked and dropped (WorkerTrainContext). Each node's first process
+    still ships its own profiling metrics, under a group of its own."""
     trial = info.trial
     client = TrialClient(info.master_url, info.session_token)
-    shipper = MetricsShipper(functools.partial(client.report_metrics, trial.trial_id, trial._trial_run_id))
+    shipper = None
+    reporting = None
+    if distributed.local_rank == 0:
+        shipper = MetricsShipper(
+            functools.partial(client.report_metrics, trial.trial_id, trial._trial_run_id)
+        )
+        reporting = TrainContext(shipper, client, trial.trial_id, trial._config.get("searcher") or {})
 
     def report_checkpoint(
         storage_id: str, steps_completed: int, metadata_json: str, resources: dict[str, int]
     ) -> None:
         dropped: ReportError | None = None
         try:
-            shipper.flush()  # metrics reported before the checkpoint arrive before it
+            if shipper is not None:
+                shipper.flush()  # metrics reported before the checkpoint arrive before it
         except ReportError as error:  # an earlier report was dropped: the checkpoint still counts
             dropped = error
         client.report_checkpoint(
@@ -175,11 +193,19 @@ def _trial_context(
 
     storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
     searcher_config = trial._config.get("searcher") or {}
-    train = TrainContext(shipper, client, trial.trial_id, searcher_config)
+    train = (
+        reporting
+        if distributed.rank == 0 and reporting is not None
+        else WorkerTrainContext(client, trial.trial_id, searcher_config, distributed.rank)
+    )
     watcher = _watcher(info, distributed, preempt_mode)
     # Each node's first process profiles its machine; the nodes report in groups of their own.
-    profiling_group = "profiling" if distributed.cross_rank == 0 else f"profiling-node{distributed.cross_rank}"
-    profiler = ProfilerContext(train.report_metrics, enabled=distributed.local_rank == 0, group=profiling_group)
+    profiling_group = (
+        "profiling" if distributed.cross_rank == 0 else f"profiling-node{distributed.cross_rank}"
+    )
+    profiler = ProfilerContext(
+        (reporting or train).report_metrics, enabled=distributed.local_rank == 0, group=profiling_group
+    )
     return Context(
         checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
         distributed=distributed,
@@ -208,7 +234,7 @@ def _watcher(
 def _searcher(
     config: dict[str, Any],
     train: TrainContext,
-    shipper: MetricsShipper,
+    shipper: MetricsShipper | None,
     watcher: PreemptionWatcher | None,
     distributed: DistributedContext,
 ) -> SearcherContext:
@@ -220,9 +246,13 @@ def _searcher(
         max_length,
         train.report_progress,
         watcher=watcher,
-        flush=shipper.flush,
+        flush=shipper.flush if shipper is not None else _nothing_to_flush,
         distributed=distributed,
     )
+
+
+def _nothing_to_flush() -> None:
+    """A worker that ships nothing (only the chief decides searcher operations anyway)."""
 
 
 def _dummy_context(

@@ -158,3 +158,46 @@ class DummyTrainContext(TrainContext):
         logger.info(
             "report_metrics(group=%s, steps_completed=%d, metrics=%s)", group, record.steps_completed, metrics
         )
+
+
+class WorkerTrainContext(TrainContext):
+    """A worker other than the chief (rank > 0) of a distributed trial: only the chief reports,
+    so a report here is checked as on the chief and then dropped (said once in the log);
+    what it reads (the best validation, the metadata) still comes from the cluster."""
+
+    def __init__(
+        self, client: TrialClient, trial_id: int, searcher: Mapping[str, Any] | None, rank: int
+    ) -> None:
+        self._client = client
+        self._trial_id = trial_id
+        self._searcher_metrics = _validate.searcher_metrics(searcher or {})
+        self._rank = rank
+        self._told = False
+
+    def report_progress(self, progress: float) -> None:
+        _validate.check_progress(progress)
+        self._drop("progress")
+
+    def set_status(self, status: str) -> None:
+        _validate.check_status(status)
+        self._drop("status")
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        EarlyExitReason(reason)
+        self._drop("early exit")
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        _checked_metadata(metadata)
+        self._drop("metadata")
+
+    def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        _record(group, steps_completed, metrics)
+        self._drop(f"{group} metrics")
+
+    def _drop(self, what: str) -> None:
+        if not self._told:
+            logger.info(
+                "only the chief (rank 0) reports to the cluster: rank %d's reports are dropped", self._rank
+            )
+            self._told = True
+        logger.debug("rank %d dropped its report of %s", self._rank, what)

@@ -1,0 +1,109 @@
+"""Fair share: a pool's slots divided among its jobs by weight.
+
+Weighted max-min progressive filling, one request at a time: the job that
+holds the fewest slots per unit of weight gets its next request, while it
+fits in what is left of the pool and within the job's max_slots. A job's
+requests are taken in this order: its non-preemptible allocations first
+(they are never given back), then its running ones oldest first, then its
+pending ones in request order (a request that does not fit ends the job's
+turn: within a job, first come first served). Pending requests count as
+demand whether or not they fit now, so a starved job is rebalanced toward.
+
+What the filling takes is what each job is entitled to. Entitled pending
+requests start as they fit; for those that cannot yet, running allocations
+outside every entitlement are asked to stop, newest first, once they ran
+min_run_s, and only as many as the waiting requests need beyond the free
+slots and the slots already on their way back.
+"""
+
+import heapq
+
+from services.scheduler.pool import Plan, Pool
+from services.scheduler.state import Request
+from services.scheduler.waiting import no_room, over_capacity, start_outside_shares
+
+
+def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Plan:
+    """The pool's decisions; with `explain`, why each request that waits does."""
+    result = Plan()
+    entitled, shares = _entitlements(pool)
+    held: dict[str, int] = {}
+    for request in pool.running:
+        held[request.job_id] = held.get(request.job_id, 0) + request.slots
+    need = 0
+    for request in pool.pending:
+        if request.slots == 0:
+            start_outside_shares(pool, request, result)
+            continue
+        if request.allocation_id not in entitled:
+            if explain:
+                result.waiting[request.allocation_id] = _why_not_entitled(pool, request, shares, held)
+            continue
+        placements = pool.slots.fit(request.slots)
+        if placements is None:
+            need += request.slots
+            if explain:
+                result.waiting[request.allocation_id] = no_room(pool, request.slots)
+            continue
+        pool.slots.take(placements)
+        result.starts.append((request, placements))
+    short = need - pool.slots.total - pool.stopping_slots
+    for request in reversed(pool.running):
+        if short <= 0:
+            break
+        if request.allocation_id in entitled or not _preemptible(request, now_ns, min_run_ns):
+            continue
+        share = shares.get(request.job_id, 0)
+        result.victims.append((request, f"job {request.job_id} is over its fair share of {share} slots"))
+        short -= request.slots
+    return result
+
+
+def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
+    """The allocation ids the filling takes, and each job's entitled slots."""
+    shares = {job_id: 0 for job_id in pool.jobs}
+    entitled: set[str] = set()
+    queues: dict[str, list[Request]] = {job_id: [] for job_id in pool.jobs}
+    for request in pool.running:
+        if request.preemptible:
+            queues[request.job_id].append(request)
+        else:  # never given back: held whatever the shares say
+            shares[request.job_id] += request.slots
+            entitled.add(request.allocation_id)
+    for request in pool.pending:
+        if 0 < request.slots <= pool.capacity:
+            queues[request.job_id].append(request)
+    left = pool.capacity - sum(shares.values())
+    turns = [
+        (shares[job_id] / pool.jobs[job_id].weight, pool.jobs[job_id].order, job_id, 0)
+        for job_id, job_queue in queues.items()
+        if job_queue
+    ]
+    heapq.heapify(turns)
+    while turns and left > 0:
+        _, order, job_id, index = heapq.heappop(turns)
+        request = queues[job_id][index]
+        settings = pool.jobs[job_id]
+        taken = shares[job_id] + request.slots
+        if request.slots > left or (settings.max_slots and taken > settings.max_slots):
+            continue  # the job's turn ends here
+        shares[job_id] = taken
+        left -= request.slots
+        entitled.add(request.allocation_id)
+        if index + 1 < len(queues[job_id]):
+            heapq.heappush(turns, (taken / settings.weight, order, job_id, index + 1))
+    return entitled, shares
+
+
+def _why_not_entitled(pool: Pool, request: Request, shares: dict[str, int], held: dict[str, int]) -> str:
+    if request.slots > pool.capacity:
+        return over_capacity(pool, request.slots)
+    settings = pool.job(request)
+    holds = held.get(request.job_id, 0)
+    if settings.max_slots and holds + request.slots > settings.max_slots:
+        return f"max_slots {settings.max_slots} reached"
+    return f"its fair share is {shares.get(request.job_id, 0)} slots and it holds {holds}"
+
+
+def _preemptible(request: Request, now_ns: int, min_run_ns: int) -> bool:
+    return request.preemptible and now_ns - request.assigned_at_ns >= min_run_ns

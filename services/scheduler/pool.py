@@ -1,0 +1,118 @@
+"""One resource pool as a scheduling pass sees it, built from the state in
+one walk over the open requests, and the plan a pool's scheduler makes."""
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from services.scheduler.config import SchedulerConfig
+from services.scheduler.fitting import FreeSlots, Placement
+from services.scheduler.state import Request, SchedulerState
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    priority: int
+    weight: float
+    # 0 = no cap.
+    max_slots: int
+    # Its place among the pool's jobs: the order of their first open requests.
+    order: int
+    submitted_at_ns: int
+
+
+@dataclass
+class Pool:
+    name: str
+    slots: FreeSlots
+    # Slots that compete: the usable agents' slots, less those held by
+    # allocations that also run on an agent gone unusable (draining,
+    # disabled, lost: they leave, they are not shared).
+    capacity: int = 0
+    # Assigned and not asked to stop, every part on a usable agent, in
+    # assignment order (oldest first).
+    running: list[Request] = field(default_factory=list)
+    # Slots on usable agents held by allocations asked to stop: they come back.
+    stopping_slots: int = 0
+    # Not assigned, not withdrawn, in request order.
+    pending: list[Request] = field(default_factory=list)
+    jobs: dict[str, JobSettings] = field(default_factory=dict)
+    # Agent id -> where a gang's workers reach it.
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def job(self, request: Request) -> JobSettings:
+        return self.jobs[request.job_id]
+
+
+@dataclass
+class Plan:
+    starts: list[tuple[Request, list[Placement]]] = field(default_factory=list)
+    # Running allocations to ask to stop, each with the reason's detail.
+    victims: list[tuple[Request, str]] = field(default_factory=list)
+    # Allocation id -> why a pending request waits, in users' words.
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
+    """Every pool that has an agent or an open request, by name."""
+    used: dict[str, set[int]] = {}
+    requests = state.requests.values()
+    for request in requests:
+        for agent_id, slot_ids in request.placements:
+            used.setdefault(agent_id, set()).update(slot_ids)
+    pools: dict[str, Pool] = {}
+    for agent_id, agent in sorted(state.agents.items()):
+        pool = _pool(pools, agent.resource_pool)
+        pool.addresses[agent_id] = agent.address
+        if agent.usable:
+            taken = used.get(agent_id, ())
+            pool.slots.free[agent_id] = [s for s in agent.slot_ids if s not in taken]
+            pool.slots.sizes[agent_id] = len(agent.slot_ids)
+            pool.capacity += len(agent.slot_ids)
+    assigned: list[Request] = []
+    for request in requests:
+        pool = pools.get(request.pool) or _pool(pools, request.pool)
+        if request.job_id not in pool.jobs:
+            pool.jobs[request.job_id] = _settings(state, config, request, len(pool.jobs))
+        if not request.placements:
+            if not request.withdrawn:
+                pool.pending.append(request)
+            continue
+        sizes = pool.slots.sizes
+        on_usable = 0
+        everywhere = True
+        for agent_id, slot_ids in request.placements:
+            if agent_id in sizes:
+                on_usable += len(slot_ids)
+            else:
+                everywhere = False
+        if request.withdrawn:
+            pool.stopping_slots += on_usable
+        elif everywhere:
+            assigned.append(request)
+        else:
+            pool.capacity -= on_usable
+    assigned.sort(key=attrgetter("assigned_seq"))
+    for request in assigned:
+        pools[request.pool].running.append(request)
+    return pools
+
+
+def _pool(pools: dict[str, Pool], name: str) -> Pool:
+    pool = pools.get(name)
+    if pool is None:
+        pool = pools[name] = Pool(name, FreeSlots({}, {}))
+    return pool
+
+
+def _settings(state: SchedulerState, config: SchedulerConfig, request: Request, order: int) -> JobSettings:
+    asked = request.requested
+    override = state.jobs.get(request.job_id)
+    priority = asked.priority or config.default_priority
+    weight = asked.weight if asked.weight > 0 else 1.0
+    max_slots = asked.max_slots
+    if override is not None:
+        if override.priority is not None:
+            priority = override.priority or config.default_priority
+        weight = override.weight if override.weight is not None and override.weight > 0 else weight
+        max_slots = override.max_slots if override.max_slots is not None else max_slots
+    return JobSettings(priority, weight, max_slots, order, request.requested_at_ns)

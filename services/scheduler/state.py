@@ -1,0 +1,223 @@
+"""The scheduler's state and how each event it reads changes it.
+
+Kept cheap to update: the bench folds events into a state of 1,000 agents and
+some 18,000 open requests, so `evolve` copies only the one dict an event
+changes (each a shallow copy, some microseconds per thousand entries) and
+never rebuilds the derived views `decide` needs.
+"""
+
+from dataclasses import dataclass, field, replace
+
+from determined.proto import events_pb2
+from services.common.envelope import Envelope, payload_of
+from services.scheduler.config import DEFAULT_POOL
+
+
+@dataclass(frozen=True)
+class AgentView:
+    slot_ids: tuple[int, ...]
+    resource_pool: str
+    # Where a gang's other workers reach it: its registered address, else its hostname.
+    address: str
+    registration_event_id: str
+    enabled: bool = True
+    # Disabled with drain: what runs there finishes, nothing new comes.
+    draining: bool = False
+    # No heartbeat for its current registration; counts again once it registers anew.
+    lost: bool = False
+    lost_reason: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Whether new work may be placed on it."""
+        return self.enabled and not self.lost
+
+
+@dataclass(frozen=True)
+class PartExit:
+    """One agent's part of a multi-agent allocation exited."""
+
+    exited: events_pb2.AllocationResourcesExited
+    # Exited non-zero, with an error, or killed without anyone asking.
+    failed: bool
+
+
+@dataclass(frozen=True)
+class Request:
+    requested: events_pb2.AllocationRequested
+    # Read from `requested` once (a protobuf field read costs more than an attribute's).
+    allocation_id: str = ""
+    slots: int = 0
+    pool: str = DEFAULT_POOL
+    job_id: str = ""
+    preemptible: bool = False
+    # Where it runs, once assigned: agent id -> slot ids (the first is the chief).
+    placements: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # Asked to stop or die (a pending one is then canceled; a running one is
+    # on its way out: never asked again, it keeps its slots until it exits).
+    withdrawn: bool = False
+    kill_requested: bool = False
+    requested_at_ns: int = 0
+    assigned_at_ns: int = 0
+    # Assignment order (newest first is the preemption order).
+    assigned_seq: int = 0
+    part_exits: tuple[PartExit, ...] = ()
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.placements)
+
+
+def new_request(requested: events_pb2.AllocationRequested, requested_at_ns: int) -> Request:
+    return Request(
+        requested,
+        allocation_id=requested.allocation_id,
+        slots=requested.slots,
+        pool=requested.resource_pool or DEFAULT_POOL,
+        job_id=requested.job_id or f"task/{requested.task_id}",
+        preemptible=requested.preemptible,
+        requested_at_ns=requested_at_ns,
+    )
+
+
+@dataclass(frozen=True)
+class JobOverride:
+    """What JobResourcesChanged set for a job (None: the requests' own value)."""
+
+    priority: int | None = None
+    weight: float | None = None
+    max_slots: int | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    # Agent id -> its current registration and state.
+    agents: dict[str, AgentView] = field(default_factory=dict)
+    # Requests that have not exited or been canceled, in request order (the
+    # queue's order: replacing a key keeps its place).
+    requests: dict[str, Request] = field(default_factory=dict)
+    jobs: dict[str, JobOverride] = field(default_factory=dict)
+    # The newest time folded: envelopes' occurred_at_ns and clock ticks.
+    now_ns: int = 0
+    assignments: int = 0
+
+
+SCHEDULER_FOLDS = (
+    "agent_registered",
+    "agent_lost",
+    "agent_disabled",
+    "agent_enabled",
+    "job_resources_changed",
+    "allocation_requested",
+    "allocation_assigned",
+    "allocation_stop_requested",
+    "allocation_kill_requested",
+    "allocation_resources_exited",
+    "allocation_exited",
+    "allocation_canceled",
+)
+
+
+def tick(state: SchedulerState, now_ns: int) -> SchedulerState:
+    """The clock moved on with no event: min-run guards may have expired."""
+    return state if now_ns <= state.now_ns else replace(state, now_ns=now_ns)
+
+
+def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
+    state = tick(state, envelope.occurred_at_ns)
+    event = payload_of(envelope)
+    match event:
+        case events_pb2.AgentRegistered():
+            return _registered(state, event, envelope.event_id)
+        case events_pb2.AgentLost():
+            agent = state.agents.get(event.agent_id)
+            if agent is None or agent.registration_event_id != event.registration_event_id:
+                return state  # an older registration's loss: the agent is back already
+            return _with_agent(state, event.agent_id, replace(agent, lost=True, lost_reason=event.reason))
+        case events_pb2.AgentDisabled():
+            agent = state.agents.get(event.agent_id)
+            changed = agent and replace(agent, enabled=False, draining=event.drain)
+            return _with_agent(state, event.agent_id, changed) if changed else state
+        case events_pb2.AgentEnabled():
+            agent = state.agents.get(event.agent_id)
+            changed = agent and replace(agent, enabled=True, draining=False)
+            return _with_agent(state, event.agent_id, changed) if changed else state
+        case events_pb2.JobResourcesChanged():
+            return _job_changed(state, event)
+        case events_pb2.AllocationRequested():
+            if event.allocation_id in state.requests:
+                return state
+            return _with_request(state, new_request(event, envelope.occurred_at_ns))
+        case events_pb2.AllocationAssigned():
+            request = state.requests.get(event.allocation_id)
+            if request is None or request.assigned:
+                return state
+            placements = tuple((p.agent_id, tuple(p.slot_ids)) for p in event.placements)
+            seq = state.assignments + 1
+            running = replace(
+                request, placements=placements, assigned_at_ns=envelope.occurred_at_ns, assigned_seq=seq
+            )
+            return replace(_with_request(state, running), assignments=seq)
+        case events_pb2.AllocationStopRequested():
+            return _update(state, event.allocation_id, withdrawn=True)
+        case events_pb2.AllocationKillRequested():
+            return _update(state, event.allocation_id, withdrawn=True, kill_requested=True)
+        case events_pb2.AllocationResourcesExited():
+            return _part_exited(state, event)
+        case events_pb2.AllocationExited() | events_pb2.AllocationCanceled():
+            if event.allocation_id not in state.requests:
+                return state
+            requests = dict(state.requests)
+            del requests[event.allocation_id]
+            return replace(state, requests=requests)
+    return state
+
+
+def _registered(state: SchedulerState, event: events_pb2.AgentRegistered, event_id: str) -> SchedulerState:
+    before = state.agents.get(event.agent_id)
+    agent = AgentView(
+        slot_ids=tuple(slot.slot_id for slot in event.slots),
+        resource_pool=event.resource_pool or DEFAULT_POOL,
+        address=event.address or event.hostname,
+        registration_event_id=event_id,
+        # An operator's disable outlives the agent's restarts; a loss does not.
+        enabled=before.enabled if before else True,
+        draining=before.draining if before else False,
+    )
+    return _with_agent(state, event.agent_id, agent)
+
+
+def _job_changed(state: SchedulerState, event: events_pb2.JobResourcesChanged) -> SchedulerState:
+    before = state.jobs.get(event.job_id, JobOverride())
+    after = replace(
+        before,
+        priority=event.priority if event.HasField("priority") else before.priority,
+        weight=event.weight if event.HasField("weight") else before.weight,
+        max_slots=event.max_slots if event.HasField("max_slots") else before.max_slots,
+    )
+    return replace(state, jobs={**state.jobs, event.job_id: after})
+
+
+def _part_exited(state: SchedulerState, event: events_pb2.AllocationResourcesExited) -> SchedulerState:
+    request = state.requests.get(event.allocation_id)
+    if request is None or any(part.exited.agent_id == event.agent_id for part in request.part_exits):
+        return state
+    # A part killed on request exits non-zero: that is no failure.
+    failed = bool(event.error) or (not request.withdrawn if event.killed else event.exit_code != 0)
+    return _with_request(state, replace(request, part_exits=(*request.part_exits, PartExit(event, failed))))
+
+
+def _with_agent(state: SchedulerState, agent_id: str, agent: AgentView) -> SchedulerState:
+    return replace(state, agents={**state.agents, agent_id: agent})
+
+
+def _update(state: SchedulerState, allocation_id: str, **changes: bool) -> SchedulerState:
+    request = state.requests.get(allocation_id)
+    if request is None:
+        return state
+    changed = replace(request, **changes)  # type: ignore[arg-type]
+    return state if changed == request else _with_request(state, changed)
+
+
+def _with_request(state: SchedulerState, request: Request) -> SchedulerState:
+    return replace(state, requests={**state.requests, request.allocation_id: request})

@@ -1,0 +1,56 @@
+"""Helpers of the distributed harness tests: DistributedContexts of several ranks on
+localhost, run on threads."""
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from determined.core._distributed import DistributedContext
+
+
+def free_port_pair() -> tuple[int, int]:
+    """Two ports nothing listens on (pub, pull)."""
+    sockets = [socket.socket() for _ in range(2)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = sockets[0].getsockname()[1], sockets[1].getsockname()[1]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def context(rank: int, size: int, nodes: int, ports: tuple[int, int], **kwargs: Any) -> DistributedContext:
+    """Rank `rank` of `size` workers spread evenly over `nodes` nodes, all on localhost."""
+    local_size = size // nodes
+    return DistributedContext(
+        rank=rank,
+        size=size,
+        local_rank=rank % local_size,
+        local_size=local_size,
+        cross_rank=rank // local_size,
+        cross_size=nodes,
+        chief_ip="127.0.0.1",
+        pub_port=ports[0],
+        pull_port=ports[1],
+        **kwargs,
+    )
+
+
+def run_ranks(size: int, work: Callable[[int], Any]) -> dict[int, Any]:
+    """Run work(rank) on one thread per rank; each rank's result, or the exception it raised."""
+    results: dict[int, Any] = {}
+
+    def run(rank: int) -> None:
+        try:
+            results[rank] = work(rank)
+        except Exception as error:  # noqa: BLE001 - the test inspects it
+            results[rank] = error
+
+    threads = [threading.Thread(target=run, args=(rank,), daemon=True) for rank in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a rank hung"
+    return results
