@@ -276,16 +276,17 @@ def _agent_options(environment: dict[str, str], options: ClusterOptions) -> None
         environment.update(DET_AGENT_FORK_SERVER="1", DET_AGENT_PRELOAD=options.preload)
 
 
-def agent_environment(base: dict[str, str], agent: AgentSpec, data_dir: Path, advertise_host: str) -> dict[str, str]:
+def agent_environment(base: dict[str, str], agent: AgentSpec, data_dir: Path, address: str) -> dict[str, str]:
     """What one agent part gets on top of the services' environment: its id,
-    slots, pool, work folder and the address gangs reach it by."""
+    slots, pool, work folder and the address gangs reach it by ("": the
+    agent's host name)."""
     return dict(
         base,
         DET_AGENT_ID=agent.agent_id,
         DET_AGENT_CPU_SLOTS=str(agent.cpu_slots),
         DET_AGENT_POOL=agent.pool,
         DET_AGENT_WORK_DIR=str(agent_work_dir(data_dir, agent.part)),
-        DET_AGENT_ADDRESS=advertise_host or "127.0.0.1",
+        DET_AGENT_ADDRESS=address,
     )
 
 

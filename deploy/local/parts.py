@@ -55,7 +55,10 @@ class PartRunner:
             remote_environment(options, data_dir, remote) if remote is not None
             else service_environment(options, data_dir, self.nats.url, self.postgres.url)
         )
-        self.advertise_host = record.advertise_host
+        # Where a gang's other workers reach this machine's agents: the advertised
+        # address; else, in a cluster of this machine only, loopback; else (an agent
+        # for a cluster elsewhere) its host name.
+        self.agent_address = record.advertise_host or ("" if remote is not None else "127.0.0.1")
         self.agents = {agent.part: agent for agent in record.agent_specs()}
 
     def add_agent(self, agent: AgentSpec) -> None:
@@ -76,7 +79,7 @@ class PartRunner:
             environment, module = self.environment, name
             if name in self.agents:
                 agent = self.agents[name]
-                environment, module = agent_environment(environment, agent, self.data_dir, self.advertise_host), "agent"
+                environment, module = agent_environment(environment, agent, self.data_dir, self.agent_address), "agent"
                 agent_work_dir(self.data_dir, name).mkdir(parents=True, exist_ok=True)
             return subprocess.Popen(
                 [sys.executable, "-m", f"services.{module}"],

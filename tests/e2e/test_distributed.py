@@ -117,13 +117,13 @@ def test_a_4_slot_trial_spans_both_agents_and_allgathers_every_rank(
 
 # Rank 3 (the second agent's second worker) exits 1 once the gang is up; the others wait
 # far longer than the test does, so the trial can only end if the gang is killed as one.
+# (No torch process group: Determined's collectives need none, and importing torch in each
+# worker costs seconds.)
 FAILING_TRAIN_PY = textwrap.dedent(
     """
     import sys, time
-    import torch.distributed as dist
     import determined as det
 
-    dist.init_process_group("gloo")
     distributed = det.core.DistributedContext.from_torch_distributed()
     with det.core.init(distributed=distributed) as core_context:
         ranks = core_context.distributed.allgather(core_context.distributed.rank)

@@ -161,7 +161,7 @@ def starts(cluster: Cluster, trial_id: int) -> list[int]:
 
 
 def test_two_experiments_share_the_slots_about_evenly(cluster: AgentsCluster, tmp_path: Path) -> None:
-    steps = 30
+    steps = 20
     first = cluster.create(context(tmp_path, "first"), config("fair-first", hyperparameters__steps=steps))
     wait_for(
         lambda: len(running(cluster, first)) == AGENTS * SLOTS_PER_AGENT, "the first to fill the slots", 90
@@ -187,7 +187,6 @@ def test_two_experiments_share_the_slots_about_evenly(cluster: AgentsCluster, tm
         )
     total = sum(used.values())
     shares = {experiment_id: seconds / total for experiment_id, seconds in used.items()}
-    print("H7DEBUG shares", shares, used, (window_end - window_start) / 1e9)
     assert min(shares.values()) >= FAIR_SHARE_FLOOR, (shares, used, (window_end - window_start) / 1e9)
     # The first gave slots back through the stop-and-resume cycle, not by finishing.
     preempted = [a for a in allocations(cluster, first) if "preempted" in (a["stop_reason"] or "")]
@@ -211,7 +210,7 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
     )
     # The low trials that keep running outlast the high ones: a slot they free cannot be
     # what lets a preempted low trial back in before a high one is done.
-    low_steps, high_steps = 60, 10
+    low_steps, high_steps = 45, 10
     try:
         low = cluster.create(
             context(tmp_path, "low"),

@@ -90,7 +90,7 @@ def test_each_agent_gets_its_id_slots_pool_folder_and_address(tmp_path: Path) ->
     )
     base = service_environment(options, tmp_path, "nats://127.0.0.1:4333", "postgresql://x/y")
     assert base["DET_ADVERTISED_NATS_URL"] == "nats://10.0.0.1:4333" and base["DET_AGENT_LOST_S"] == "5.0"
-    first = agent_environment(base, AgentSpec("agent", "box", 2), tmp_path, "")
+    first = agent_environment(base, AgentSpec("agent", "box", 2), tmp_path, "127.0.0.1")
     other = agent_environment(base, AgentSpec("agent-2", "agent-2", 3, "gpu"), tmp_path, "10.0.0.1")
     assert (first["DET_AGENT_ID"], first["DET_AGENT_CPU_SLOTS"], first["DET_AGENT_ADDRESS"]) == (
         "box",
@@ -198,3 +198,17 @@ def test_deploy_flags_are_checked_at_parse_time(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["deploy", "local", *argv])
     assert message in capsys.readouterr().err
+
+
+def test_gangs_reach_agents_at_the_advertised_address_else_loopback_else_the_host_name(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from deploy.local.parts import PartRunner
+
+    local = ClusterRecord.of(ClusterOptions(tmp_path))
+    advertised = ClusterRecord.of(ClusterOptions(tmp_path, advertise_host="10.0.0.1"))
+    remote = ClusterRecord(0, 0, 0, agents=[asdict(AgentSpec("agent-x", "x"))], remote=asdict(REMOTE))
+    addresses = [PartRunner(tmp_path, record).agent_address for record in (local, advertised, remote)]
+    assert addresses == ["127.0.0.1", "10.0.0.1", ""]
+    assert PartRunner(tmp_path, advertised).nats.listen_host == "0.0.0.0"
+    assert remote.part_names() == ("agent-x",)

@@ -932,7 +932,7 @@ def check_invariants(cluster: Cluster) -> None:
         for slot in slots
     )
     assert all(n == 1 for n in used.values()), f"a slot given twice: {used}"
-    assert all(slot in scheduler.agents[agent_id] for agent_id, slot in used)
+    assert all(slot in scheduler.agents[agent_id].slot_ids for agent_id, slot in used)
     assert not [r for r in scheduler.requests.values() if r.withdrawn and not r.assigned], (
         "a stop left pending"
     )

@@ -12,6 +12,7 @@ from determined.proto import events_pb2
 from services.agent import core as agent_core
 from services.common.envelope import SUBJECT_KINDS, Envelope
 from services.scheduler import core as scheduler_core
+from services.scheduler import state as scheduler_state
 from services.searcher import core as searcher_core
 from services.searcher import lifecycle
 
@@ -20,7 +21,7 @@ PAYLOAD_FIELDS = {f.message_type.name: f.name for f in Envelope.DESCRIPTOR.oneof
 CORES: list[tuple[ModuleType, tuple[str, ...], list[str]]] = [
     (searcher_core, searcher_core.SEARCHER_FOLDS, searcher_core.SearcherCore().kinds),
     (lifecycle, lifecycle.LIFECYCLE_FOLDS, lifecycle.TrialLifecycleCore().kinds),
-    (scheduler_core, scheduler_core.SCHEDULER_FOLDS, scheduler_core.SchedulerCore().kinds),
+    (scheduler_state, scheduler_core.SCHEDULER_FOLDS, scheduler_core.SchedulerCore().kinds),
     (agent_core, agent_core.AGENT_FOLDS, agent_core.AgentCore("a").kinds),
 ]
 

@@ -85,6 +85,9 @@ def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]
     up.add_argument("--secret-file", type=Path, default=None,
                     help="with --master-host: a copy of the cluster's <data dir>/cluster.secret "
                          "(default: $DET_CLUSTER_SECRET)")
+    up.add_argument("--advertise-host", default="", metavar="HOST",
+                    help="with --master-host: the address the cluster's other machines reach this one by "
+                         "(for multi-agent trials; default: its host name)")
     up.add_argument("--no-gpu", dest="gpu", action="store_false", default=True, help="offer CPU slots only")
     up.set_defaults(run=agent_up)
 
@@ -257,6 +260,9 @@ def _non_negative_float(text: str) -> float:
 def agent_up(args: argparse.Namespace) -> int:
     from deploy.local import cluster, control
 
+    if args.advertise_host and not args.master_host:
+        raise CliError("--advertise-host is for an agent of a cluster elsewhere (--master-host); this machine's "
+                       "cluster advertises the address cluster-up --advertise-host gave it")
     try:
         if args.master_host:
             return _remote_agent_up(args)
@@ -292,7 +298,9 @@ def _remote_agent_up(args: argparse.Namespace) -> int:
     agent_id = args.agent_id or socket.gethostname()
     agent = cluster.added_agent([], agent_id, args.cpu_slots, args.pool)
     data_dir = Path(args.data_dir or cluster.default_data_dir().with_name("determined-es-agent")).expanduser()
-    options = cluster.ClusterOptions(data_dir=data_dir, cpu_slots=args.cpu_slots, gpu=args.gpu)
+    options = cluster.ClusterOptions(
+        data_dir=data_dir, cpu_slots=args.cpu_slots, gpu=args.gpu, advertise_host=args.advertise_host
+    )
     result = control.remote_agent_up(data_dir, remote, agent, options)
     print(f"Agent {agent.agent_id} is up for the cluster at {master} ({result.done}); its data and logs are in "
           f"{data_dir.resolve()}")
