@@ -54,7 +54,10 @@ def cpu_seconds() -> tuple[float, float, float]:
         except OSError:
             continue  # it ended meanwhile
         pid = int(stat.parent.name)
-        parents[pid], used[pid] = int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        parents[pid], used[pid] = (
+            int(fields[1]),
+            (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+        )
     under, found = {os.getpid()}, True
     while found:
         found = False
@@ -79,16 +82,22 @@ async def bench(args: argparse.Namespace) -> None:
                 position = await rebuild(store, pool)
                 seconds = time.perf_counter() - started
                 projector, helper, servers_cpu = (
-                    (after - before) / position * 1e6 for after, before in zip(cpu_seconds(), cpu_before, strict=True)
+                    (after - before) / position * 1e6
+                    for after, before in zip(cpu_seconds(), cpu_before, strict=True)
                 )
                 rates.append(position / seconds)
-                print(f"run {run}: {position:,} events in {seconds:.1f} s = {position / seconds:,.0f} events/s"
-                      f" (load {os.getloadavg()[0]:.1f}); CPU per event: replay helper {helper:.1f} µs,"
-                      f" projector {projector:.1f} µs, nats-server + PostgreSQL {servers_cpu:.1f} µs", flush=True)
+                print(
+                    f"run {run}: {position:,} events in {seconds:.1f} s = {position / seconds:,.0f} events/s"
+                    f" (load {os.getloadavg()[0]:.1f}); CPU per event: replay helper {helper:.1f} µs,"
+                    f" projector {projector:.1f} µs, nats-server + PostgreSQL {servers_cpu:.1f} µs",
+                    flush=True,
+                )
             if not args.no_digest:
                 print(f"rows digest {await digest(pool)}")
-            print(f"rebuild of a {last:,}-event log: median {statistics.median(rates):,.0f} events/s"
-                  f" over {len(rates)} runs")
+            print(
+                f"rebuild of a {last:,}-event log: median {statistics.median(rates):,.0f} events/s"
+                f" over {len(rates)} runs"
+            )
         finally:
             await pool.close()
             await store.close()
@@ -100,7 +109,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--fresh", action="store_true", help="remove --data-dir first (and generate the log again)")
+    parser.add_argument(
+        "--fresh", action="store_true", help="remove --data-dir first (and generate the log again)"
+    )
     parser.add_argument("--no-digest", action="store_true", help="skip the digest of the rows")
     args = parser.parse_args()
     configure_logging("bench", json=False, log_file=None, level="WARNING")

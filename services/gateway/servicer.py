@@ -142,6 +142,8 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
                  if not request.resource_pool or view.resource_pool == request.resource_pool]
         experiment_ids = [commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)]
         experiments = await self.queries.experiment_jobs(experiment_ids)
+        if len(experiments) < len(set(experiment_ids)) and await self.projector.catch_up():
+            experiments = await self.queries.experiment_jobs(experiment_ids)  # one created a moment ago
         response = api_pb2.GetJobsResponse()
         for view in views:
             job = response.jobs.add(

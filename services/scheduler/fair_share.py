@@ -17,6 +17,9 @@ slots and the slots already on their way back.
 """
 
 import heapq
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, pairwise
+from math import inf
 
 from services.scheduler.pool import Plan, Pool
 from services.scheduler.state import Request
@@ -74,25 +77,82 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
         if 0 < request.slots <= pool.capacity:
             queues[request.job_id].append(request)
     left = pool.capacity - sum(shares.values())
+    # Job id -> its queue's running slot totals ([0, first, first + second, ...]).
+    totals = {job_id: [0, *accumulate([r.slots for r in queue])] for job_id, queue in queues.items()}
+    # Most of the filling in bulk, each job up to one water level; the last
+    # slots one request at a time, lowest (shares / weight, order) first.
+    taken = _filled(pool, totals, shares, left)
+    for job_id, count in taken.items():
+        if count:
+            shares[job_id] += totals[job_id][count]
+            left -= totals[job_id][count]
+            entitled.update([r.allocation_id for r in queues[job_id][:count]])
     turns = [
-        (shares[job_id] / pool.jobs[job_id].weight, pool.jobs[job_id].order, job_id, 0)
+        (shares[job_id] / pool.jobs[job_id].weight, pool.jobs[job_id].order, job_id, taken[job_id])
         for job_id, job_queue in queues.items()
-        if job_queue
+        if taken[job_id] < len(job_queue)
     ]
     heapq.heapify(turns)
     while turns and left > 0:
         _, order, job_id, index = heapq.heappop(turns)
         request = queues[job_id][index]
         settings = pool.jobs[job_id]
-        taken = shares[job_id] + request.slots
-        if request.slots > left or (settings.max_slots and taken > settings.max_slots):
+        taken_slots = shares[job_id] + request.slots
+        if request.slots > left or (settings.max_slots and taken_slots > settings.max_slots):
             continue  # the job's turn ends here
-        shares[job_id] = taken
+        shares[job_id] = taken_slots
         left -= request.slots
         entitled.add(request.allocation_id)
         if index + 1 < len(queues[job_id]):
-            heapq.heappush(turns, (taken / settings.weight, order, job_id, index + 1))
+            heapq.heappush(turns, (taken_slots / settings.weight, order, job_id, index + 1))
     return entitled, shares
+
+
+def _filled(pool: Pool, totals: dict[str, list[int]], shares: dict[str, int], left: int) -> dict[str, int]:
+    """Job id -> how many of its queue's first requests one at a time filling
+    takes before any turn at or above a water level: a level low enough that
+    every turn below it finds enough slots left, even for the biggest request
+    (the filling below it is then the same whatever the turns' order)."""
+    none = dict.fromkeys(totals, 0)
+    biggest = max((max(b - a for a, b in pairwise(t)) for t in totals.values() if len(t) > 1), default=0)
+    budget = left - biggest * (len(totals) + 1)
+    if budget <= 0 or not biggest:
+        return none
+    # Job id -> its weight, its shares so far, and how many requests it may take (max_slots).
+    jobs: dict[str, tuple[float, int, int]] = {}
+    for job_id, job_totals in totals.items():
+        if len(job_totals) == 1:
+            continue  # nothing asked
+        settings = pool.jobs[job_id]
+        allowed = len(job_totals) - 1
+        if settings.max_slots:  # turns past max_slots end the job's turn
+            allowed = max(0, bisect_right(job_totals, settings.max_slots - shares[job_id], 1) - 1)
+        jobs[job_id] = (settings.weight, shares[job_id], allowed)
+
+    def filling(level: float) -> float:  # less the part of each job's last request above the level
+        return sum(min(totals[j][allowed], max(0.0, level * w - held)) for j, (w, held, allowed) in jobs.items())
+
+    low = min(held / w for w, held, _ in jobs.values())
+    high = max((held + totals[j][allowed]) / w for j, (w, held, allowed) in jobs.items())
+    level = inf
+    if filling(high) > budget:
+        for _ in range(40):
+            middle = (low + high) / 2
+            low, high = (middle, high) if filling(middle) <= budget else (low, middle)
+        level = low
+    counts = dict(none)
+    for job_id, (weight, held, allowed) in jobs.items():
+        # The turns whose key (shares / weight before it) is below the level: a prefix.
+        job_totals = totals[job_id]
+        count = bisect_left(job_totals, level * weight - held, 0, allowed)
+        while count > 0 and (held + job_totals[count - 1]) / weight >= level:
+            count -= 1
+        while count < allowed and (held + job_totals[count]) / weight < level:
+            count += 1
+        counts[job_id] = count
+    if sum(totals[j][count] for j, count in counts.items()) > left - biggest:
+        return none  # not expected: all of it one request at a time
+    return counts
 
 
 def _why_not_entitled(pool: Pool, request: Request, shares: dict[str, int], held: dict[str, int]) -> str:

@@ -5,41 +5,50 @@ agent that has room (fewest free slots), ties by agent id, so big blocks stay
 whole for big gangs. Else it spans several agents: as few as possible, the
 ones with most free slots first (idle agents first among equals), the last
 one the best fit for what is left; slots are taken in slot-id order.
+
+A fit costs no walk over every agent: the free slots are kept in total and
+by room (how many free slots an agent has), so a full pool answers at once
+and a best fit looks only at the agents with the least room that is enough.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Placement = tuple[str, tuple[int, ...]]
 
 
 @dataclass
 class FreeSlots:
-    """The free slots of a pool's usable agents, updated as a decision places
-    gangs (`take`)."""
+    """The free slots of a pool's usable agents (`add` each), updated as a
+    decision places gangs (`take`)."""
 
     # Agent id -> its free slot ids, in slot-id order.
-    free: dict[str, list[int]]
+    free: dict[str, list[int]] = field(default_factory=dict)
     # Agent id -> how many slots it has.
-    sizes: dict[str, int]
+    sizes: dict[str, int] = field(default_factory=dict)
+    # Free slots on all the agents.
+    total: int = 0
+    # Room (free slots on one agent) -> the agents with that much room.
+    by_room: dict[int, set[str]] = field(default_factory=dict)
 
-    @property
-    def total(self) -> int:
-        return sum(len(slots) for slots in self.free.values())
+    def add(self, agent_id: str, free: list[int], size: int) -> None:
+        self.free[agent_id] = free
+        self.sizes[agent_id] = size
+        self.total += len(free)
+        self.by_room.setdefault(len(free), set()).add(agent_id)
 
     def largest_block(self) -> tuple[int, str]:
         """The most free slots on one agent, and that agent ((0, "") when none)."""
-        return max(((len(s), a) for a, s in sorted(self.free.items(), reverse=True)), default=(0, ""))
+        room = max((r for r, agents in self.by_room.items() if agents), default=0)
+        return (room, max(self.by_room[room])) if self.free else (0, "")
 
     def fit(self, slots: int) -> list[Placement] | None:
         """The placements of a gang of `slots`, or None when the free slots are too few."""
-        if not self.free:
+        if not self.free or slots > self.total:
             return None
-        single = [(len(free), agent_id) for agent_id, free in self.free.items() if len(free) >= slots]
-        if single:
-            _, agent_id = min(single)
+        enough = [room for room, agents in self.by_room.items() if room >= slots and agents]
+        if enough:
+            agent_id = min(self.by_room[min(enough)])
             return [(agent_id, tuple(self.free[agent_id][:slots]))]
-        if slots > self.total:
-            return None
         by_room = sorted(self.free, key=lambda a: (-len(self.free[a]), len(self.free[a]) < self.sizes[a], a))
         chosen: list[Placement] = []
         left = slots
@@ -57,4 +66,9 @@ class FreeSlots:
     def take(self, placements: list[Placement]) -> None:
         for agent_id, slot_ids in placements:
             taken = set(slot_ids)
-            self.free[agent_id] = [s for s in self.free[agent_id] if s not in taken]
+            before = self.free[agent_id]
+            after = [s for s in before if s not in taken]
+            self.free[agent_id] = after
+            self.total -= len(before) - len(after)
+            self.by_room[len(before)].discard(agent_id)
+            self.by_room.setdefault(len(after), set()).add(agent_id)

@@ -54,20 +54,16 @@ class Plan:
 
 def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
     """Every pool that has an agent or an open request, by name."""
-    used: dict[str, set[int]] = {}
-    requests = state.requests.values()
-    for request in requests:
-        for agent_id, slot_ids in request.placements:
-            used.setdefault(agent_id, set()).update(slot_ids)
     pools: dict[str, Pool] = {}
     for agent_id, agent in sorted(state.agents.items()):
         pool = _pool(pools, agent.resource_pool)
         pool.addresses[agent_id] = agent.address
         if agent.usable:
-            taken = used.get(agent_id, ())
-            pool.slots.free[agent_id] = [s for s in agent.slot_ids if s not in taken]
-            pool.slots.sizes[agent_id] = len(agent.slot_ids)
+            taken = state.placed.get(agent_id)
+            free = [s for s in agent.slot_ids if s not in taken] if taken else list(agent.slot_ids)
+            pool.slots.add(agent_id, free, len(agent.slot_ids))
             pool.capacity += len(agent.slot_ids)
+    requests = state.requests.values()
     assigned: list[Request] = []
     for request in requests:
         pool = pools.get(request.pool) or _pool(pools, request.pool)
@@ -100,7 +96,7 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
 def _pool(pools: dict[str, Pool], name: str) -> Pool:
     pool = pools.get(name)
     if pool is None:
-        pool = pools[name] = Pool(name, FreeSlots({}, {}))
+        pool = pools[name] = Pool(name, FreeSlots())
     return pool
 
 

@@ -97,6 +97,10 @@ class SchedulerState:
     # queue's order: replacing a key keeps its place).
     requests: dict[str, Request] = field(default_factory=dict)
     jobs: dict[str, JobOverride] = field(default_factory=dict)
+    # Agent id -> the slot ids the open requests hold there (a slot once per
+    # holder), so that a decision finds the free slots without a walk over
+    # every request.
+    placed: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # The newest time folded: envelopes' occurred_at_ns and clock ticks.
     now_ns: int = 0
     assignments: int = 0
@@ -157,7 +161,8 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
             running = replace(
                 request, placements=placements, assigned_at_ns=envelope.occurred_at_ns, assigned_seq=seq
             )
-            return replace(_with_request(state, running), assignments=seq)
+            placed = _holding(state.placed, placements, held=True)
+            return replace(_with_request(state, running), assignments=seq, placed=placed)
         case events_pb2.AllocationStopRequested():
             return _update(state, event.allocation_id, withdrawn=True)
         case events_pb2.AllocationKillRequested():
@@ -165,11 +170,13 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
         case events_pb2.AllocationResourcesExited():
             return _part_exited(state, event)
         case events_pb2.AllocationExited() | events_pb2.AllocationCanceled():
-            if event.allocation_id not in state.requests:
+            gone = state.requests.get(event.allocation_id)
+            if gone is None:
                 return state
             requests = dict(state.requests)
             del requests[event.allocation_id]
-            return replace(state, requests=requests)
+            placed = _holding(state.placed, gone.placements, held=False) if gone.placements else state.placed
+            return replace(state, requests=requests, placed=placed)
     return state
 
 
@@ -221,3 +228,24 @@ def _update(state: SchedulerState, allocation_id: str, **changes: bool) -> Sched
 
 def _with_request(state: SchedulerState, request: Request) -> SchedulerState:
     return replace(state, requests={**state.requests, request.allocation_id: request})
+
+
+def _holding(
+    placed: dict[str, tuple[int, ...]], placements: tuple[tuple[str, tuple[int, ...]], ...], held: bool
+) -> dict[str, tuple[int, ...]]:
+    """`placed` with an allocation's slots now held (or given back)."""
+    changed = dict(placed)
+    for agent_id, slot_ids in placements:
+        if not slot_ids:
+            continue
+        if held:
+            changed[agent_id] = (*changed.get(agent_id, ()), *slot_ids)
+            continue
+        left = list(changed[agent_id])
+        for slot_id in slot_ids:
+            left.remove(slot_id)
+        if left:
+            changed[agent_id] = tuple(left)
+        else:
+            del changed[agent_id]
+    return changed

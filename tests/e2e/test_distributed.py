@@ -26,7 +26,7 @@ from e2e_cluster import Cluster, det, wait_for
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distributed"
-STEPS = 40  # examples/distributed/train.py's STEPS
+STEPS = 40  # examples/distributed/train_ddp.py's STEPS
 
 
 class TwoAgents(Cluster):
@@ -54,9 +54,11 @@ def cluster() -> Iterator[TwoAgents]:
         shutil.rmtree(running.data_dir, ignore_errors=True)
 
 
-def example_config(name: str) -> str:
+def example_config(name: str, script: str = "train_ddp.py") -> str:
+    """examples/distributed/distributed.yaml, its launcher running `script`."""
     document = yaml.safe_load((EXAMPLE / "distributed.yaml").read_text())
     document["name"] = name
+    document["entrypoint"] = document["entrypoint"].replace("train_ddp.py", script)
     return json.dumps(document)
 
 
@@ -89,7 +91,7 @@ def allocation(cluster: Cluster, trial_id: int) -> dict[str, Any]:
 def test_a_4_slot_trial_spans_both_agents_and_allgathers_every_rank(
     cluster: TwoAgents, tmp_path: Path
 ) -> None:
-    shutil.copy(EXAMPLE / "train.py", tmp_path / "train.py")
+    shutil.copy(EXAMPLE / "train_ddp.py", tmp_path / "train_ddp.py")
     experiment_id = cluster.create(tmp_path, example_config("distributed"))
     trial_id = only_trial(cluster, experiment_id)
     assert wait_until_ended(cluster, experiment_id) == "COMPLETED", cluster.logs(trial_id)
@@ -137,8 +139,8 @@ FAILING_TRAIN_PY = textwrap.dedent(
 
 
 def test_a_worker_that_exits_1_fails_the_gang(cluster: TwoAgents, tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(FAILING_TRAIN_PY)
-    experiment_id = cluster.create(tmp_path, example_config("distributed-failing"))
+    (tmp_path / "fail.py").write_text(FAILING_TRAIN_PY)
+    experiment_id = cluster.create(tmp_path, example_config("distributed-failing", "fail.py"))
     trial_id = only_trial(cluster, experiment_id)
     assert wait_until_ended(cluster, experiment_id, 120) == "ERROR", cluster.logs(trial_id)
 

@@ -99,7 +99,7 @@ def config(name: str, **changes: Any) -> str:
 def context(tmp_path: Path, name: str) -> Path:
     folder = tmp_path / name
     folder.mkdir()
-    shutil.copy(EXAMPLE / "train.py", folder / "train.py")
+    shutil.copy(EXAMPLE / "slow_trial.py", folder / "slow_trial.py")
     return folder
 
 
@@ -168,8 +168,10 @@ def test_two_experiments_share_the_slots_about_evenly(cluster: AgentsCluster, tm
     )
     second = cluster.create(context(tmp_path, "second"), config("fair-second", hyperparameters__steps=steps))
     wait_for(lambda: running(cluster, second), "the second to get slots", 60)
-    jobs = cluster.det("job", "list").stdout
-    assert f"experiment/{first}" in jobs or f"{first}" in jobs, jobs
+    jobs = {job["job_id"]: job for job in cluster.json("job", "list")["jobs"]}
+    for experiment_id in (first, second):
+        job = jobs[f"experiment/{experiment_id}"]
+        assert job["state"] == "SCHEDULED" and job["slots_needed"] >= job["slots_acquired"] > 0, jobs
     wait_until_completed(cluster, first, second)
 
     # The window in which both had work: from the second's creation to the first end.
@@ -243,6 +245,10 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
                 resources__resource_pool=PRIORITY_POOL,
             ),
         )
+        # The queue serves the high one first from the moment it asks for slots.
+        jobs = wait_for(lambda: prio_jobs(cluster, high), "the high one in the queue", 30)
+        assert jobs and jobs[f"experiment/{high}"]["position"] < jobs[f"experiment/{low}"]["position"], jobs
+        assert cluster.json("job", "list")["schedulers"][PRIORITY_POOL] == "priority"
         wait_until_completed(cluster, high, low)
 
         low_runs, high_runs = allocations(cluster, low), allocations(cluster, high)
@@ -277,6 +283,12 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
                 "--agent-id",
                 f"{PRIORITY_POOL}-{index}",
             )
+
+
+def prio_jobs(cluster: Cluster, experiment_id: int) -> dict[str, Any] | None:
+    """The prio pool's queue by job id, once the experiment's trials are in it."""
+    jobs = {job["job_id"]: job for job in cluster.json("job", "list", "-p", PRIORITY_POOL)["jobs"]}
+    return jobs if f"experiment/{experiment_id}" in jobs else None
 
 
 def agent_part(cluster: Cluster, agent_id: str) -> str:
@@ -336,7 +348,8 @@ def test_a_lost_agent_s_trial_resumes_on_the_other_agent(cluster: AgentsCluster,
 
     # --agent-lost-s (4 s) after its last heartbeat, with slack for a loaded machine.
     ended = wait_for(first_run_ended, "the allocation to end with its agent", 20)
-    assert ended is not None and ended["agent_lost"] and "lost" in (ended["error"] or ""), ended
+    assert ended is not None and ended["agent_lost"], ended
+    assert (ended["error"] or "").startswith(f"agent {lost_agent} lost"), ended
     agents = {a["agent_id"]: a for a in cluster.json("agent", "list")}
     assert agents[lost_agent]["state"].lower() == "lost", agents
 

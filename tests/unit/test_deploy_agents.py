@@ -200,7 +200,9 @@ def test_deploy_flags_are_checked_at_parse_time(
     assert message in capsys.readouterr().err
 
 
-def test_gangs_reach_agents_at_the_advertised_address_else_loopback_else_the_host_name(tmp_path: Path) -> None:
+def test_gangs_reach_agents_at_the_advertised_address_else_loopback_else_the_host_name(
+    tmp_path: Path,
+) -> None:
     from dataclasses import asdict
 
     from deploy.local.parts import PartRunner

@@ -3,7 +3,7 @@ sleeps `step_seconds`, a checkpoint is stored every `checkpoint_every` steps, an
 cluster asks the trial to stop (preemption, pause, a lost agent's trial running again) it
 stores one more checkpoint and returns; the next run resumes from it.
 
-Runs unchanged off-cluster (`python3 train.py`): then nothing is reported."""
+Runs unchanged off-cluster (`python3 slow_trial.py`): then nothing is reported."""
 
 import json
 import logging

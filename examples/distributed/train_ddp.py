@@ -1,7 +1,7 @@
 """Distributed training with the Core API and torch's DistributedDataParallel: fits
 y = 3x + 1 with one worker per slot (gloo on CPU, nccl on GPU), started by
 
-    entrypoint: python3 -m determined.launch.torch_distributed python3 train.py
+    entrypoint: python3 -m determined.launch.torch_distributed python3 train_ddp.py
 
 The launcher runs torch's own launcher on every agent of the trial with the rendezvous at
 the chief; each worker joins the process group, then builds Determined's DistributedContext
