@@ -97,6 +97,7 @@ LEFT JOIN LATERAL (
 ) lc ON true
 """
 _CHECKPOINTS = f"SELECT * FROM {S}.checkpoints"
+_RUNS = f"SELECT * FROM {S}.allocations WHERE trial_id = $1 ORDER BY trial_run_id, requested_at_ns"
 # The newest points of each group, read through the primary key (trial_id,
 # group, steps_completed, trial_run_id): the recursive part skips from one
 # group to the next, so a trial with a million points costs a few index probes.
@@ -307,6 +308,9 @@ class Queries:
         )
         return [checkpoint_message(row) for row in rows]
 
+    async def runs(self, trial_id: int) -> list[api_pb2.TrialRun]:
+        return [run_message(row) for row in await self.pool.fetch(_RUNS, trial_id)]
+
     async def recent_metrics(self, trial_id: int) -> list[api_pb2.MetricPoint]:
         rows = await self.pool.fetch(_RECENT_METRICS, trial_id, RECENT_METRICS_PER_GROUP)
         return [
@@ -441,6 +445,39 @@ def checkpoint_message(row: Mapping[str, Any]) -> api_pb2.Checkpoint:
         reported_at_ns=row["reported_at_ns"],
         state=row["state"],
     )
+
+
+def run_message(row: Mapping[str, Any]) -> api_pb2.TrialRun:
+    placements = json.loads(row["placements"]) if isinstance(row["placements"], str) else row["placements"]
+    state, reason = run_outcome(row)
+    return api_pb2.TrialRun(
+        allocation_id=row["allocation_id"],
+        trial_run_id=row["trial_run_id"],
+        agent_ids=[p["agent_id"] for p in placements or ()],
+        state=state,
+        exit_code=row["exit_code"] or 0,
+        reason=reason,
+        requested_at_ns=row["requested_at_ns"],
+        assigned_at_ns=row["assigned_at_ns"] or 0,
+        exited_at_ns=row["exited_at_ns"] or 0,
+    )
+
+
+def run_outcome(row: Mapping[str, Any]) -> tuple[str, str]:
+    """How a run (an allocation row) stands or ended, and why, in users' words."""
+    if row["canceled"]:
+        return "CANCELED", row["stop_reason"] or ""
+    if row["exited_at_ns"] is None:
+        return ("RUNNING" if row["placements"] else "QUEUED"), row["stop_reason"] or ""
+    if row["agent_lost"]:
+        return "AGENT_LOST", row["error"] or "the agent was lost"
+    if row["stop_requested"] and (row["exit_code"] == 0 or row["killed"]):
+        return "STOPPED", row["stop_reason"] or ""
+    if row["killed"]:
+        return "KILLED", row["stop_reason"] or row["error"] or ""
+    if row["exit_code"] == 0 and not row["error"]:
+        return "COMPLETED", ""
+    return "FAILED", row["error"] or f"exit code {row['exit_code']}"
 
 
 def agent_message(row: Mapping[str, Any], uses: Mapping[tuple[str, int], api_pb2.SlotUse]) -> api_pb2.Agent:

@@ -354,6 +354,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             trial=trial,
             checkpoints=await self.queries.checkpoints(request.trial_id),
             metrics=await self.queries.recent_metrics(request.trial_id),
+            runs=await self.queries.runs(request.trial_id),
         )
 
     async def TrialLogs(

@@ -31,7 +31,7 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
     result = Plan()
     entitled, shares = _entitlements(pool)
     held: dict[str, int] = {}
-    for request in pool.running:
+    for request in pool.running if explain else ():
         held[request.job_id] = held.get(request.job_id, 0) + request.slots
     need = 0
     for request in pool.pending:
@@ -66,19 +66,24 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
     """The allocation ids the filling takes, and each job's entitled slots."""
     shares = {job_id: 0 for job_id in pool.jobs}
     entitled: set[str] = set()
-    queues: dict[str, list[Request]] = {job_id: [] for job_id in pool.jobs}
+    # Each job's queue: its requests' allocation ids and sizes (read in the
+    # pool's order: a walk over the requests in job order reads memory all over).
+    ids: dict[str, list[str]] = {job_id: [] for job_id in pool.jobs}
+    sizes: dict[str, list[int]] = {job_id: [] for job_id in pool.jobs}
     for request in pool.running:
         if request.preemptible:
-            queues[request.job_id].append(request)
+            ids[request.job_id].append(request.allocation_id)
+            sizes[request.job_id].append(request.slots)
         else:  # never given back: held whatever the shares say
             shares[request.job_id] += request.slots
             entitled.add(request.allocation_id)
     for request in pool.pending:
         if 0 < request.slots <= pool.capacity:
-            queues[request.job_id].append(request)
+            ids[request.job_id].append(request.allocation_id)
+            sizes[request.job_id].append(request.slots)
     left = pool.capacity - sum(shares.values())
     # Job id -> its queue's running slot totals ([0, first, first + second, ...]).
-    totals = {job_id: [0, *accumulate([r.slots for r in queue])] for job_id, queue in queues.items()}
+    totals = {job_id: [0, *accumulate(job_sizes)] for job_id, job_sizes in sizes.items()}
     # Most of the filling in bulk, each job up to one water level; the last
     # slots one request at a time, lowest (shares / weight, order) first.
     taken = _filled(pool, totals, shares, left)
@@ -86,24 +91,24 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
         if count:
             shares[job_id] += totals[job_id][count]
             left -= totals[job_id][count]
-            entitled.update([r.allocation_id for r in queues[job_id][:count]])
+            entitled.update(ids[job_id][:count])
     turns = [
         (shares[job_id] / pool.jobs[job_id].weight, pool.jobs[job_id].order, job_id, taken[job_id])
-        for job_id, job_queue in queues.items()
-        if taken[job_id] < len(job_queue)
+        for job_id, job_ids in ids.items()
+        if taken[job_id] < len(job_ids)
     ]
     heapq.heapify(turns)
     while turns and left > 0:
         _, order, job_id, index = heapq.heappop(turns)
-        request = queues[job_id][index]
+        slots = sizes[job_id][index]
         settings = pool.jobs[job_id]
-        taken_slots = shares[job_id] + request.slots
-        if request.slots > left or (settings.max_slots and taken_slots > settings.max_slots):
+        taken_slots = shares[job_id] + slots
+        if slots > left or (settings.max_slots and taken_slots > settings.max_slots):
             continue  # the job's turn ends here
         shares[job_id] = taken_slots
-        left -= request.slots
-        entitled.add(request.allocation_id)
-        if index + 1 < len(queues[job_id]):
+        left -= slots
+        entitled.add(ids[job_id][index])
+        if index + 1 < len(ids[job_id]):
             heapq.heappush(turns, (taken_slots / settings.weight, order, job_id, index + 1))
     return entitled, shares
 
@@ -136,7 +141,7 @@ def _filled(pool: Pool, totals: dict[str, list[int]], shares: dict[str, int], le
     high = max((held + totals[j][allowed]) / w for j, (w, held, allowed) in jobs.items())
     level = inf
     if filling(high) > budget:
-        for _ in range(40):
+        for _ in range(30):
             middle = (low + high) / 2
             low, high = (middle, high) if filling(middle) <= budget else (low, middle)
         level = low

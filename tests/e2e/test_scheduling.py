@@ -361,5 +361,10 @@ def test_a_lost_agent_s_trial_resumes_on_the_other_agent(cluster: AgentsCluster,
     first_start, second_start = starts(cluster, trial_id)
     assert first_start == 0 and second_start >= 10, cluster.logs(trial_id)
     check_every_step_once(cluster, experiment_id, steps)
-    described = cluster.json("trial", "describe", str(trial_id))["trial"]
-    assert described["state"] == "COMPLETED" and described["restarts"] == 0, described
+    described = cluster.json("trial", "describe", str(trial_id))
+    assert described["trial"]["state"] == "COMPLETED" and described["trial"]["restarts"] == 0, described
+    # The user sees how each run ended.
+    assert [(r["state"], r["agent_ids"]) for r in described["runs"]] == [
+        ("AGENT_LOST", [lost_agent]),
+        ("COMPLETED", [again["agent_id"]]),
+    ], described["runs"]

@@ -89,6 +89,12 @@ def describe_trial(args: argparse.Namespace) -> int:
         [[m.group, m.steps_completed, format_time(m.reported_at_ns), compact_json(m.metrics_json)]
          for m in (t.latest_training, t.latest_validation) if m.group],
     )
+    print("\nRuns:")
+    print_table(
+        ["Run", "Allocation ID", "Agents", "State", "Exit Code", "Reason", "Assigned", "Ended"],
+        [[r.trial_run_id, r.allocation_id, ",".join(r.agent_ids), r.state, r.exit_code if r.exited_at_ns else "",
+          r.reason, format_time(r.assigned_at_ns), format_time(r.exited_at_ns)] for r in response.runs],
+    )
     print("\nCheckpoints:")
     print_table(
         ["UUID", "# of Batches", "State", "Report Time", "Metadata"],

@@ -299,14 +299,38 @@ class GetTrialRequest(_message.Message):
     def __init__(self, trial_id: _Optional[int] = ...) -> None: ...
 
 class GetTrialResponse(_message.Message):
-    __slots__ = ("trial", "checkpoints", "metrics")
+    __slots__ = ("trial", "checkpoints", "metrics", "runs")
     TRIAL_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     trial: Trial
     checkpoints: _containers.RepeatedCompositeFieldContainer[Checkpoint]
     metrics: _containers.RepeatedCompositeFieldContainer[MetricPoint]
-    def __init__(self, trial: _Optional[_Union[Trial, _Mapping]] = ..., checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
+    runs: _containers.RepeatedCompositeFieldContainer[TrialRun]
+    def __init__(self, trial: _Optional[_Union[Trial, _Mapping]] = ..., checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., metrics: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ..., runs: _Optional[_Iterable[_Union[TrialRun, _Mapping]]] = ...) -> None: ...
+
+class TrialRun(_message.Message):
+    __slots__ = ("allocation_id", "trial_run_id", "agent_ids", "state", "exit_code", "reason", "requested_at_ns", "assigned_at_ns", "exited_at_ns")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    EXITED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    trial_run_id: int
+    agent_ids: _containers.RepeatedScalarFieldContainer[str]
+    state: str
+    exit_code: int
+    reason: str
+    requested_at_ns: int
+    assigned_at_ns: int
+    exited_at_ns: int
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_run_id: _Optional[int] = ..., agent_ids: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., requested_at_ns: _Optional[int] = ..., assigned_at_ns: _Optional[int] = ..., exited_at_ns: _Optional[int] = ...) -> None: ...
 
 class TrialLogsRequest(_message.Message):
     __slots__ = ("trial_id", "follow", "rank")
