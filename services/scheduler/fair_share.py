@@ -8,6 +8,9 @@ requests are taken in this order: its non-preemptible allocations first
 pending ones in request order (a request that does not fit ends the job's
 turn: within a job, first come first served). Pending requests count as
 demand whether or not they fit now, so a starved job is rebalanced toward.
+(It is worked out in bulk up to a water level where no turn can find too few
+slots left, then one request at a time: the same result, without a heap pop
+per slot.)
 
 What the filling takes is what each job is entitled to. Entitled pending
 requests start as they fit; for those that cannot yet, running allocations
@@ -18,7 +21,7 @@ slots and the slots already on their way back.
 
 import heapq
 from bisect import bisect_left, bisect_right
-from itertools import accumulate, pairwise
+from itertools import accumulate
 from math import inf
 
 from services.scheduler.pool import Plan, Pool
@@ -86,7 +89,8 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
     totals = {job_id: [0, *accumulate(job_sizes)] for job_id, job_sizes in sizes.items()}
     # Most of the filling in bulk, each job up to one water level; the last
     # slots one request at a time, lowest (shares / weight, order) first.
-    taken = _filled(pool, totals, shares, left)
+    biggest = max(map(max, filter(None, sizes.values())), default=0)
+    taken = _filled(pool, totals, shares, left, biggest)
     for job_id, count in taken.items():
         if count:
             shares[job_id] += totals[job_id][count]
@@ -113,13 +117,14 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
     return entitled, shares
 
 
-def _filled(pool: Pool, totals: dict[str, list[int]], shares: dict[str, int], left: int) -> dict[str, int]:
+def _filled(
+    pool: Pool, totals: dict[str, list[int]], shares: dict[str, int], left: int, biggest: int
+) -> dict[str, int]:
     """Job id -> how many of its queue's first requests one at a time filling
     takes before any turn at or above a water level: a level low enough that
     every turn below it finds enough slots left, even for the biggest request
     (the filling below it is then the same whatever the turns' order)."""
     none = dict.fromkeys(totals, 0)
-    biggest = max((max(b - a for a, b in pairwise(t)) for t in totals.values() if len(t) > 1), default=0)
     budget = left - biggest * (len(totals) + 1)
     if budget <= 0 or not biggest:
         return none
@@ -135,7 +140,9 @@ def _filled(pool: Pool, totals: dict[str, list[int]], shares: dict[str, int], le
         jobs[job_id] = (settings.weight, shares[job_id], allowed)
 
     def filling(level: float) -> float:  # less the part of each job's last request above the level
-        return sum(min(totals[j][allowed], max(0.0, level * w - held)) for j, (w, held, allowed) in jobs.items())
+        return sum(
+            min(totals[j][allowed], max(0.0, level * w - held)) for j, (w, held, allowed) in jobs.items()
+        )
 
     low = min(held / w for w, held, _ in jobs.values())
     high = max((held + totals[j][allowed]) / w for j, (w, held, allowed) in jobs.items())

@@ -55,6 +55,7 @@ class Plan:
 def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
     """Every pool that has an agent or an open request, by name."""
     pools: dict[str, Pool] = {}
+    all_usable = True
     for agent_id, agent in sorted(state.agents.items()):
         pool = _pool(pools, agent.resource_pool)
         pool.addresses[agent_id] = agent.address
@@ -63,12 +64,30 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
             free = [s for s in agent.slot_ids if s not in taken] if taken else list(agent.slot_ids)
             pool.slots.add(agent_id, free, len(agent.slot_ids))
             pool.capacity += len(agent.slot_ids)
-    requests = state.requests.values()
-    assigned: list[Request] = []
+        else:
+            all_usable = False
+    requests = list(state.requests.values())
+    # Each pool's jobs, in the order of their first open requests: the first
+    # requests in order, up to the last job's first.
+    jobs_left = len(state.open_jobs)
     for request in requests:
+        if not jobs_left:
+            break
         pool = pools.get(request.pool) or _pool(pools, request.pool)
         if request.job_id not in pool.jobs:
             pool.jobs[request.job_id] = _settings(state, config, request, len(pool.jobs))
+            jobs_left -= 1
+    assigned = [request for request in requests if request.placements]
+    if all_usable and len(pools) == 1 and state.agents:
+        # One pool, every agent usable: every allocation runs there whole.
+        [pool] = pools.values()
+        pool.pending = [request for request in requests if not request.placements and not request.withdrawn]
+        pool.stopping_slots = sum(len(ids) for r in assigned if r.withdrawn for _, ids in r.placements)
+        pool.running = sorted((r for r in assigned if not r.withdrawn), key=attrgetter("assigned_seq"))
+        return pools
+    running: list[Request] = []
+    for request in requests:
+        pool = pools[request.pool]
         if not request.placements:
             if not request.withdrawn:
                 pool.pending.append(request)
@@ -84,11 +103,11 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
         if request.withdrawn:
             pool.stopping_slots += on_usable
         elif everywhere:
-            assigned.append(request)
+            running.append(request)
         else:
             pool.capacity -= on_usable
-    assigned.sort(key=attrgetter("assigned_seq"))
-    for request in assigned:
+    running.sort(key=attrgetter("assigned_seq"))
+    for request in running:
         pools[request.pool].running.append(request)
     return pools
 

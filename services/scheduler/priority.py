@@ -21,19 +21,25 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
     for request in pool.running:
         held[request.job_id] = held.get(request.job_id, 0) + request.slots
     # Running allocations that could make room, least important and newest first.
+    rank = {job_id: (settings.priority, settings.order) for job_id, settings in pool.jobs.items()}
     candidates = sorted(
         (r for r in pool.running if r.preemptible),
-        key=lambda r: (-pool.job(r).priority, -r.assigned_seq),
+        key=lambda r: (-rank[r.job_id][0], -r.assigned_seq),
     )
     chosen: set[str] = set()
     reserved = 0  # free slots held back for a waiting request
     coming_back = pool.stopping_slots  # slots not yet promised to a waiting request
     blocked_by: int | None = None
-    for request in sorted(pool.pending, key=lambda r: (pool.job(r).priority, pool.job(r).order)):
-        settings = pool.job(request)
+    # Once nothing is free, coming back or of lower priority, what is left can
+    # only wait (its reasons are only worked out to `explain`).
+    hopeless = False
+    for request in sorted(pool.pending, key=lambda r: rank[r.job_id]):
         if request.slots == 0:
             start_outside_shares(pool, request, result)
             continue
+        if hopeless:
+            continue
+        settings = pool.job(request)
         if request.slots > pool.capacity:
             result.waiting[request.allocation_id] = over_capacity(pool, request.slots)
             continue
@@ -66,6 +72,8 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
             reason = no_room(pool, request.slots)
         result.waiting[request.allocation_id] = reason
         blocked_by = settings.priority if blocked_by is None else blocked_by
+        lower = candidates and rank[candidates[0].job_id][0] > settings.priority
+        hopeless = not explain and not coming_back and reserved == pool.slots.total and not lower
     return result
 
 
@@ -80,8 +88,8 @@ def _victims(
 ) -> list[Request]:
     """The fewest of `candidates` (in their order) of lower priority that
     free `short` slots; none when even all of them, ready or not, would not."""
-    if short <= 0:
-        return []
+    if short <= 0 or not candidates or pool.job(candidates[0]).priority <= priority:
+        return []  # nothing to free, or nothing of lower priority (the least important come first)
     lower = [r for r in candidates if pool.job(r).priority > priority and r.allocation_id not in chosen]
     if sum(r.slots for r in lower) < short:
         return []

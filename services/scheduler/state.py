@@ -1,11 +1,15 @@
 """The scheduler's state and how each event it reads changes it.
 
 Kept cheap to update: the bench folds events into a state of 1,000 agents and
-some 18,000 open requests, so `evolve` copies only the one dict an event
-changes (each a shallow copy, some microseconds per thousand entries) and
-never rebuilds the derived views `decide` needs.
+some 18,000 open requests, so `evolve` copies only the dicts an event
+changes (each a shallow copy, some microseconds per thousand entries). Two
+small indexes, updated as requests are assigned and end, spare `decide` a
+walk over every request: the slots held on each agent, and how many open
+requests each job has (a decision reads requests in order only until it has
+seen every job's first).
 """
 
+import sys
 from dataclasses import dataclass, field, replace
 
 from determined.proto import events_pb2
@@ -73,8 +77,9 @@ def new_request(requested: events_pb2.AllocationRequested, requested_at_ns: int)
         requested,
         allocation_id=requested.allocation_id,
         slots=requested.slots,
-        pool=requested.resource_pool or DEFAULT_POOL,
-        job_id=requested.job_id or f"task/{requested.task_id}",
+        # Interned: a job's requests share one string (cheap to compare and to read in bulk).
+        pool=sys.intern(requested.resource_pool or DEFAULT_POOL),
+        job_id=sys.intern(requested.job_id or f"task/{requested.task_id}"),
         preemptible=requested.preemptible,
         requested_at_ns=requested_at_ns,
     )
@@ -101,6 +106,9 @@ class SchedulerState:
     # holder), so that a decision finds the free slots without a walk over
     # every request.
     placed: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # (pool, job id) -> how many open requests it has, so that a decision
+    # finds each job's first open request without a walk over every request.
+    open_jobs: dict[tuple[str, str], int] = field(default_factory=dict)
     # The newest time folded: envelopes' occurred_at_ns and clock ticks.
     now_ns: int = 0
     assignments: int = 0
@@ -151,7 +159,10 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
         case events_pb2.AllocationRequested():
             if event.allocation_id in state.requests:
                 return state
-            return _with_request(state, new_request(event, envelope.occurred_at_ns))
+            asked = new_request(event, envelope.occurred_at_ns)
+            job = (asked.pool, asked.job_id)
+            open_jobs = {**state.open_jobs, job: state.open_jobs.get(job, 0) + 1}
+            return replace(_with_request(state, asked), open_jobs=open_jobs)
         case events_pb2.AllocationAssigned():
             request = state.requests.get(event.allocation_id)
             if request is None or request.assigned:
@@ -176,7 +187,12 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
             requests = dict(state.requests)
             del requests[event.allocation_id]
             placed = _holding(state.placed, gone.placements, held=False) if gone.placements else state.placed
-            return replace(state, requests=requests, placed=placed)
+            open_jobs = dict(state.open_jobs)
+            job = (gone.pool, gone.job_id)
+            open_jobs[job] -= 1
+            if not open_jobs[job]:
+                del open_jobs[job]
+            return replace(state, requests=requests, placed=placed, open_jobs=open_jobs)
     return state
 
 

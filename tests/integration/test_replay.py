@@ -3,14 +3,18 @@
 and the projector follows the log in-process from where the helper stopped."""
 
 import asyncio
+from types import SimpleNamespace
+from typing import cast
 
 import asyncpg
+import pytest
 from golden_log import golden_log
 from test_projection_digests import EXPECTED, digests
 
 from determined.proto import events_pb2
 from services.common.envelope import Append, Envelope
 from services.common.eventstore import EventStore
+from services.gateway import replay
 from services.gateway.projector import Projector
 from services.gateway.tables import SCHEMA
 
@@ -50,3 +54,12 @@ async def test_the_projector_follows_on_from_where_the_helper_stopped(
     finally:
         following.cancel()
         await asyncio.gather(following, return_exceptions=True)
+
+
+async def test_a_helper_that_fails_is_an_error_not_a_wait(event_store: EventStore) -> None:
+    """(The projector loads the helper's plans ahead, in a task of its own.)"""
+    unreadable = SimpleNamespace(connection=event_store.connection, namespace="no such namespace")
+    with pytest.raises(replay.ReplayHelperError, match="exit code 1"):
+        async with asyncio.timeout(60):
+            async for _ in replay.planned(cast(EventStore, unreadable), 1, 10, 100):
+                pass

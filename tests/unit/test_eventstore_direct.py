@@ -17,7 +17,14 @@ STATUS = b"NATS/1.0 408 Request Timeout\r\n\r\n"
 def hmsg(sid: int, reply: bytes, data: bytes, headers: bytes = HEADERS) -> bytes:
     replied = reply + b" " if reply else b""
     size = len(headers) + len(data)
-    return b"HMSG det.events.trial.1 %d %s%d %d\r\n%s%s\r\n" % (sid, replied, len(headers), size, headers, data)
+    return b"HMSG det.events.trial.1 %d %s%d %d\r\n%s%s\r\n" % (
+        sid,
+        replied,
+        len(headers),
+        size,
+        headers,
+        data,
+    )
 
 
 def ack(sequence: int) -> bytes:
