@@ -31,7 +31,7 @@ from services.common.decider import PureCore
 from services.common.envelope import Append, aggregate
 from services.scheduler import fair_share, priority
 from services.scheduler.config import PRIORITY, SchedulerConfig
-from services.scheduler.gang import gang_decisions
+from services.scheduler.gang import allocation_exited, gang_decisions
 from services.scheduler.pool import Plan, Pool, pools_of
 from services.scheduler.state import SCHEDULER_FOLDS, AgentView, Request, SchedulerState, evolve, tick
 
@@ -105,20 +105,8 @@ def _canceled(request: Request) -> Append:
 
 
 def _lost(request: Request, agent_id: str, reason: str) -> Append:
-    trial = request.requested.trial
-    event = events_pb2.AllocationExited(
-        allocation_id=request.allocation_id,
-        task_id=request.requested.task_id,
-        trial_id=trial.trial_id,
-        experiment_id=trial.experiment_id,
-        agent_id=agent_id,
-        exit_code=-1,
-        error=f"agent {agent_id} lost: {reason}" if reason else f"agent {agent_id} lost",
-        agent_lost=True,
-    )
-    return Append(
-        aggregate("allocation", request.allocation_id), event, f"allocation-exited-{request.allocation_id}"
-    )
+    error = f"agent {agent_id} lost: {reason}" if reason else f"agent {agent_id} lost"
+    return allocation_exited(request, agent_id, exit_code=-1, error=error, agent_lost=True)
 
 
 def _stop(request: Request, msg_id: str, reason: str) -> Append:

@@ -8,6 +8,35 @@ from services.common.envelope import Append, aggregate
 from services.scheduler.state import Request
 
 
+def allocation_exited(
+    request: Request,
+    agent_id: str,
+    *,
+    exit_code: int,
+    error: str = "",
+    killed: bool = False,
+    agent_lost: bool = False,
+) -> Append:
+    """The allocation's one exit, decided by the scheduler (a lost agent, a
+    finished gang); the msg id is the one an agent would use, so the first
+    writer wins."""
+    trial = request.requested.trial
+    event = events_pb2.AllocationExited(
+        allocation_id=request.allocation_id,
+        task_id=request.requested.task_id,
+        trial_id=trial.trial_id,
+        experiment_id=trial.experiment_id,
+        agent_id=agent_id,
+        exit_code=exit_code,
+        error=error,
+        killed=killed,
+        agent_lost=agent_lost,
+    )
+    return Append(
+        aggregate("allocation", request.allocation_id), event, f"allocation-exited-{request.allocation_id}"
+    )
+
+
 def gang_decisions(request: Request) -> list[Append]:
     parts = request.part_exits
     failed = next((part.exited for part in parts if part.failed), None)
@@ -15,18 +44,14 @@ def gang_decisions(request: Request) -> list[Append]:
     allocation = aggregate("allocation", request.allocation_id)
     if all(agent_id in exited_agents for agent_id, _ in request.placements):
         chief = request.placements[0][0]
-        trial = request.requested.trial
-        event = events_pb2.AllocationExited(
-            allocation_id=request.allocation_id,
-            task_id=request.requested.task_id,
-            trial_id=trial.trial_id,
-            experiment_id=trial.experiment_id,
-            agent_id=failed.agent_id if failed else chief,
+        exited = allocation_exited(
+            request,
+            failed.agent_id if failed else chief,
             exit_code=failed.exit_code if failed else 0,
             error=failed.error if failed else "",
             killed=failed is None and all(part.exited.killed for part in parts),
         )
-        return [Append(allocation, event, f"allocation-exited-{request.allocation_id}")]
+        return [exited]
     if failed is None or request.kill_requested:
         return []
     code = f"exited with code {failed.exit_code}" if not failed.killed else "was killed"

@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from own_nats import own_nats  # noqa: F401 (the outage tests' fixture)
 
 from services.gateway.tables import create_schema
 

@@ -8,14 +8,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
 import pytest
+from own_nats import OwnNats
 from toy_cores import two_trials_core
 
-from deploy.local.servers import NatsServer, free_port
+from deploy.local.servers import free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common import eventstore
 from services.common.decider import Shell
@@ -30,36 +31,6 @@ entrypoint: python3 train.py
 searcher: {name: single, metric: loss, max_length: 10}
 hyperparameters: {lr: 0.1}
 """
-
-
-class OwnNats:
-    """A nats-server of the test's own, to kill and start again."""
-
-    def __init__(self, folder: Path) -> None:
-        self.server = NatsServer(folder / "store", free_port(), folder / "nats-server.log")
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def start(self) -> None:
-        self.process = self.server.start()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-        self.process = None
-
-
-@pytest.fixture
-def own_nats(tmp_path: Path) -> Iterator[OwnNats]:
-    nats_server = OwnNats(tmp_path / "nats")
-    nats_server.start()
-    yield nats_server
-    if nats_server.process is not None:
-        nats_server.kill()
 
 
 async def until(condition: Callable[[], Awaitable[bool]], what: str, deadline_s: float = 30.0) -> None:

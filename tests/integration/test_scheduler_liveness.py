@@ -3,15 +3,13 @@ that stops sending heartbeats is lost, and its allocation with it; one that
 registers again counts again; the monitor's own NATS outage loses no one."""
 
 import asyncio
-import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
+from own_nats import OwnNats
 
-from deploy.local.servers import NatsServer, free_port
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, Envelope
 from services.common.eventstore import EventStore
@@ -148,42 +146,20 @@ async def test_an_agent_registered_again_counts_again_until_it_falls_silent(
     ]
 
 
-class OwnNats:
-    """A nats-server of the test's own, to kill and start again on the same store and port."""
-
-    def __init__(self, folder: Path) -> None:
-        self.server = NatsServer(folder / "store", free_port(), folder / "nats-server.log")
-        self.process: subprocess.Popen[bytes] | None = self.server.start()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-        self.process = None
-
-
-@pytest.fixture
-def own_nats(tmp_path: Path) -> Iterator[OwnNats]:
-    server = OwnNats(tmp_path / "nats")
-    yield server
-    if server.process is not None:
-        server.kill()
-
-
 async def test_an_outage_of_nats_server_loses_no_agent(
     own_nats: OwnNats, namespace: str, tmp_path: Path
 ) -> None:
-    store = await EventStore.connect(own_nats.server.url, namespace)
+    store = await EventStore.connect(own_nats.url, namespace)
     try:
         # The agent's connection may come back up to connection.MAX_RETRY_S
         # after the scheduler's: a timeout well above it.
-        async with scheduler(own_nats.server.url, namespace, tmp_path / "ready", lost_s=OUTAGE_LOST_S):
+        async with scheduler(own_nats.url, namespace, tmp_path / "ready", lost_s=OUTAGE_LOST_S):
             registration = await register(store, "agent-1", "boot-1")
             async with heartbeats(store, "agent-1", registration):
                 await asyncio.sleep(1.0)
                 own_nats.kill()
                 await asyncio.sleep(2 * OUTAGE_LOST_S)  # no heartbeat reaches anyone
-                own_nats.process = own_nats.server.start()
+                own_nats.start()
                 await until(lambda: _true(store.nc.is_connected), "reconnected")
                 await asyncio.sleep(OUTAGE_LOST_S + 1.0)
                 assert await events(store, "agent", "agent_lost") == []

@@ -8,11 +8,21 @@ from services.gateway.queries import run_message, run_outcome
 
 
 def row(**changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = dict(
-        allocation_id="7.2", trial_run_id=2, placements=None, canceled=False, exited_at_ns=None,
-        agent_lost=False, stop_requested=False, stop_reason=None, killed=False, exit_code=None, error=None,
-        requested_at_ns=1, assigned_at_ns=None,
-    )
+    base: dict[str, Any] = {
+        "allocation_id": "7.2",
+        "trial_run_id": 2,
+        "placements": None,
+        "canceled": False,
+        "exited_at_ns": None,
+        "agent_lost": False,
+        "stop_requested": False,
+        "stop_reason": None,
+        "killed": False,
+        "exit_code": None,
+        "error": None,
+        "requested_at_ns": 1,
+        "assigned_at_ns": None,
+    }
     return base | changes
 
 
@@ -27,15 +37,31 @@ PLACED = [{"agent_id": "agent-1", "slot_ids": [0, 1]}, {"agent_id": "agent-2", "
         ({"canceled": True, "stop_reason": "experiment paused"}, ("CANCELED", "experiment paused")),
         ({"exited_at_ns": 9, "exit_code": 0}, ("COMPLETED", "")),
         (
-            {"exited_at_ns": 9, "exit_code": -1, "agent_lost": True, "error": "agent agent-2 lost: no heartbeat"},
+            {
+                "exited_at_ns": 9,
+                "exit_code": -1,
+                "agent_lost": True,
+                "error": "agent agent-2 lost: no heartbeat",
+            },
             ("AGENT_LOST", "agent agent-2 lost: no heartbeat"),
         ),
         (
-            {"exited_at_ns": 9, "exit_code": 0, "stop_requested": True, "stop_reason": "preempted by the scheduler"},
+            {
+                "exited_at_ns": 9,
+                "exit_code": 0,
+                "stop_requested": True,
+                "stop_reason": "preempted by the scheduler",
+            },
             ("STOPPED", "preempted by the scheduler"),
         ),
         (
-            {"exited_at_ns": 9, "exit_code": -9, "killed": True, "stop_requested": True, "stop_reason": "paused"},
+            {
+                "exited_at_ns": 9,
+                "exit_code": -9,
+                "killed": True,
+                "stop_requested": True,
+                "stop_reason": "paused",
+            },
             ("STOPPED", "paused"),
         ),
         ({"exited_at_ns": 9, "exit_code": -9, "killed": True}, ("KILLED", "")),
