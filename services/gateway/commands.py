@@ -471,10 +471,15 @@ def job_resources(config_json: str, default_priority: int) -> JobResources:
     )
 
 
+def resource_pool_of(config_json: str) -> str:
+    """The pool a config names ("" when it names none: the default)."""
+    resources = json.loads(config_json).get("resources") or {}
+    return str(resources.get("resource_pool") or "")
+
+
 def checked_resource_pool(config_json: str, known: list[str]) -> None:
     """Refuses a config whose resources.resource_pool names no known pool."""
-    resources = json.loads(config_json).get("resources") or {}
-    pool = str(resources.get("resource_pool") or "")
+    pool = resource_pool_of(config_json)
     if pool and pool not in known:
         raise InvalidArgumentError(
             f"resources.resource_pool {pool!r} is not a resource pool of this cluster; the pools are: "

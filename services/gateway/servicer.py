@@ -41,13 +41,19 @@ from services.gateway.auth import (
     require_trial,
 )
 from services.gateway.cluster_parts import cluster_parts
-from services.gateway.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from services.gateway.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ReadModelsUnavailableError,
+)
 from services.gateway.jobs import JobQueue
 from services.gateway.logs import trial_logs
 from services.gateway.projection import TERMINAL_STATES
 from services.gateway.projector import Projector
 from services.gateway.queries import AllocationView, MetricKey, Queries
 from services.gateway.settings import GatewaySettings
+from services.scheduler.config import DEFAULT_POOL
 
 CREATE_ATTEMPTS = 20
 # The longest a WatchAllocation call waits before answering unchanged.
@@ -213,7 +219,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             experiment_seed=time.time_ns() // 1000 % 2**32,
             name=experiment_name(random.Random()),
         )
-        commands.checked_resource_pool(config.config_json, await self.queries.resource_pools())
+        await self._check_resource_pool(config.config_json)
         response = api_pb2.CreateExperimentResponse(warnings=config.warnings, config_json=config.config_json)
         if request.validate_only:
             return response
@@ -234,6 +240,20 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         response.experiment_id = await self._append_next_experiment(created, principal.actor)
         log.info("experiment_created", experiment_id=response.experiment_id, request_id=request_id)
         return response
+
+    async def _check_resource_pool(self, config_json: str) -> None:
+        """Refuses a pool no agent offers. The default pool needs no query, and
+        while the read models are down the check is skipped: creating an
+        experiment needs no query, and a request for a pool with no agent
+        waits, saying why (`det job list`)."""
+        if commands.resource_pool_of(config_json) in ("", DEFAULT_POOL):
+            return
+        try:
+            known = await self.queries.resource_pools()
+        except ReadModelsUnavailableError:
+            log.warning("resource_pool_unchecked", reason="read models unavailable")
+            return
+        commands.checked_resource_pool(config_json, known)
 
     async def _context(self, request: api_pb2.CreateExperimentRequest) -> tuple[str, int]:
         """The experiment's context as (hash, size): sent inline (stored
