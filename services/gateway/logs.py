@@ -1,7 +1,10 @@
 """Streaming a trial's logs from the LOGS stream.
 
-Following ends when the trial has ended and the batch that closes its last
-allocation (`allocation_ended`) has arrived. The trial's state is also polled
+Following ends when the trial has ended, the batch that closes its last
+allocation (`allocation_ended`) has arrived, and so has every batch stored by
+then (each agent of a gang closes its own part: the others' last batches
+may come after the first, and a gang's allocation ends only once every part
+has exited, so by then they are all stored). The trial's state is also polled
 every POLL_INTERVAL_S while no batch arrives: a trial that ended without
 logs (canceled while queued) or whose agent died before closing its logs
 ends the stream too, once nothing more arrives.
@@ -34,7 +37,7 @@ async def trial_logs(
     queue: asyncio.Queue[StoredLogBatch] = asyncio.Queue(1000)
     reader = asyncio.create_task(_read(store, trial_id, queue))
     try:
-        async for response in _follow(trial_id, queue, status, reader):
+        async for response in _follow(store, trial_id, queue, status, reader):
             if (kept := of_rank(response, rank)) is not None:
                 yield kept
     finally:
@@ -43,8 +46,15 @@ async def trial_logs(
 
 
 async def _follow(
-    trial_id: int, queue: asyncio.Queue[StoredLogBatch], status: StatusLookup, reader: asyncio.Task[None]
+    store: EventStore,
+    trial_id: int,
+    queue: asyncio.Queue[StoredLogBatch],
+    status: StatusLookup,
+    reader: asyncio.Task[None],
 ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
+    received = 0
+    # How many batches were stored when the trial was seen closed: follow up to the last of them.
+    stored_when_closed: int | None = None
     while True:
         try:
             stored = await asyncio.wait_for(queue.get(), POLL_INTERVAL_S)
@@ -55,9 +65,12 @@ async def _follow(
             if current is None or current.ended:
                 return
             continue
+        received += 1
         for response in responses(stored):
             yield response
-        if stored.batch.allocation_ended and await _closes_trial(stored, status):
+        if stored_when_closed is None and stored.batch.allocation_ended and await _closes_trial(stored, status):
+            stored_when_closed = await _stored_count(store, trial_id)
+        if stored_when_closed is not None and received >= stored_when_closed:
             return
 
 
@@ -72,9 +85,7 @@ async def _stored_logs(store: EventStore, trial_id: int) -> AsyncIterator[api_pb
     """What is stored now. Counts the batches first and follows up to the
     last of them: the store's non-following read may stop before the first
     message when that is already delivered."""
-    subject = store.log_subject(trial_id)
-    info = await store.js.stream_info(store.logs_stream, subjects_filter=subject)
-    remaining = (info.state.subjects or {}).get(subject, 0)
+    remaining = await _stored_count(store, trial_id)
     if remaining == 0:
         return
     reading = cast(AsyncGenerator[StoredLogBatch, None], store.read_logs(trial_id, follow=True))
@@ -85,6 +96,13 @@ async def _stored_logs(store: EventStore, trial_id: int) -> AsyncIterator[api_pb
             remaining -= 1
             if remaining == 0 or stored.caught_up:
                 return
+
+
+async def _stored_count(store: EventStore, trial_id: int) -> int:
+    """How many batches of the trial the LOGS stream holds now."""
+    subject = store.log_subject(trial_id)
+    info = await store.js.stream_info(store.logs_stream, subjects_filter=subject)
+    return (info.state.subjects or {}).get(subject, 0)
 
 
 async def _read(store: EventStore, trial_id: int, queue: asyncio.Queue[StoredLogBatch]) -> None:

@@ -236,3 +236,22 @@ async def test_trial_logs_of_one_rank(
         for line in r.lines
     ]
     assert (every, ranked, none) == (["chief", "w1", "no rank"], ["w1"], [])
+
+
+async def test_following_a_gang_s_logs_ends_after_every_agent_s_last_batch(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway
+) -> None:
+    """Each agent of a gang closes its own part of the logs: the first closing
+    batch is not the end when another agent's comes after it."""
+    await given_trial(event_store, gateway)
+    for agent_id, log in [("a1", "a1 bye"), ("a2", "a2 bye")]:
+        line = events_pb2.LogLine(timestamp_ns=1, log=log)
+        await event_store.publish_logs(
+            events_pb2.LogBatch(trial_id=1, allocation_id="1.1", agent_id=agent_id, lines=[line], allocation_ended=True)
+        )
+    ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
+    await append(event_store, gateway, "trial/1", ended, "end-1")
+    followed = [
+        line.log async for r in api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True)) for line in r.lines
+    ]
+    assert followed == ["a1 bye", "a2 bye"]
