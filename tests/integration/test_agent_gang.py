@@ -126,7 +126,8 @@ async def test_each_agent_runs_its_part_of_a_gang_and_reports_its_end(
     ids = {e.event_id for e in envelopes if e.WhichOneof("payload") == "allocation_resources_exited"}
     assert ids == {"allocation-resources-exited-1.1-a", "allocation-resources-exited-1.1-b"}
     assert payloads(envelopes, ev.AllocationExited) == []  # the scheduler closes a gang
-    [registered_a, registered_b] = payloads(envelopes, ev.AgentRegistered)
+    # The two agents start together: either may register first.
+    [registered_a, registered_b] = sorted(payloads(envelopes, ev.AgentRegistered), key=lambda x: x.agent_id)
     assert (registered_a.resource_pool, registered_b.address) == ("default", "10.0.0.2")
     ports = " ".join(map(str, allocation_ports("1.1")))
     lines = {(line.rank, line.log) for b in batches for line in b.lines}
