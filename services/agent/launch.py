@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from determined.common import entrypoint as shared
-from determined.common.entrypoint import STARTUP_HOOK, configured_variables, is_legacy_trial
+from determined.common.entrypoint import STARTUP_HOOK, configured_variables
 from determined.common.ports import allocation_ports
 from services.agent.core import AgentAllocation
 
@@ -54,13 +54,9 @@ class AgentIdentity:
 
 def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
     """The command to exec for the config's entrypoint (see
-    `determined.common.entrypoint`); a legacy Trial class cannot run here yet."""
-    entrypoint = config.get("entrypoint")
-    if isinstance(entrypoint, str) and is_legacy_trial(entrypoint.strip()):
-        raise EntrypointError(
-            f"entrypoint {entrypoint!r} names a legacy Trial class, which this cluster cannot run yet; "
-            "use a script entrypoint such as 'python3 train.py'"
-        )
+    `determined.common.entrypoint`): a legacy `module:Class` entrypoint runs
+    under the torch launcher, which starts `determined.exec.harness` per slot."""
+    entrypoint = shared.launch_entrypoint(config.get("entrypoint"))
     try:
         return shared.entrypoint_argv(entrypoint, startup_hook=startup_hook)
     except shared.EntrypointError as error:
@@ -82,7 +78,7 @@ def forkable_argv(config: dict[str, Any], *, startup_hook: bool, slot_type: str)
     runs as a new process, as `entrypoint_argv` says."""
     if startup_hook:
         return None
-    entrypoint = config.get("entrypoint")
+    entrypoint = shared.launch_entrypoint(config.get("entrypoint"))
     if isinstance(entrypoint, str):
         words = entrypoint.split()
         if not all(_PLAIN_WORD.match(word) for word in words):

@@ -52,6 +52,48 @@ CLUSTER_TRAIN_PY = textwrap.dedent(
     """
 )
 
+# A PyTorchTrial for `entrypoint: model_def:TinyTrial`: it says which batches it trains and
+# validates (global_batch_size 32: the whole data set is one batch).
+TRIAL_MODEL_DEF = textwrap.dedent(
+    """
+    import os
+    import torch
+    from determined import pytorch
+
+    torch.set_num_threads(1)
+
+
+    class TinyTrial(pytorch.PyTorchTrial):
+        def __init__(self, context):
+            self.context = context
+            self.model = context.wrap_model(torch.nn.Linear(2, 1))
+            self.optimizer = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.1))
+
+        def _data(self):
+            x = torch.rand(64, 2)
+            data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+            return pytorch.DataLoader(data, batch_size=self.context.get_per_slot_batch_size())
+
+        def build_training_data_loader(self):
+            return self._data()
+
+        def build_validation_data_loader(self):
+            return self._data()
+
+        def train_batch(self, batch, epoch_idx, batch_idx):
+            loss = torch.nn.functional.mse_loss(self.model(batch[0]), batch[1])
+            self.context.backward(loss)
+            self.context.step_optimizer(self.optimizer)
+            hooked = os.environ.get("HOOKED") == "yes"
+            print("trained batch", batch_idx, "of", len(batch[0]), "(hooked)" if hooked else "", flush=True)
+            return {"loss": loss}
+
+        def evaluate_batch(self, batch, batch_idx):
+            print("validated batch", batch_idx, flush=True)
+            return {"validation_loss": torch.nn.functional.mse_loss(self.model(batch[0]), batch[1])}
+    """
+)
+
 CONFIG_YAML = textwrap.dedent(
     """
     name: search
@@ -118,14 +160,19 @@ def test_local_test_mode_fails_when_the_entrypoint_fails(local_env: dict[str, st
     assert SUCCESS not in result.stdout
 
 
-def test_local_test_mode_refuses_a_legacy_trial_class(local_env: dict[str, str], model_dir: Path) -> None:
+def test_local_test_mode_trains_one_batch_of_a_trial_class(
+    local_env: dict[str, str], model_dir: Path
+) -> None:
+    (model_dir / "model_def.py").write_text(TRIAL_MODEL_DEF)
     config = model_dir / "legacy.yaml"
-    config.write_text(CONFIG_YAML.replace("python3 train.py", "model_def:MNistTrial"))
+    config.write_text(CONFIG_YAML.replace("python3 train.py", "model_def:TinyTrial"))
 
     result = det(local_env, "e", "create", "--local", "--test-mode", str(config), str(model_dir))
 
-    assert result.returncode == 1
-    assert "legacy Trial classes are not supported in local test mode" in result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("trained batch") == 1 and "trained batch 0 of 32 (hooked)" in result.stdout
+    assert result.stdout.count("validated batch") == 1
+    assert result.stdout.rstrip().endswith(SUCCESS)
 
 
 def test_local_needs_test_mode(local_env: dict[str, str], model_dir: Path) -> None:
@@ -159,6 +206,24 @@ def test_test_mode_on_the_cluster_runs_one_batch_copy(cluster: Cluster, model_di
     config = cluster.det("experiment", "config", str(experiment_id)).stdout
     assert "name: single" in config and "max_restarts: 0" in config
     assert "save_trial_latest: 0" in config
+
+
+def test_test_mode_on_the_cluster_trains_one_batch_of_a_trial_class(
+    cluster: Cluster, model_dir: Path
+) -> None:
+    (model_dir / "model_def.py").write_text(TRIAL_MODEL_DEF)
+    config = model_dir / "legacy.yaml"
+    config.write_text(CONFIG_YAML.replace("python3 train.py", "model_def:TinyTrial"))
+
+    result = cluster.det("experiment", "create", "--test-mode", str(config), str(model_dir))
+
+    assert result.stdout.rstrip().endswith(SUCCESS)
+    experiment_id = created_id(result.stdout)
+    described = cluster.json("experiment", "describe", str(experiment_id))
+    assert [t["state"] for t in described["trials"]] == ["COMPLETED"]
+    [trial_id] = [t["id"] for t in described["trials"]]
+    logs = cluster.det("trial", "logs", str(trial_id)).stdout
+    assert logs.count("trained batch") == 1 and "trained batch 0 of 32 (hooked)" in logs
 
 
 def test_test_mode_on_the_cluster_shows_the_logs_of_a_failure(cluster: Cluster, model_dir: Path) -> None:

@@ -68,16 +68,18 @@ async def test_a_bad_context_fails_the_allocation_with_a_log_line(
     assert batch.allocation_ended and exited.error in batch.lines[0].log
 
 
-async def test_a_legacy_trial_class_entrypoint_fails_clearly(
+async def test_a_trial_class_entrypoint_runs_the_harness_under_the_torch_launcher(
     event_store: EventStore, settings: dict[str, object], tmp_path: Path
 ) -> None:
+    """No context: the launcher starts the worker and the harness says what is missing."""
     async with cluster(settings, tmp_path):
         await create_experiment(event_store, 1, config("model_def:MyTrial", max_restarts=0))
         envelopes = await wait_for(event_store, experiment_ended)
     [exited] = payloads(envelopes, ev.AllocationExited)
-    assert "legacy" in exited.error
-    lines = [line.log for b in await trial_logs(event_store, 1) for line in b.lines]
-    assert any("legacy Trial class" in line for line in lines)
+    assert exited.exit_code != 0
+    lines = [line for b in await trial_logs(event_store, 1) for line in b.lines]
+    [error] = [line for line in lines if "there is no module 'model_def'" in line.log]
+    assert error.HasField("rank") and error.rank == 0  # a worker's line, from wrap_rank
 
 
 async def test_a_restarted_agent_closes_its_lost_allocation_and_the_trial_is_retried(

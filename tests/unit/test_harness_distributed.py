@@ -230,7 +230,7 @@ def test_launcher_arguments_split_on_the_first_double_dash(capsys: pytest.Captur
         ["--nproc_per_node", "1"],
         ["python3", "t.py"],
     )
-    for argv, message in ((["--"], "empty script"), (["--", "--trial", "m:C"], "legacy Trial classes")):
+    for argv, message in ((["--"], "empty script"), (["--", "--trial", "m:C", "t.py"], "not both")):
         with pytest.raises(SystemExit):
             parse_args(argv, "x")
         assert message in capsys.readouterr().err

@@ -16,6 +16,11 @@ Two runners share one pure rewrite of the config, `rewrite_for_test_mode`:
   checkpoints go to the local user data folder. Consequently the script does
   not receive the test-mode hyperparameters (there is no cluster info to read
   them from); it runs exactly as `python3 train.py` would on this machine.
+  A legacy Trial class (`entrypoint: model_def:MyTrial`) runs through
+  `python3 -m determined.exec.harness --test-mode --config <test-mode config>`:
+  one training batch, one validation batch and one checkpoint, with the
+  test-mode hyperparameters. On the cluster the rewritten `searcher.max_length`
+  of one batch is what makes such a trial train a single batch.
 
 Hyperparameters: a test run needs one value per hyperparameter. Rather than a
 random sample (Determined's choice), each non-constant hyperparameter is fixed
@@ -29,6 +34,7 @@ Everything heavy is imported inside the functions: `det --help` stays fast.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -231,13 +237,9 @@ def run_local(config_yaml: str, context_dir: Path | None, includes: list[Path]) 
             experiment_seed=0,
             name="test mode",
         )
-        if config.is_legacy_trial:
-            raise CliError(
-                f"entrypoint {config.entrypoint!r} is a legacy Trial class: legacy Trial classes are not "
-                "supported in local test mode yet; use a script entrypoint such as 'python3 train.py'"
-            )
         run_dir = _unpacked_context(context_dir, includes, folder / "context")
-        argv = entrypoint_argv(config.entrypoint, startup_hook=(run_dir / STARTUP_HOOK).is_file())
+        startup_hook = (run_dir / STARTUP_HOOK).is_file()
+        argv = entrypoint_argv(local_entrypoint(config, folder), startup_hook=startup_hook)
         _say(f"Test mode: running {_shown(config.entrypoint)} locally in {run_dir}")
         process = subprocess.Popen(argv, cwd=run_dir, env=local_environment(os.environ, config))
         try:
@@ -250,6 +252,18 @@ def run_local(config_yaml: str, context_dir: Path | None, includes: list[Path]) 
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     _say(f"Model definition test failed: the entrypoint {how}", file=sys.stderr)
     return 1
+
+
+def local_entrypoint(config: ExperimentConfig, folder: Path) -> str | list[str] | None:
+    """What runs locally: the entrypoint as written, or for a legacy Trial class the
+    harness in test mode (one batch; the torch launcher needs a cluster), reading the
+    test-mode config from `folder`."""
+    if not config.is_legacy_trial:
+        return config.entrypoint
+    config_file = folder / "config.json"
+    config_file.write_text(json.dumps(config.to_json_dict()), encoding="utf-8")
+    harness = [sys.executable, "-m", "determined.exec.harness", "--test-mode", "--config", str(config_file)]
+    return [*harness, str(config.entrypoint).strip()]
 
 
 def _unpacked_context(context_dir: Path | None, includes: list[Path], run_dir: Path) -> Path:

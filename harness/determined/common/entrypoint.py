@@ -6,11 +6,16 @@ only: the CLI imports it."""
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 STARTUP_HOOK = "startup-hook.sh"
-# `model_def:TrialClass`: a legacy Trial class rather than a command.
-LEGACY_TRIAL_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
+# `model_def:TrialClass` (or `pkg.mod:Outer.Inner`): a legacy Trial class rather than a command.
+LEGACY_TRIAL_ENTRYPOINT = re.compile(r"^\w+(\.\w+)*:\w+(\.\w+)*$", re.ASCII)
+# What a legacy Trial class runs under, as Determined 0.38 rewrites it: the torch launcher
+# turns `--trial` into `python3 -m determined.exec.harness module:Class` for each worker.
+LEGACY_TRIAL_LAUNCHER = "python3 -m determined.launch.torch_distributed -- --trial"
+
+E = TypeVar("E")
 
 
 class EntrypointError(ValueError):
@@ -18,7 +23,15 @@ class EntrypointError(ValueError):
 
 
 def is_legacy_trial(entrypoint: object) -> bool:
-    return isinstance(entrypoint, str) and bool(LEGACY_TRIAL_ENTRYPOINT.match(entrypoint))
+    return isinstance(entrypoint, str) and bool(LEGACY_TRIAL_ENTRYPOINT.match(entrypoint.strip()))
+
+
+def launch_entrypoint(entrypoint: E) -> E | str:
+    """The entrypoint a trial actually runs: a legacy `module:Class` one under the torch
+    launcher, anything else as written."""
+    if is_legacy_trial(entrypoint):
+        return f"{LEGACY_TRIAL_LAUNCHER} {str(entrypoint).strip()}"
+    return entrypoint
 
 
 def entrypoint_argv(entrypoint: object, *, startup_hook: bool) -> list[str]:

@@ -28,6 +28,8 @@ from determined.core._train import (
     TensorboardMode,
     TrainContext,
     WorkerTrainContext,
+    local_tensorboard_path,
+    tensorboard_path,
 )
 
 logger = logging.getLogger("determined.core")
@@ -163,13 +165,18 @@ def _trial_context(
     still ships its own profiling metrics, under a group of its own."""
     trial = info.trial
     client = TrialClient(info.master_url, info.session_token)
+    storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
+    root = _checkpoint.storage_root(storage)
+    tensorboard = tensorboard_path(root, trial.experiment_id, trial.trial_id)
     shipper = None
     reporting = None
     if distributed.local_rank == 0:
         shipper = MetricsShipper(
             functools.partial(client.report_metrics, trial.trial_id, trial._trial_run_id)
         )
-        reporting = TrainContext(shipper, client, trial.trial_id, trial._config.get("searcher") or {})
+        reporting = TrainContext(
+            shipper, client, trial.trial_id, trial._config.get("searcher") or {}, tensorboard
+        )
 
     def report_checkpoint(
         storage_id: str, steps_completed: int, metadata_json: str, resources: dict[str, int]
@@ -191,12 +198,11 @@ def _trial_context(
         if dropped is not None:
             raise dropped
 
-    storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
     searcher_config = trial._config.get("searcher") or {}
     train = (
         reporting
         if distributed.rank == 0 and reporting is not None
-        else WorkerTrainContext(client, trial.trial_id, searcher_config, distributed.rank)
+        else WorkerTrainContext(client, trial.trial_id, searcher_config, distributed.rank, tensorboard)
     )
     watcher = _watcher(info, distributed, preempt_mode)
     # Each node's first process profiles its machine; the nodes report in groups of their own.
@@ -207,7 +213,7 @@ def _trial_context(
         (reporting or train).report_metrics, enabled=distributed.local_rank == 0, group=profiling_group
     )
     return Context(
-        checkpoint=CheckpointContext(_checkpoint.storage_root(storage), distributed, report_checkpoint),
+        checkpoint=CheckpointContext(root, distributed, report_checkpoint),
         distributed=distributed,
         preempt=PreemptContext(watcher or NeverStopped(), distributed, preempt_mode),
         train=train,
@@ -261,12 +267,12 @@ def _dummy_context(
     checkpoint_storage: str | dict[str, Any] | None,
 ) -> Context:
     distributed = distributed or DummyDistributedContext()
-    train = DummyTrainContext()
     root = (
         _checkpoint.storage_root(checkpoint_storage)
         if checkpoint_storage
         else _checkpoint.default_storage_root()
     )
+    train = DummyTrainContext(local_tensorboard_path(root))
     return Context(
         checkpoint=CheckpointContext(root, distributed, _log_checkpoint),
         distributed=distributed,

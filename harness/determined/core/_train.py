@@ -3,12 +3,14 @@
 import enum
 import json
 import logging
+import os
+import pathlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from determined._client import MetricRecord, TrialClient
-from determined.core import _validate
+from determined.core import _checkpoint, _validate
 from determined.core._metrics import MetricsShipper
 
 logger = logging.getLogger("determined.core")
@@ -60,11 +62,13 @@ class TrainContext:
         client: TrialClient,
         trial_id: int,
         searcher: Mapping[str, Any] | None = None,
+        tensorboard_path: pathlib.Path | None = None,
     ) -> None:
         self._shipper = shipper
         self._client = client
         self._trial_id = trial_id
         self._searcher_metrics = _validate.searcher_metrics(searcher or {})
+        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
 
     def report_training_metrics(
         self,
@@ -125,15 +129,33 @@ class TrainContext:
         value = json.loads(self._client.get_trial_metadata(self._trial_id))
         return value if isinstance(value, dict) else {}
 
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The folder for this trial's TensorBoard event files (created on demand); only the
+        chief writes there. On a cluster it is `tensorboard_path()` of the checkpoint storage."""
+        self._tensorboard_path.mkdir(parents=True, exist_ok=True)
+        return self._tensorboard_path
+
     def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         self._shipper.put(_record(group, steps_completed, metrics))
+
+
+def tensorboard_path(storage_root: pathlib.Path, experiment_id: int, trial_id: int) -> pathlib.Path:
+    """A trial's TensorBoard folder in the checkpoint storage (shared_fs or directory)."""
+    return storage_root / "tensorboard" / "experiment" / str(experiment_id) / "trial" / str(trial_id)
+
+
+def local_tensorboard_path(storage_root: pathlib.Path | None = None) -> pathlib.Path:
+    """Off-cluster: a folder of this run's own under the checkpoint storage root."""
+    root = storage_root or _checkpoint.default_storage_root()
+    return root / "tensorboard" / f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
 class DummyTrainContext(TrainContext):
     """Off-cluster: the same checks, and reports go to the log (no shipper, no client)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tensorboard_path: pathlib.Path | None = None) -> None:
         self._searcher_metrics = {}
+        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
 
     def report_progress(self, progress: float) -> None:
         logger.info("report_progress(%s)", _validate.check_progress(progress))
@@ -166,12 +188,18 @@ class WorkerTrainContext(TrainContext):
     what it reads (the best validation, the metadata) still comes from the cluster."""
 
     def __init__(
-        self, client: TrialClient, trial_id: int, searcher: Mapping[str, Any] | None, rank: int
+        self,
+        client: TrialClient,
+        trial_id: int,
+        searcher: Mapping[str, Any] | None,
+        rank: int,
+        tensorboard_path: pathlib.Path | None = None,
     ) -> None:
         self._client = client
         self._trial_id = trial_id
         self._searcher_metrics = _validate.searcher_metrics(searcher or {})
         self._rank = rank
+        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
         self._told = False
 
     def report_progress(self, progress: float) -> None:

@@ -14,8 +14,9 @@ from determined import _info
 
 def parse_args(argv: list[str], prog: str) -> tuple[list[str], list[str]]:
     """(overrides, script) from a launcher's arguments, as Determined splits them: on the
-    first `--` if there is one. `--trial module:Class` (legacy Trial classes) and an empty
-    script end the process with a usage error."""
+    first `--` if there is one. `--trial module:Class` (deprecated: a legacy Trial class)
+    becomes the script `python3 -m determined.exec.harness module:Class`. An empty script,
+    or both `--trial` and a script, end the process with a usage error."""
     if "--" in argv:
         split = argv.index("--")
         overrides, rest = argv[:split], argv[split + 1 :]
@@ -28,13 +29,17 @@ def parse_args(argv: list[str], prog: str) -> tuple[list[str], list[str]]:
     parser.add_argument("script", nargs=argparse.REMAINDER)
     parsed = parser.parse_args(rest)
     if parsed.trial is not None:
-        parser.error(
-            f"--trial {parsed.trial}: legacy Trial classes cannot run on this cluster yet; "
-            "use a script entrypoint such as 'python3 train.py'"
-        )
+        if parsed.script:
+            parser.error(f"give either --trial {parsed.trial} or a script, not both")
+        return overrides, trial_script(parsed.trial)
     if not parsed.script:
         parser.error("empty script: give the command each worker runs")
     return overrides, list(parsed.script)
+
+
+def trial_script(entrypoint: str) -> list[str]:
+    """The command each worker runs for a legacy Trial class `module:Class`."""
+    return [sys.executable, "-m", "determined.exec.harness", entrypoint]
 
 
 def cluster_info(prog: str) -> _info.ClusterInfo:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, ValidationInfo, model_validator
 
-from determined.common.entrypoint import is_legacy_trial
+from determined.common.entrypoint import is_legacy_trial, launch_entrypoint
 from determined.common.expconf._base import ConfigModel, raise_problems
 from determined.common.expconf._errors import ConfigRuleError
 from determined.common.expconf._hyperparameters import Hyperparameters, hyperparameters_to_json, walk_ranges
@@ -106,9 +106,7 @@ class ExperimentConfig(ConfigModel):
     def launch_entrypoint(self) -> str | list[str] | None:
         """The command to run: a legacy ``module:Class`` entrypoint runs under the
         torch launcher, as Determined 0.38 rewrites it; anything else as written."""
-        if self.is_legacy_trial:
-            return f"python3 -m determined.launch.torch_distributed -- --trial {self.entrypoint}"
-        return self.entrypoint
+        return launch_entrypoint(self.entrypoint)
 
     def warnings(self) -> list[str]:
         """Deprecations worth telling the user about; the config is still valid."""

@@ -56,3 +56,21 @@ SearcherLength = Annotated[Length | int, PlainValidator(_searcher_length), AsJso
 
 def batches(count: int) -> Length:
     return Length(batches=count)
+
+
+def to_nearest_batches(
+    length: Length | int, *, global_batch_size: int | None, records_per_epoch: int
+) -> Length:
+    """A length of the legacy Trial APIs counted in batches wherever the config says how
+    large a batch and an epoch are, truncating as Determined's master did: records //
+    global batch size, epochs * records_per_epoch // global batch size. Otherwise the
+    length keeps its unit (a bare int counts batches), and the trainer counts records by
+    the global batch size and epochs by the training data's length."""
+    if isinstance(length, int):
+        return batches(length)
+    if global_batch_size:
+        if length.records is not None:
+            return batches(length.records // global_batch_size)
+        if length.epochs is not None and records_per_epoch:
+            return batches(length.epochs * records_per_epoch // global_batch_size)
+    return length
