@@ -599,8 +599,11 @@ def test_entrypoint_forms() -> None:
     hooked = entrypoint_argv({"entrypoint": ["python3", "x.py"]}, startup_hook=True)
     assert hooked[:2] == ["bash", "-c"] and "source ./startup-hook.sh" in hooked[2]
     assert hooked[3:] == ["bash", "python3", "x.py"]
-    with pytest.raises(EntrypointError, match="legacy"):
-        entrypoint_argv({"entrypoint": "model_def:MyTrial"}, startup_hook=False)
+    assert entrypoint_argv({"entrypoint": "model_def:MyTrial"}, startup_hook=False) == [
+        "sh",
+        "-c",
+        "python3 -m determined.launch.torch_distributed -- --trial model_def:MyTrial",
+    ]
     with pytest.raises(EntrypointError):
         entrypoint_argv({}, startup_hook=False)
 

@@ -53,6 +53,20 @@ def test_the_searcher_runs_one_trial_for_one_batch_keeping_the_metric() -> None:
     assert rewritten["name"] == "mnist (test mode)"
     assert rewritten["resources"] == {"slots_per_trial": 1}  # the rest is as written
     assert rewritten["entrypoint"] == "python3 train.py"
+    assert rewritten["environment"] == {"environment_variables": ["DET_TEST_MODE=1"]}
+
+
+def test_the_test_mode_variable_joins_every_slot_types_variables() -> None:
+    per_slot_type = {**CONFIG, "environment": {"environment_variables": {"cpu": ["A=1"], "cuda": []}}}
+    listed = {**CONFIG, "environment": {"image": "x", "environment_variables": ["A=1"]}}
+
+    assert rewrite_for_test_mode(per_slot_type)["environment"] == {
+        "environment_variables": {"cpu": ["A=1", "DET_TEST_MODE=1"], "cuda": ["DET_TEST_MODE=1"]}
+    }
+    assert rewrite_for_test_mode(listed)["environment"] == {
+        "image": "x",
+        "environment_variables": ["A=1", "DET_TEST_MODE=1"],
+    }
 
 
 def test_every_hyperparameter_becomes_one_deterministic_constant() -> None:

@@ -234,6 +234,15 @@ def test_test_mode_trains_validates_and_checkpoints_once(tmp_path: pathlib.Path)
     assert context._test_mode
 
 
+def test_the_test_mode_variable_overrides_the_scripts_length(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DET_TEST_MODE", "1")  # as `det experiment create --test-mode` sets it
+    trial, _, _ = fit(tmp_path, max_length=det_torch.Batch(20), checkpoint_policy="all")
+    assert sorted(trial.losses) == [0]
+    assert checkpoints(tmp_path) == [1]
+
+
 def test_step_zero_validation(tmp_path: pathlib.Path) -> None:
     _, recorder, _ = fit(
         tmp_path, max_length=det_torch.Batch(2), step_zero_validation=True, checkpoint_policy="none"

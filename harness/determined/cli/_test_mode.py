@@ -15,12 +15,15 @@ Two runners share one pure rewrite of the config, `rewrite_for_test_mode`:
   None and `det.core.init()` gives its off-cluster contexts: metrics are logged,
   checkpoints go to the local user data folder. Consequently the script does
   not receive the test-mode hyperparameters (there is no cluster info to read
-  them from); it runs exactly as `python3 train.py` would on this machine.
+  them from); it runs as `python3 train.py` would on this machine, with the
+  config's environment variables.
   A legacy Trial class (`entrypoint: model_def:MyTrial`) runs through
   `python3 -m determined.exec.harness --test-mode --config <test-mode config>`:
   one training batch, one validation batch and one checkpoint, with the
   test-mode hyperparameters. On the cluster the rewritten `searcher.max_length`
-  of one batch is what makes such a trial train a single batch.
+  of one batch is what makes such a trial train a single batch; a Trainer script
+  that passes its own `max_length` trains one batch because the rewrite sets
+  `DET_TEST_MODE=1` in the trial's environment (both runners).
 
 Hyperparameters: a test run needs one value per hyperparameter. Rather than a
 random sample (Determined's choice), each non-constant hyperparameter is fixed
@@ -74,6 +77,8 @@ def rewrite_for_test_mode(raw: Mapping[str, Any]) -> dict[str, Any]:
       the module docstring), written in the typed form `{"type": "const", "val": ...}`,
       nested groups kept as groups;
     - `max_restarts: 0`: a failure is reported, not retried;
+    - `DET_TEST_MODE=1` in the trial's environment: a Trainer script that passes its
+      own max_length still trains and validates a single batch;
     - checkpoint_storage: the configured one (or the cluster's default
       `shared_fs`) keeping no checkpoint after the run (GC 0/0/0);
     - name: "<name> (test mode)".
@@ -82,7 +87,7 @@ def rewrite_for_test_mode(raw: Mapping[str, Any]) -> dict[str, Any]:
     the rewritten one) is not valid. Does not change ``raw``."""
     import copy
 
-    from determined.common import expconf
+    from determined.common import entrypoint, expconf
 
     config = expconf.load_config(raw)
     rewritten: dict[str, Any] = copy.deepcopy(dict(raw))
@@ -95,6 +100,7 @@ def rewrite_for_test_mode(raw: Mapping[str, Any]) -> dict[str, Any]:
     rewritten["searcher"] = searcher
     rewritten["hyperparameters"] = constant_hyperparameters(config.hyperparameters)
     rewritten["max_restarts"] = 0
+    rewritten["environment"] = entrypoint.with_variable(rewritten, entrypoint.TEST_MODE_VARIABLE, "1")
     storage = dict(rewritten.get("checkpoint_storage") or {"type": "shared_fs"})
     storage.update(save_experiment_best=0, save_trial_best=0, save_trial_latest=0)
     rewritten["checkpoint_storage"] = storage

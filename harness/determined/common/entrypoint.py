@@ -15,6 +15,10 @@ LEGACY_TRIAL_ENTRYPOINT = re.compile(r"^\w+(\.\w+)*:\w+(\.\w+)*$", re.ASCII)
 # turns `--trial` into `python3 -m determined.exec.harness module:Class` for each worker.
 LEGACY_TRIAL_LAUNCHER = "python3 -m determined.launch.torch_distributed -- --trial"
 
+# Set (to "1") in a `det experiment create --test-mode` trial's environment: the Trainer then
+# trains and validates one batch whatever max_length the script passes.
+TEST_MODE_VARIABLE = "DET_TEST_MODE"
+
 E = TypeVar("E")
 
 
@@ -56,3 +60,18 @@ def configured_variables(config: Mapping[str, Any], slot_type: str) -> dict[str,
         variables = variables.get(slot_type) or []
     pairs = (str(item).partition("=") for item in variables)
     return {name: value for name, sep, value in pairs if name and sep}
+
+
+def with_variable(config: Mapping[str, Any], name: str, value: str) -> dict[str, Any]:
+    """A copy of `config.environment` with NAME=VALUE added to its environment variables,
+    for every slot type when they are given per slot type."""
+    environment = dict(config.get("environment") or {})
+    variables = environment.get("environment_variables") or []
+    pair = f"{name}={value}"
+    if isinstance(variables, Mapping):
+        environment["environment_variables"] = {
+            slot_type: [*(listed or []), pair] for slot_type, listed in variables.items()
+        }
+    else:
+        environment["environment_variables"] = [*variables, pair]
+    return environment

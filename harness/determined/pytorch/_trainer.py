@@ -16,6 +16,7 @@ import torch.distributed
 
 import determined as det
 from determined import core
+from determined.common.entrypoint import TEST_MODE_VARIABLE
 from determined.core._searcher import ASHA_SEARCHERS
 from determined.pytorch._controller import Settings, TrialController
 from determined.pytorch._pytorch_context import PyTorchTrialContext
@@ -136,9 +137,11 @@ class Trainer:
 
         `latest_checkpoint` (a checkpoint's storage_id) resumes from it; on a cluster it
         defaults to the trial's latest checkpoint. `test_mode` trains and validates one batch
-        and checkpoints once.
+        and checkpoints once; a run started by `det experiment create --test-mode`, on the cluster
+        or `--local` (DET_TEST_MODE=1 in its environment), runs so whatever is passed.
         """
         info = _on_cluster()
+        test_mode = test_mode or os.environ.get(TEST_MODE_VARIABLE) == "1"
         config = self._context._exp_conf or {}
         searcher = config.get("searcher") or {}
         if checkpoint_policy not in CHECKPOINT_POLICIES:
@@ -195,7 +198,7 @@ def _trial_folder(trial: PyTorchTrial) -> pathlib.Path:
 
 def _check_asha_length(max_length: TrainUnit, searcher: dict[str, Any]) -> None:
     """ASHA decides by `max_time` in `time_metric`: say so when max_length disagrees."""
-    if searcher.get("name") not in ASHA_SEARCHERS or "max_time" not in searcher:
+    if searcher.get("name") not in ASHA_SEARCHERS or searcher.get("max_time") is None:
         return
     time_metric = searcher.get("time_metric")
     unit = _TIME_METRIC_UNITS.get(str(time_metric))
