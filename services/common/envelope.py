@@ -108,6 +108,16 @@ SUBJECT_KINDS: dict[str, str] = {
     "allocation_canceled": "allocation",
     "allocation_exited": "allocation",
     "allocation_resources_exited": "allocation",
+    "experiment_delete_requested": "experiment",
+    "experiment_deleted": "experiment",
+    "experiment_delete_failed": "experiment",
+    "checkpoint_gc_policy_changed": "experiment",
+    "checkpoint_delete_asked": "experiment",
+    "checkpoint_deletion_requested": "experiment",
+    "checkpoint_deleted": "checkpoint",
+    "checkpoint_partially_deleted": "checkpoint",
+    "model_created": "model",
+    "model_version_registered": "model",
 }
 
 

@@ -136,7 +136,7 @@ class MetricPoint(_message.Message):
     def __init__(self, group: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metrics_json: _Optional[str] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("uuid", "trial_id", "experiment_id", "steps_completed", "metadata_json", "resources", "reported_at_ns", "state")
+    __slots__ = ("uuid", "trial_id", "experiment_id", "steps_completed", "metadata_json", "resources", "reported_at_ns", "state", "validation_metrics_json", "searcher_metric", "storage_json", "model_versions", "delete_error")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,11 @@ class Checkpoint(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     REPORTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATION_METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_METRIC_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_ERROR_FIELD_NUMBER: _ClassVar[int]
     uuid: str
     trial_id: int
     experiment_id: int
@@ -160,7 +165,12 @@ class Checkpoint(_message.Message):
     resources: _containers.ScalarMap[str, int]
     reported_at_ns: int
     state: str
-    def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    validation_metrics_json: str
+    searcher_metric: float
+    storage_json: str
+    model_versions: _containers.RepeatedScalarFieldContainer[str]
+    delete_error: str
+    def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ..., state: _Optional[str] = ..., validation_metrics_json: _Optional[str] = ..., searcher_metric: _Optional[float] = ..., storage_json: _Optional[str] = ..., model_versions: _Optional[_Iterable[str]] = ..., delete_error: _Optional[str] = ...) -> None: ...
 
 class Trial(_message.Message):
     __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason", "rung", "searcher_length", "status", "runs")
@@ -665,3 +675,227 @@ class UpdateJobResponse(_message.Message):
     UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
     unchanged_reason: str
     def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class GetCheckpointRequest(_message.Message):
+    __slots__ = ("uuid",)
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    def __init__(self, uuid: _Optional[str] = ...) -> None: ...
+
+class GetCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint",)
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
+
+class GetExperimentCheckpointsRequest(_message.Message):
+    __slots__ = ("experiment_id", "sort_by", "order_by", "max_results", "include_deleted")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    sort_by: str
+    order_by: str
+    max_results: int
+    include_deleted: bool
+    def __init__(self, experiment_id: _Optional[int] = ..., sort_by: _Optional[str] = ..., order_by: _Optional[str] = ..., max_results: _Optional[int] = ..., include_deleted: _Optional[bool] = ...) -> None: ...
+
+class GetTrialCheckpointsRequest(_message.Message):
+    __slots__ = ("trial_id", "sort_by", "order_by", "max_results", "include_deleted")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    sort_by: str
+    order_by: str
+    max_results: int
+    include_deleted: bool
+    def __init__(self, trial_id: _Optional[int] = ..., sort_by: _Optional[str] = ..., order_by: _Optional[str] = ..., max_results: _Optional[int] = ..., include_deleted: _Optional[bool] = ...) -> None: ...
+
+class GetCheckpointsResponse(_message.Message):
+    __slots__ = ("checkpoints",)
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[Checkpoint]
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ...) -> None: ...
+
+class DeleteCheckpointsRequest(_message.Message):
+    __slots__ = ("uuids", "globs")
+    UUIDS_FIELD_NUMBER: _ClassVar[int]
+    GLOBS_FIELD_NUMBER: _ClassVar[int]
+    uuids: _containers.RepeatedScalarFieldContainer[str]
+    globs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, uuids: _Optional[_Iterable[str]] = ..., globs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteCheckpointsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PreviewGcRequest(_message.Message):
+    __slots__ = ("experiment_id", "save_experiment_best", "save_trial_best", "save_trial_latest")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SAVE_EXPERIMENT_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_LATEST_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    save_experiment_best: int
+    save_trial_best: int
+    save_trial_latest: int
+    def __init__(self, experiment_id: _Optional[int] = ..., save_experiment_best: _Optional[int] = ..., save_trial_best: _Optional[int] = ..., save_trial_latest: _Optional[int] = ...) -> None: ...
+
+class PreviewGcResponse(_message.Message):
+    __slots__ = ("checkpoints", "bytes")
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[Checkpoint]
+    bytes: int
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class SetGcPolicyRequest(_message.Message):
+    __slots__ = ("experiment_id", "save_experiment_best", "save_trial_best", "save_trial_latest")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SAVE_EXPERIMENT_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_LATEST_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    save_experiment_best: int
+    save_trial_best: int
+    save_trial_latest: int
+    def __init__(self, experiment_id: _Optional[int] = ..., save_experiment_best: _Optional[int] = ..., save_trial_best: _Optional[int] = ..., save_trial_latest: _Optional[int] = ...) -> None: ...
+
+class SetGcPolicyResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class DeleteExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class DeleteExperimentResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DownloadCheckpointFileRequest(_message.Message):
+    __slots__ = ("uuid", "path", "offset")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    path: str
+    offset: int
+    def __init__(self, uuid: _Optional[str] = ..., path: _Optional[str] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class DownloadCheckpointFileResponse(_message.Message):
+    __slots__ = ("data", "offset", "size")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    size: int
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ModelVersion(_message.Message):
+    __slots__ = ("model_name", "version", "checkpoint", "name", "comment", "owner", "registered_at_ns")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    version: int
+    checkpoint: Checkpoint
+    name: str
+    comment: str
+    owner: str
+    registered_at_ns: int
+    def __init__(self, model_name: _Optional[str] = ..., version: _Optional[int] = ..., checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., owner: _Optional[str] = ..., registered_at_ns: _Optional[int] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ("model_id", "name", "description", "metadata_json", "labels", "owner", "created_at_ns", "num_versions", "versions")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    NUM_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    model_id: int
+    name: str
+    description: str
+    metadata_json: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    owner: str
+    created_at_ns: int
+    num_versions: int
+    versions: _containers.RepeatedCompositeFieldContainer[ModelVersion]
+    def __init__(self, model_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., metadata_json: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., owner: _Optional[str] = ..., created_at_ns: _Optional[int] = ..., num_versions: _Optional[int] = ..., versions: _Optional[_Iterable[_Union[ModelVersion, _Mapping]]] = ...) -> None: ...
+
+class CreateModelRequest(_message.Message):
+    __slots__ = ("name", "description", "metadata_json", "labels")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    metadata_json: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., metadata_json: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateModelResponse(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: Model
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ...) -> None: ...
+
+class GetModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[Model]
+    def __init__(self, models: _Optional[_Iterable[_Union[Model, _Mapping]]] = ...) -> None: ...
+
+class GetModelRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetModelResponse(_message.Message):
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: Model
+    def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ...) -> None: ...
+
+class RegisterModelVersionRequest(_message.Message):
+    __slots__ = ("model_name", "checkpoint_uuid", "name", "comment")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_UUID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    checkpoint_uuid: str
+    name: str
+    comment: str
+    def __init__(self, model_name: _Optional[str] = ..., checkpoint_uuid: _Optional[str] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ...) -> None: ...
+
+class RegisterModelVersionResponse(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: ModelVersion
+    def __init__(self, version: _Optional[_Union[ModelVersion, _Mapping]] = ...) -> None: ...

@@ -174,6 +174,66 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.FromString,
                 _registered_method=True)
+        self.GetCheckpoint = channel.unary_unary(
+                '/determined.api.Determined/GetCheckpoint',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointResponse.FromString,
+                _registered_method=True)
+        self.GetExperimentCheckpoints = channel.unary_unary(
+                '/determined.api.Determined/GetExperimentCheckpoints',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetExperimentCheckpointsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.FromString,
+                _registered_method=True)
+        self.GetTrialCheckpoints = channel.unary_unary(
+                '/determined.api.Determined/GetTrialCheckpoints',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetTrialCheckpointsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.FromString,
+                _registered_method=True)
+        self.DeleteCheckpoints = channel.unary_unary(
+                '/determined.api.Determined/DeleteCheckpoints',
+                request_serializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.FromString,
+                _registered_method=True)
+        self.PreviewGc = channel.unary_unary(
+                '/determined.api.Determined/PreviewGc',
+                request_serializer=determined_dot_proto_dot_api__pb2.PreviewGcRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.PreviewGcResponse.FromString,
+                _registered_method=True)
+        self.SetGcPolicy = channel.unary_unary(
+                '/determined.api.Determined/SetGcPolicy',
+                request_serializer=determined_dot_proto_dot_api__pb2.SetGcPolicyRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.SetGcPolicyResponse.FromString,
+                _registered_method=True)
+        self.DeleteExperiment = channel.unary_unary(
+                '/determined.api.Determined/DeleteExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.DeleteExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DeleteExperimentResponse.FromString,
+                _registered_method=True)
+        self.DownloadCheckpointFile = channel.unary_stream(
+                '/determined.api.Determined/DownloadCheckpointFile',
+                request_serializer=determined_dot_proto_dot_api__pb2.DownloadCheckpointFileRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DownloadCheckpointFileResponse.FromString,
+                _registered_method=True)
+        self.CreateModel = channel.unary_unary(
+                '/determined.api.Determined/CreateModel',
+                request_serializer=determined_dot_proto_dot_api__pb2.CreateModelRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.CreateModelResponse.FromString,
+                _registered_method=True)
+        self.GetModels = channel.unary_unary(
+                '/determined.api.Determined/GetModels',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetModelsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetModelsResponse.FromString,
+                _registered_method=True)
+        self.GetModel = channel.unary_unary(
+                '/determined.api.Determined/GetModel',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetModelRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetModelResponse.FromString,
+                _registered_method=True)
+        self.RegisterModelVersion = channel.unary_unary(
+                '/determined.api.Determined/RegisterModelVersion',
+                request_serializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.FromString,
+                _registered_method=True)
 
 
 class DeterminedServicer:
@@ -354,6 +414,84 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCheckpoint(self, request, context):
+        """Checkpoints (users; DeleteCheckpoints also trials, for their own trial's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetExperimentCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTrialCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreviewGc(self, request, context):
+        """What a GC policy would delete now, without deleting anything.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGcPolicy(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadCheckpointFile(self, request, context):
+        """A checkpoint file's bytes from `offset` on, in chunks: a download through
+        the gateway for clients that cannot reach the storage, resumable by file
+        and offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateModel(self, request, context):
+        """The model registry.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetModels(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetModel(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterModelVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeterminedServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -496,6 +634,66 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.GetTrialMetadata,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.SerializeToString,
+            ),
+            'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoint,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointResponse.SerializeToString,
+            ),
+            'GetExperimentCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExperimentCheckpoints,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetExperimentCheckpointsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.SerializeToString,
+            ),
+            'GetTrialCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTrialCheckpoints,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialCheckpointsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.SerializeToString,
+            ),
+            'DeleteCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCheckpoints,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.SerializeToString,
+            ),
+            'PreviewGc': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewGc,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.PreviewGcRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.PreviewGcResponse.SerializeToString,
+            ),
+            'SetGcPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGcPolicy,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.SetGcPolicyRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.SetGcPolicyResponse.SerializeToString,
+            ),
+            'DeleteExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DeleteExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DeleteExperimentResponse.SerializeToString,
+            ),
+            'DownloadCheckpointFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadCheckpointFile,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DownloadCheckpointFileRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DownloadCheckpointFileResponse.SerializeToString,
+            ),
+            'CreateModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateModel,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.CreateModelRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.CreateModelResponse.SerializeToString,
+            ),
+            'GetModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModels,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetModelsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetModelsResponse.SerializeToString,
+            ),
+            'GetModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModel,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetModelRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetModelResponse.SerializeToString,
+            ),
+            'RegisterModelVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterModelVersion,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1254,6 +1452,330 @@ class Determined:
             '/determined.api.Determined/GetTrialMetadata',
             determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetCheckpoint',
+            determined_dot_proto_dot_api__pb2.GetCheckpointRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExperimentCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetExperimentCheckpoints',
+            determined_dot_proto_dot_api__pb2.GetExperimentCheckpointsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTrialCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetTrialCheckpoints',
+            determined_dot_proto_dot_api__pb2.GetTrialCheckpointsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/DeleteCheckpoints',
+            determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewGc(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/PreviewGc',
+            determined_dot_proto_dot_api__pb2.PreviewGcRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.PreviewGcResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGcPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/SetGcPolicy',
+            determined_dot_proto_dot_api__pb2.SetGcPolicyRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.SetGcPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/DeleteExperiment',
+            determined_dot_proto_dot_api__pb2.DeleteExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DeleteExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadCheckpointFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/determined.api.Determined/DownloadCheckpointFile',
+            determined_dot_proto_dot_api__pb2.DownloadCheckpointFileRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DownloadCheckpointFileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/CreateModel',
+            determined_dot_proto_dot_api__pb2.CreateModelRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.CreateModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetModels',
+            determined_dot_proto_dot_api__pb2.GetModelsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetModel',
+            determined_dot_proto_dot_api__pb2.GetModelRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterModelVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/RegisterModelVersion',
+            determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.FromString,
             options,
             channel_credentials,
             insecure,

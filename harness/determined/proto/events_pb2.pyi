@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,16 @@ class Envelope(_message.Message):
     ALLOCATION_STOP_ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_CANCELED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_RESOURCES_EXITED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_DELETE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_DELETED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_DELETE_FAILED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_GC_POLICY_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DELETE_ASKED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DELETION_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DELETED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_PARTIALLY_DELETED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CREATED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_REGISTERED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -127,7 +137,17 @@ class Envelope(_message.Message):
     allocation_stop_acknowledged: AllocationStopAcknowledged
     allocation_canceled: AllocationCanceled
     allocation_resources_exited: AllocationResourcesExited
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ...) -> None: ...
+    experiment_delete_requested: ExperimentDeleteRequested
+    experiment_deleted: ExperimentDeleted
+    experiment_delete_failed: ExperimentDeleteFailed
+    checkpoint_gc_policy_changed: CheckpointGcPolicyChanged
+    checkpoint_delete_asked: CheckpointDeleteAsked
+    checkpoint_deletion_requested: CheckpointDeletionRequested
+    checkpoint_deleted: CheckpointDeleted
+    checkpoint_partially_deleted: CheckpointPartiallyDeleted
+    model_created: ModelCreated
+    model_version_registered: ModelVersionRegistered
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -625,3 +645,142 @@ class LogBatch(_message.Message):
     lines: _containers.RepeatedCompositeFieldContainer[LogLine]
     allocation_ended: bool
     def __init__(self, trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[LogLine, _Mapping]]] = ..., allocation_ended: _Optional[bool] = ...) -> None: ...
+
+class CheckpointGcPolicyChanged(_message.Message):
+    __slots__ = ("experiment_id", "save_experiment_best", "save_trial_best", "save_trial_latest")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SAVE_EXPERIMENT_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_BEST_FIELD_NUMBER: _ClassVar[int]
+    SAVE_TRIAL_LATEST_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    save_experiment_best: int
+    save_trial_best: int
+    save_trial_latest: int
+    def __init__(self, experiment_id: _Optional[int] = ..., save_experiment_best: _Optional[int] = ..., save_trial_best: _Optional[int] = ..., save_trial_latest: _Optional[int] = ...) -> None: ...
+
+class CheckpointDeleteAsked(_message.Message):
+    __slots__ = ("experiment_id", "uuids", "globs", "asked_by")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    UUIDS_FIELD_NUMBER: _ClassVar[int]
+    GLOBS_FIELD_NUMBER: _ClassVar[int]
+    ASKED_BY_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    uuids: _containers.RepeatedScalarFieldContainer[str]
+    globs: _containers.RepeatedScalarFieldContainer[str]
+    asked_by: str
+    def __init__(self, experiment_id: _Optional[int] = ..., uuids: _Optional[_Iterable[str]] = ..., globs: _Optional[_Iterable[str]] = ..., asked_by: _Optional[str] = ...) -> None: ...
+
+class ExperimentDeleteRequested(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ExperimentDeleted(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ExperimentDeleteFailed(_message.Message):
+    __slots__ = ("experiment_id", "reason")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    reason: str
+    def __init__(self, experiment_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CheckpointDeletionRequested(_message.Message):
+    __slots__ = ("experiment_id", "deletion_id", "uuids", "globs", "reason", "storage_json", "bytes")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETION_ID_FIELD_NUMBER: _ClassVar[int]
+    UUIDS_FIELD_NUMBER: _ClassVar[int]
+    GLOBS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    deletion_id: int
+    uuids: _containers.RepeatedScalarFieldContainer[str]
+    globs: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    storage_json: str
+    bytes: int
+    def __init__(self, experiment_id: _Optional[int] = ..., deletion_id: _Optional[int] = ..., uuids: _Optional[_Iterable[str]] = ..., globs: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., storage_json: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class CheckpointDeleted(_message.Message):
+    __slots__ = ("uuid", "experiment_id", "trial_id", "deletion_id", "bytes_freed")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETION_ID_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    experiment_id: int
+    trial_id: int
+    deletion_id: int
+    bytes_freed: int
+    def __init__(self, uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., deletion_id: _Optional[int] = ..., bytes_freed: _Optional[int] = ...) -> None: ...
+
+class CheckpointPartiallyDeleted(_message.Message):
+    __slots__ = ("uuid", "experiment_id", "trial_id", "deletion_id", "remaining", "error", "bytes_freed")
+    class RemainingEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETION_ID_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    experiment_id: int
+    trial_id: int
+    deletion_id: int
+    remaining: _containers.ScalarMap[str, int]
+    error: str
+    bytes_freed: int
+    def __init__(self, uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., deletion_id: _Optional[int] = ..., remaining: _Optional[_Mapping[str, int]] = ..., error: _Optional[str] = ..., bytes_freed: _Optional[int] = ...) -> None: ...
+
+class ModelCreated(_message.Message):
+    __slots__ = ("model_id", "name", "description", "metadata_json", "labels", "owner")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    model_id: int
+    name: str
+    description: str
+    metadata_json: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    owner: str
+    def __init__(self, model_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., metadata_json: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class ModelVersionRegistered(_message.Message):
+    __slots__ = ("model_name", "model_id", "version", "checkpoint_uuid", "experiment_id", "trial_id", "name", "comment", "owner")
+    MODEL_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_UUID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    model_name: str
+    model_id: int
+    version: int
+    checkpoint_uuid: str
+    experiment_id: int
+    trial_id: int
+    name: str
+    comment: str
+    owner: str
+    def __init__(self, model_name: _Optional[str] = ..., model_id: _Optional[int] = ..., version: _Optional[int] = ..., checkpoint_uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,57 @@
+"""The interface every backend implements (contract for the harness and the
+checkpoint service; see the package docstring)."""
+
+import abc
+import pathlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# relpath -> bool: which files of a checkpoint to download or upload.
+Selector = Callable[[str], bool]
+
+
+class StorageError(Exception):
+    """The storage refused or failed an operation; the message names the backend's error."""
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What deleting a checkpoint's files left: `remaining` relpath -> size (empty: fully
+    deleted), `errors` the storage's error for each file it could not delete, and the bytes freed."""
+
+    remaining: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+
+
+class StorageManager(abc.ABC):
+    @abc.abstractmethod
+    def upload(self, src: pathlib.Path, storage_id: str, *, paths: list[str] | None = None) -> None:
+        """Copy the files of local folder `src` (only `paths`, relative, when given) to the checkpoint."""
+
+    @abc.abstractmethod
+    def download(self, storage_id: str, dst: pathlib.Path, *, selector: Selector | None = None) -> None:
+        """Copy the checkpoint's files (those `selector` accepts) into local folder `dst`.
+        FileNotFoundError when the checkpoint does not exist."""
+
+    @abc.abstractmethod
+    def delete(self, storage_id: str, globs: list[str] | None = None) -> DeleteResult:
+        """Delete the checkpoint's files (those matching `globs`, all when None or empty).
+        Idempotent: files already gone count as deleted. Never raises for one file's
+        failure: it is reported in the result."""
+
+    @abc.abstractmethod
+    def list_resources(self, storage_id: str) -> dict[str, int]:
+        """{relpath: size} of the checkpoint's files as stored now ({} when none)."""
+
+    def local_path(self, storage_id: str) -> pathlib.Path | None:
+        """The checkpoint's folder when the backend is a local file system (no copy needed)."""
+        return None
+
+
+def build(config: Mapping[str, Any]) -> StorageManager:
+    """The manager for a `checkpoint_storage` section (its `type` picks the backend).
+    ValueError naming the field for a bad section; ImportError naming the package to
+    install for a backend whose library is missing (gcs, azure)."""
+    raise NotImplementedError("filled in by the storage backends")
