@@ -1,7 +1,8 @@
-"""Real servers for the whole test session: one nats-server (JetStream) and
-one PostgreSQL, each started once on free ports in temporary folders. Tests
+"""Real servers for the whole test session: one nats-server (JetStream), one
+PostgreSQL and, for the tests that ask, one S3-compatible server (moto's), each
+started once on free ports in temporary folders. Tests
 are kept apart by namespace (stream and subject names) and database name,
-never by starting a server per test. Never a mock of either."""
+never by starting a server per test (buckets for S3). Never a mock of any."""
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import asyncpg
 import pytest
 from pg_server import running_postgres
+from s3_server import S3Server, running_s3_server
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
 from services.common.eventstore import EventStore
@@ -27,6 +29,14 @@ def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     with running_postgres("det-test-pg") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3-compatible server (its own process); `s3_server.storage()` gives a
+    checkpoint_storage section on a new bucket, `make_bucket()` a bucket."""
+    with running_s3_server() as server:
         yield server
 
 

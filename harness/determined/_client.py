@@ -193,6 +193,11 @@ class TrialClient:
         )
         self._call(self._stub.ReportCheckpoint, request)
 
+    def delete_checkpoints(self, uuids: Sequence[str]) -> None:
+        """Ask the cluster to delete checkpoints of this trial (its checkpoint service deletes
+        the files and records them as deleted)."""
+        self._call(self._stub.DeleteCheckpoints, self._api.DeleteCheckpointsRequest(uuids=list(uuids)))
+
     def report_status(self, trial_id: int, status: str) -> None:
         request = self._api.ReportStatusRequest(
             trial_id=trial_id, status=status, reporter_id=REPORTER_ID, seq=next(_status_seqs)

@@ -1,31 +1,42 @@
 """The checkpoint service: `python -m services.checkpoint`.
 
-For now it only follows the log of checkpoints (GC comes later), so that a
-cluster can already start it and wait for its ready file.
+Garbage-collects checkpoints as Determined does (services/checkpoint/core.py
+decides what to delete and when; deleter.py deletes the files and records
+each checkpoint's outcome), and answers `det experiment delete`.
 
-Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_READY_FILE, DET_LOG_*.
+Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_READY_FILE, DET_LOG_*, and
+- DET_CHECKPOINT_GC_WORKERS (8): checkpoints deleted at once (each in a thread).
 """
 
-from services.common.decider import PureCore
-from services.common.service import run_core, serve
+from typing import Annotated
+
+from pydantic import Field
+
+from services.checkpoint.core import GcCore
+from services.checkpoint.deleter import Deleter
+from services.common.eventstore import EventStore
+from services.common.service import run_shells, serve
 from services.common.settings import CommonSettings
+
+NAME = "checkpoint"
 
 
 class CheckpointSettings(CommonSettings):
-    pass
-
-
-def following_core() -> PureCore[None]:
-    """Reads checkpoints and decides nothing: the place GC will grow into."""
-    return PureCore(("checkpoint_reported",), lambda: None, lambda state, envelope: None, lambda state: [])
+    checkpoint_gc_workers: Annotated[int, Field(ge=1, le=256)] = 8
 
 
 async def run(settings: CheckpointSettings) -> None:
-    await run_core(settings, following_core(), name="checkpoint")
+    store = await EventStore.connect(settings.nats_url, settings.namespace, name=NAME)
+    deleter = Deleter(store, f"service:{NAME}", workers=settings.checkpoint_gc_workers)
+    try:
+        await run_shells(store, settings, GcCore(), name=NAME, on_state=deleter.on_state)
+    finally:
+        await deleter.stop()
+        await store.close()
 
 
 def main() -> None:
-    serve("checkpoint", CheckpointSettings(), run)
+    serve(NAME, CheckpointSettings(), run)
 
 
 if __name__ == "__main__":

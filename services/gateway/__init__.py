@@ -12,5 +12,8 @@ interceptor: principals, error -> status), errors, servicer (thin handlers),
 commands (pure: requests -> Appends), logs (TrialLogs streaming), tables
 (read-model schema), projection (pure: events -> rows), projector (shell:
 batches, one transaction each, stored position), queries (read models ->
-API messages), jobs (GetJobs: the scheduler's core folded read-only), rebuild.
+API messages), jobs (GetJobs: the scheduler's core folded read-only), rebuild;
+for checkpoints and the model registry: checkpoints and models (pure rules),
+checkpoint_api and model_api (their RPCs, inherited by the servicer),
+checkpoint_queries (their read-model queries).
 """

@@ -107,6 +107,15 @@ def require_allocation(allocation_id: str) -> TrialPrincipal:
     return principal
 
 
+def require_user() -> UserPrincipal:
+    """The calling user: a trial process may not do what only users do
+    (change a GC policy, delete an experiment, edit the model registry)."""
+    principal = current_principal()
+    if not isinstance(principal, UserPrincipal):
+        raise PermissionDeniedError(f"only a user may do this, not {principal.actor}'s process")
+    return principal
+
+
 def _trial_process() -> TrialPrincipal:
     principal = current_principal()
     if not isinstance(principal, TrialPrincipal):

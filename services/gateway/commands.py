@@ -23,7 +23,7 @@ from determined.common import expconf
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
-from services.gateway.projection import TERMINAL_STATES, state_name
+from services.gateway.projection import ENDED_STATES, state_name
 from services.gateway.queries import AllocationView
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024
@@ -44,14 +44,24 @@ class ValidatedConfig:
 
 
 def validate_config(
-    config_yaml: str, *, checkpoint_host_path: str, experiment_seed: int, name: str
+    config_yaml: str,
+    *,
+    checkpoint_host_path: str,
+    experiment_seed: int,
+    name: str,
+    checkpoint_storage: expconf.CheckpointStorage | None = None,
 ) -> ValidatedConfig:
-    """The fully defaulted config, or InvalidArgumentError listing every
-    problem (expconf also requires the entrypoint of a managed experiment)."""
+    """The fully defaulted config (`checkpoint_storage`: the cluster's default storage), or
+    InvalidArgumentError listing every problem (expconf also requires the entrypoint of a
+    managed experiment)."""
     try:
         config = expconf.load_config(config_yaml)
         config = expconf.apply_cluster_defaults(
-            config, checkpoint_host_path=checkpoint_host_path, experiment_seed=experiment_seed, name=name
+            config,
+            checkpoint_host_path=checkpoint_host_path,
+            experiment_seed=experiment_seed,
+            name=name,
+            checkpoint_storage=checkpoint_storage,
         )
     except expconf.InvalidConfigError as error:
         raise InvalidArgumentError("invalid experiment config:\n" + "\n".join(error.errors)) from error
@@ -147,7 +157,7 @@ def _state_changed(
     undoes a state it did not see). An experiment that is stopping can be
     neither paused nor activated: refused, as it is neither there already
     nor over."""
-    if state in TERMINAL_STATES or state == state_name(events_pb2.ExperimentState.Name(target)):
+    if state in ENDED_STATES or state == state_name(events_pb2.ExperimentState.Name(target)):
         return Unchanged(f"Experiment {experiment_id} is already {state}: nothing to {action}")
     if state.startswith("STOPPING"):
         raise FailedPreconditionError(f"experiment {experiment_id} is {state} and cannot be {action}d")
@@ -170,8 +180,8 @@ def checked_request_id(request_id: str) -> str:
 
 
 # A kill changes nothing once the kill was recorded (STOPPING_KILLED) or the
-# experiment or trial has ended.
-_KILLED_OR_ENDED = (*TERMINAL_STATES, "STOPPING_KILLED")
+# experiment or trial has ended (an experiment: or is being deleted).
+_KILLED_OR_ENDED = (*ENDED_STATES, "STOPPING_KILLED")
 
 
 def kill_requested(experiment_id: int, state: str) -> Append | Unchanged:

@@ -18,6 +18,11 @@ max over its points, lowered to the resume point when a run is requested:
 max and min fold to the same value however often and in whatever batches the
 log is applied.)
 
+Deletion follows the same rule: a checkpoint's deletion outcome applies
+unless a newer deletion (by its deletion_id) has named the checkpoint since,
+and an experiment's deletion requests are kept as the set of their event ids
+(their number numbers the next request), so a request applied twice counts once.
+
 State strings have no prefix (ACTIVE, STOPPING_KILLED, COMPLETED, ...). A
 trial's stored state is ACTIVE until it ends; the queries show RUNNING while
 its current allocation has started and not exited (see queries.py).
@@ -39,6 +44,13 @@ from services.gateway import tables
 S = tables.SCHEMA
 # The states (experiment or trial) after which nothing more happens.
 TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR")
+# An ended experiment's deletion (`det experiment delete`): asked, failed (files
+# are left; it may be asked again), done (gone from listings).
+DELETION_STATES = ("DELETING", "DELETE_FAILED", "DELETED")
+# The experiment states in which it runs no more: ended, or being (or been) deleted.
+ENDED_STATES = (*TERMINAL_STATES, *DELETION_STATES)
+# A deletion may be asked from these states (Determined's ExperimentTransitions).
+DELETABLE_STATES = (*TERMINAL_STATES, "DELETE_FAILED")
 
 Row = dict[str, Any]
 Args = tuple[Any, ...]
@@ -50,7 +62,10 @@ Change = tuple[str, tuple[Any, ...]]
 # The tables a batch loads, folds and writes back, by their key column.
 ROW_TABLES: dict[str, Table] = {
     table.name: table
-    for table in (tables.experiments, tables.trials, tables.allocations, tables.checkpoints, tables.agents)
+    for table in (
+        tables.experiments, tables.trials, tables.allocations, tables.checkpoints, tables.agents,
+        tables.models, tables.model_versions,
+    )
 }
 
 # unnest() makes one statement of a whole batch of metric points (INFRA-NOTES:
@@ -152,8 +167,8 @@ def plan_batch(envelopes: Iterable[Envelope]) -> Plan:
                 apply_event(plan, event)
         elif (rule := _RULES.get(field_name or "")) is not None:  # the same as apply_event, faster
             rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
-        elif field_name == "agent_registered":
-            _agent_registered(plan, envelope)
+        elif (envelope_rule := _ENVELOPE_RULES.get(field_name or "")) is not None:
+            envelope_rule(plan, envelope)
     return plan
 
 
@@ -214,8 +229,8 @@ def _set_experiment_state(row: Row | None, state: str, at: int, reason: str) -> 
 
 
 def _kill_experiment(row: Row | None) -> Row | None:
-    """STOPPING_KILLED, unless it has ended already."""
-    if row is not None and row["state"] not in TERMINAL_STATES:
+    """STOPPING_KILLED, unless it has ended already (or is being deleted)."""
+    if row is not None and row["state"] not in ENDED_STATES:
         row["state"] = "STOPPING_KILLED"
     return row
 
@@ -257,6 +272,65 @@ def _set_resources(row: Row | None, changes: dict[str, Any]) -> Row | None:
     return row
 
 
+def _set_gc_policy(row: Row | None, policy: dict[str, int]) -> Row | None:
+    """The stored config's checkpoint_storage section shows the new policy."""
+    if row is not None:
+        config = _json_object(row["config_json"])
+        config["checkpoint_storage"] = {**(config.get("checkpoint_storage") or {}), **policy}
+        row["config_json"] = json.dumps(config, sort_keys=True)
+    return row
+
+
+def _ask_experiment_deletion(row: Row | None, request_id: str) -> Row | None:
+    """DELETING, from an ended or DELETE_FAILED experiment (from any other
+    state the state stays). The request counts once however often it is
+    applied: its event id joins the set of requests."""
+    if row is not None:
+        requests = set(json.loads(row["delete_requests"])) | {request_id}
+        row["delete_requests"] = json.dumps(sorted(requests))
+        if row["state"] in DELETABLE_STATES:
+            row["state"] = "DELETING"
+            row["delete_error"] = ""
+    return row
+
+
+def _fail_experiment_deletion(row: Row | None, reason: str) -> Row | None:
+    if row is not None and row["state"] == "DELETING":
+        row["state"] = "DELETE_FAILED"
+        row["delete_error"] = reason
+    return row
+
+
+def _report_checkpoint(row: Row | None, new: Row) -> Row | None:
+    """A checkpoint's report: a new row, or the stored one replaced but for
+    its state; once a deletion named it, a repeated report changes nothing."""
+    if row is None:
+        return dict(new)
+    if row["deletion_id"]:
+        return row
+    return {**new, "state": row["state"]}
+
+
+def _request_checkpoint_deletion(row: Row | None, deletion_id: int) -> Row | None:
+    """DELETING, when this deletion is newer than the last that named it (and
+    the checkpoint is not gone already)."""
+    if row is not None and deletion_id > row["deletion_id"] and row["state"] != "DELETED":
+        row["state"] = "DELETING"
+        row["deletion_id"] = deletion_id
+        row["delete_error"] = ""
+    return row
+
+
+def _settle_checkpoint_deletion(
+    row: Row | None, deletion_id: int, state: str, remaining: str, error: str
+) -> Row | None:
+    """What a deletion left (`remaining`: the resources' JSON), unless a newer
+    deletion has named the checkpoint since."""
+    if row is not None and deletion_id >= row["deletion_id"]:
+        row.update(state=state, resources=remaining, delete_error=error, deletion_id=deletion_id)
+    return row
+
+
 _OPERATIONS: dict[str, Callable[..., Row | None]] = {
     "create": _create,
     "replace": _replace,
@@ -268,6 +342,12 @@ _OPERATIONS: dict[str, Callable[..., Row | None]] = {
     "set_current_run": _set_current_run,
     "lose_agent": _lose_agent,
     "set_resources": _set_resources,
+    "set_gc_policy": _set_gc_policy,
+    "ask_experiment_deletion": _ask_experiment_deletion,
+    "fail_experiment_deletion": _fail_experiment_deletion,
+    "report_checkpoint": _report_checkpoint,
+    "request_checkpoint_deletion": _request_checkpoint_deletion,
+    "settle_checkpoint_deletion": _settle_checkpoint_deletion,
 }
 
 
@@ -278,8 +358,8 @@ def apply_event(plan: Plan, envelope: Envelope) -> None:
     rule = _RULES.get(field_name or "")
     if rule is not None:
         rule(plan, getattr(envelope, field_name or ""), envelope.occurred_at_ns)
-    elif field_name == "agent_registered":
-        _agent_registered(plan, envelope)
+    elif (envelope_rule := _ENVELOPE_RULES.get(field_name or "")) is not None:
+        envelope_rule(plan, envelope)
 
 
 def _metrics_reported(plan: Plan, payload: events_pb2.TrialMetricsReported, at: int) -> None:
@@ -312,7 +392,83 @@ def _experiment_progress_changed(plan: Plan, payload: events_pb2.ExperimentProgr
 
 
 def _checkpoint_reported(plan: Plan, payload: events_pb2.CheckpointReported, at: int) -> None:
-    plan.change("checkpoints", payload.uuid, replaced(checkpoint_row(payload, at), kept=("state",)))
+    plan.change("checkpoints", payload.uuid, ("report_checkpoint", (checkpoint_row(payload, at),)))
+
+
+def _checkpoint_gc_policy_changed(plan: Plan, payload: events_pb2.CheckpointGcPolicyChanged, at: int) -> None:
+    policy = {
+        "save_experiment_best": payload.save_experiment_best,
+        "save_trial_best": payload.save_trial_best,
+        "save_trial_latest": payload.save_trial_latest,
+    }
+    plan.change("experiments", payload.experiment_id, ("set_gc_policy", (policy,)))
+
+
+def _experiment_delete_requested(plan: Plan, envelope: Envelope) -> None:
+    experiment_id = envelope.experiment_delete_requested.experiment_id
+    plan.change("experiments", experiment_id, ("ask_experiment_deletion", (envelope.event_id,)))
+
+
+def _experiment_deleted(plan: Plan, payload: events_pb2.ExperimentDeleted, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, updated(state="DELETED", delete_error=""))
+
+
+def _experiment_delete_failed(plan: Plan, payload: events_pb2.ExperimentDeleteFailed, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, ("fail_experiment_deletion", (payload.reason,)))
+
+
+def _checkpoint_deletion_requested(
+    plan: Plan, payload: events_pb2.CheckpointDeletionRequested, at: int
+) -> None:
+    for uuid in payload.uuids:
+        plan.change("checkpoints", uuid, ("request_checkpoint_deletion", (payload.deletion_id,)))
+
+
+def _checkpoint_deleted(plan: Plan, payload: events_pb2.CheckpointDeleted, at: int) -> None:
+    settled = (payload.deletion_id, "DELETED", "{}", "")
+    plan.change("checkpoints", payload.uuid, ("settle_checkpoint_deletion", settled))
+
+
+def _checkpoint_partially_deleted(plan: Plan, payload: events_pb2.CheckpointPartiallyDeleted, at: int) -> None:
+    remaining = _resources_json(payload.remaining)
+    settled = (payload.deletion_id, "PARTIALLY_DELETED", remaining, payload.error)
+    plan.change("checkpoints", payload.uuid, ("settle_checkpoint_deletion", settled))
+
+
+def _model_created(plan: Plan, payload: events_pb2.ModelCreated, at: int) -> None:
+    row = {
+        "name": payload.name,
+        "model_id": payload.model_id,
+        "description": payload.description,
+        "metadata_json": payload.metadata_json or "{}",
+        "labels": json.dumps(list(payload.labels)),
+        "owner": payload.owner,
+        "created_at_ns": at,
+    }
+    plan.change("models", payload.name, created(row))
+
+
+def _model_version_registered(plan: Plan, payload: events_pb2.ModelVersionRegistered, at: int) -> None:
+    version_id = model_version_id(payload.model_name, payload.version)
+    row = {
+        "id": version_id,
+        "model_name": payload.model_name,
+        "model_id": payload.model_id,
+        "version": payload.version,
+        "checkpoint_uuid": payload.checkpoint_uuid,
+        "experiment_id": payload.experiment_id,
+        "trial_id": payload.trial_id,
+        "name": payload.name,
+        "comment": payload.comment,
+        "owner": payload.owner,
+        "registered_at_ns": at,
+    }
+    plan.change("model_versions", version_id, created(row))
+
+
+def model_version_id(model_name: str, version: int) -> str:
+    """How a checkpoint names a model version it is registered as."""
+    return f"{model_name}:{version}"
 
 
 def _agent_registered(plan: Plan, envelope: Envelope) -> None:
@@ -484,6 +640,21 @@ _RULES: dict[str, Callable[[Plan, Any, int], None]] = {
     "allocation_stop_acknowledged": _allocation_stop_acknowledged,
     "allocation_canceled": _allocation_canceled,
     "allocation_exited": _allocation_exited,
+    "checkpoint_gc_policy_changed": _checkpoint_gc_policy_changed,
+    "experiment_deleted": _experiment_deleted,
+    "experiment_delete_failed": _experiment_delete_failed,
+    "checkpoint_deletion_requested": _checkpoint_deletion_requested,
+    "checkpoint_deleted": _checkpoint_deleted,
+    "checkpoint_partially_deleted": _checkpoint_partially_deleted,
+    "model_created": _model_created,
+    "model_version_registered": _model_version_registered,
+}
+
+
+# The rules that read the envelope (its event id), not the payload alone.
+_ENVELOPE_RULES: dict[str, Callable[[Plan, Envelope], None]] = {
+    "agent_registered": _agent_registered,
+    "experiment_delete_requested": _experiment_delete_requested,
 }
 
 
@@ -537,6 +708,8 @@ def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
         "context_hash": payload.context_hash,
         "end_reason": "",
         "progress": None,
+        "delete_requests": "[]",
+        "delete_error": "",
     }
 
 
@@ -594,10 +767,16 @@ def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Row:
         "allocation_id": payload.allocation_id,
         "steps_completed": payload.steps_completed,
         "metadata_json": payload.metadata_json,
-        "resources": json.dumps({name: payload.resources[name] for name in sorted(payload.resources)}),
+        "resources": _resources_json(payload.resources),
         "reported_at_ns": payload.reported_at_ns or at,
         "state": "COMPLETED",
+        "deletion_id": 0,
+        "delete_error": "",
     }
+
+
+def _resources_json(resources: Mapping[str, int]) -> str:
+    return json.dumps({name: resources[name] for name in sorted(resources)})
 
 
 def _metric_point(plan: Plan, key: MetricKey, metrics_json: str, reported_at_ns: int) -> None:

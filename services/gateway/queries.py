@@ -58,6 +58,7 @@ _CHECKPOINT_COLUMNS = (
     "resources",
     "reported_at_ns",
     "state",
+    "delete_error",
 )
 _LATEST_CHECKPOINT_COLUMNS = ", ".join(f"lc.{column} AS lc_{column}" for column in _CHECKPOINT_COLUMNS)
 # How `det trial describe` words a reported early exit.
@@ -96,7 +97,6 @@ LEFT JOIN LATERAL (
   ORDER BY steps_completed DESC, reported_at_ns DESC LIMIT 1
 ) lc ON true
 """
-_CHECKPOINTS = f"SELECT * FROM {S}.checkpoints"
 _RUNS = f"SELECT * FROM {S}.allocations WHERE trial_id = $1 ORDER BY trial_run_id, requested_at_ns"
 # The newest points of each group, read through the primary key (trial_id,
 # group, steps_completed, trial_run_id): the recursive part skips from one
@@ -256,7 +256,8 @@ class Queries:
         self.pool = ReadModels(pool)
 
     async def experiments(self, limit: int = 0, offset: int = 0) -> list[api_pb2.Experiment]:
-        sql = _EXPERIMENTS + _GROUP_EXPERIMENTS + " LIMIT $1 OFFSET $2"
+        """Every experiment but the deleted ones."""
+        sql = _EXPERIMENTS + " WHERE e.state <> 'DELETED'" + _GROUP_EXPERIMENTS + " LIMIT $1 OFFSET $2"
         rows = await self.pool.fetch(sql, limit or None, offset)
         return [experiment_message(row) for row in rows]
 
@@ -301,12 +302,6 @@ class Queries:
         validations, honouring smaller_is_better; None when there is none."""
         best = await self.pool.fetchval(_BEST_VALIDATION, experiment_id)
         return None if best is None else float(best)
-
-    async def checkpoints(self, trial_id: int) -> list[api_pb2.Checkpoint]:
-        rows = await self.pool.fetch(
-            _CHECKPOINTS + " WHERE trial_id = $1 ORDER BY steps_completed, reported_at_ns, uuid", trial_id
-        )
-        return [checkpoint_message(row) for row in rows]
 
     async def runs(self, trial_id: int) -> list[api_pb2.TrialRun]:
         return [run_message(row) for row in await self.pool.fetch(_RUNS, trial_id)]
@@ -391,7 +386,8 @@ def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
         num_trials=row["num_trials"],
         config_json=row["config_json"],
         context_hash=row["context_hash"],
-        end_reason=row["end_reason"],
+        # A failed deletion says why files are left (the end reason shows again once it is asked again).
+        end_reason=row["delete_error"] if row["state"] == "DELETE_FAILED" else row["end_reason"],
     )
 
 
@@ -435,6 +431,8 @@ def metric_point(group: str, steps_completed: int, metrics: str, reported_at_ns:
 
 
 def checkpoint_message(row: Mapping[str, Any]) -> api_pb2.Checkpoint:
+    """A checkpoint's own columns (checkpoint_queries.py adds its validation,
+    storage and model versions)."""
     return api_pb2.Checkpoint(
         uuid=row["uuid"],
         trial_id=row["trial_id"],
@@ -444,6 +442,7 @@ def checkpoint_message(row: Mapping[str, Any]) -> api_pb2.Checkpoint:
         resources=json.loads(row["resources"]),
         reported_at_ns=row["reported_at_ns"],
         state=row["state"],
+        delete_error=row["delete_error"],
     )
 
 

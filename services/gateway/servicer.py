@@ -40,6 +40,7 @@ from services.gateway.auth import (
     require_allocation,
     require_trial,
 )
+from services.gateway.checkpoint_queries import CheckpointQueries
 from services.gateway.cluster_parts import cluster_parts
 from services.gateway.errors import (
     FailedPreconditionError,
@@ -49,7 +50,8 @@ from services.gateway.errors import (
 )
 from services.gateway.jobs import JobQueue
 from services.gateway.logs import trial_logs
-from services.gateway.projection import TERMINAL_STATES
+from services.gateway.model_api import ModelRpcs
+from services.gateway.projection import ENDED_STATES
 from services.gateway.projector import Projector
 from services.gateway.queries import AllocationView, MetricKey, Queries
 from services.gateway.settings import GatewaySettings
@@ -67,14 +69,19 @@ Context: TypeAlias = grpc.aio.ServicerContext
 log = structlog.get_logger()
 
 
-class Servicer(api_pb2_grpc.DeterminedServicer):
+class Servicer(ModelRpcs, api_pb2_grpc.DeterminedServicer):
+    """The API: the handlers here, the checkpoint RPCs (checkpoint_api.py) and
+    the model registry's (model_api.py)."""
+
     def __init__(
         self, settings: GatewaySettings, store: EventStore, queries: Queries, projector: Projector
     ) -> None:
         self.settings = settings
         self.store = store
         self.queries = queries
+        self.checkpoint_queries = CheckpointQueries(queries.pool)
         self.projector = projector
+        self.model_ids = asyncio.Lock()
         # Allocation id -> why its reports are refused: final, so kept forever.
         self._refused: dict[str, str] = {}
         self._job_queue = JobQueue(store, settings.scheduler_config())
@@ -180,7 +187,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
             raise NotFoundError(f"job experiment/{experiment_id} not found")
         await self.projector.wait_for(stored.sequence)
         experiment = await self._found(self.queries.experiment, experiment_id, "experiment")
-        if experiment.state in TERMINAL_STATES:
+        if experiment.state in ENDED_STATES:
             raise NotFoundError(f"job experiment/{experiment_id} not found: the experiment is {experiment.state}")
         current = commands.job_resources(experiment.config_json, self._job_queue.config.default_priority)
         principal = current_principal()
@@ -216,6 +223,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         config = commands.validate_config(
             request.config_yaml,
             checkpoint_host_path=self.settings.checkpoint_path,
+            checkpoint_storage=self.settings.checkpoint_storage,
             experiment_seed=time.time_ns() // 1000 % 2**32,
             name=experiment_name(random.Random()),
         )
@@ -315,19 +323,21 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.GetExperimentRequest, context: Context
     ) -> api_pb2.GetExperimentResponse:
         experiment = await self._found(self.queries.experiment, request.experiment_id, "experiment")
+        if experiment.state == "DELETED":
+            raise NotFoundError(f"experiment {request.experiment_id} was deleted")
         trials = await self.queries.trials(request.experiment_id)
         return api_pb2.GetExperimentResponse(experiment=experiment, trials=trials)
 
     async def GetExperimentTrials(
         self, request: api_pb2.GetExperimentTrialsRequest, context: Context
     ) -> api_pb2.GetExperimentTrialsResponse:
-        await self._found(self.queries.experiment_state, request.experiment_id, "experiment")
+        await self._experiment_state(request.experiment_id)
         return api_pb2.GetExperimentTrialsResponse(trials=await self.queries.trials(request.experiment_id))
 
     async def KillExperiment(
         self, request: api_pb2.KillExperimentRequest, context: Context
     ) -> api_pb2.KillExperimentResponse:
-        state = await self._found(self.queries.experiment_state, request.experiment_id, "experiment")
+        state = await self._experiment_state(request.experiment_id)
         decision = commands.kill_requested(request.experiment_id, state)
         if isinstance(decision, commands.Unchanged):
             return api_pb2.KillExperimentResponse(unchanged_reason=decision.reason)
@@ -356,7 +366,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         if stored is None:
             raise NotFoundError(f"experiment {experiment_id} not found")
         await self.projector.wait_for(stored.sequence)  # decide on a state at least this new
-        state = await self._found(self.queries.experiment_state, experiment_id, "experiment")
+        state = await self._experiment_state(experiment_id)
         decision = decide(experiment_id, state, stored.sequence)
         if isinstance(decision, commands.Unchanged):
             return decision.reason
@@ -372,7 +382,7 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         trial = await self._found(self.queries.trial, request.trial_id, "trial")
         return api_pb2.GetTrialResponse(
             trial=trial,
-            checkpoints=await self.queries.checkpoints(request.trial_id),
+            checkpoints=await self.checkpoint_queries.of_trial(request.trial_id),
             metrics=await self.queries.recent_metrics(request.trial_id),
             runs=await self.queries.runs(request.trial_id),
         )
@@ -562,6 +572,13 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         return allocation
 
     # -- helpers -------------------------------------------------------------------------
+
+    async def _experiment_state(self, experiment_id: int) -> str:
+        """The experiment's state; NOT_FOUND when there is none or it was deleted."""
+        state = await self._found(self.queries.experiment_state, experiment_id, "experiment")
+        if state == "DELETED":
+            raise NotFoundError(f"experiment {experiment_id} was deleted")
+        return state
 
     async def _found(self, lookup: Callable[[int], Awaitable[T | None]], key: int, what: str) -> T:
         """The lookup's answer; on a miss, once more after the projector has

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
+from determined.common.expconf import CheckpointStorage
 from services.common.eventstore import LOGS_MAX_BYTES
 from services.common.settings import CommonSettings
 
@@ -21,6 +22,9 @@ class GatewaySettings(CommonSettings):
     gateway_host: str = "0.0.0.0"
     # The default `shared_fs` host_path of experiments' checkpoint storage.
     checkpoint_path: str = "/tmp/determined-checkpoints"
+    # The cluster's default checkpoint storage, a JSON `checkpoint_storage` section (cluster-up
+    # --checkpoint-storage); an experiment's own section overrides it. Unset: shared_fs.
+    checkpoint_storage: CheckpointStorage | None = None
     cluster_name: str = "determined-es"
     # How long in-flight RPCs get to finish on SIGTERM.
     grace_period_s: float = 5.0

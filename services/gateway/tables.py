@@ -75,6 +75,12 @@ experiments = Table(
     # The searcher's own progress (ExperimentProgressChanged); NULL until it
     # reports one, and the queries fall back on the trials' mean.
     Column("progress", Double),
+    # The event ids of the deletions asked of it (`det experiment delete`; a
+    # DELETE_FAILED one may be asked again), a set so that replaying a request
+    # counts it once: their number numbers the next request's message id.
+    Column("delete_requests", JSONB, nullable=False, server_default="[]"),
+    # Why the last deletion left files behind (DELETE_FAILED); "" otherwise.
+    Column("delete_error", Text, nullable=False, server_default=""),
 )
 
 trials = Table(
@@ -168,8 +174,49 @@ checkpoints = Table(
     Column("metadata_json", Text, nullable=False),
     Column("resources", JSONB, nullable=False),
     Column("reported_at_ns", BigInteger, nullable=False),
+    # COMPLETED, DELETING (a CheckpointDeletionRequested named it), DELETED or
+    # PARTIALLY_DELETED (resources then lists what is left).
     Column("state", Text, nullable=False),
+    # The newest deletion (CheckpointDeletionRequested.deletion_id, per
+    # experiment) that named it; 0: none. An outcome of an older one changes nothing.
+    Column("deletion_id", BigInteger, nullable=False, server_default="0"),
+    # The storage's error when files it was asked to delete are left; "" otherwise.
+    Column("delete_error", Text, nullable=False, server_default=""),
     Index("checkpoints_by_trial", "trial_id", "steps_completed"),
+    Index("checkpoints_by_experiment", "experiment_id"),
+)
+
+# The model registry: one row per model (by name), one per version.
+models = Table(
+    "models",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("model_id", BigInteger, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("metadata_json", Text, nullable=False),
+    Column("labels", JSONB, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("created_at_ns", BigInteger, nullable=False),
+    Index("models_by_id", "model_id"),
+)
+
+model_versions = Table(
+    "model_versions",
+    metadata,
+    # "<model name>:<version>", as a checkpoint lists the versions it is registered as.
+    Column("id", Text, primary_key=True),
+    Column("model_name", Text, nullable=False),
+    Column("model_id", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("checkpoint_uuid", Text, nullable=False),
+    Column("experiment_id", BigInteger, nullable=False),
+    Column("trial_id", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("registered_at_ns", BigInteger, nullable=False),
+    Index("model_versions_by_model", "model_name", "version"),
+    Index("model_versions_by_checkpoint", "checkpoint_uuid"),
 )
 
 agents = Table(
@@ -209,7 +256,7 @@ schema_fingerprint = Table(
 
 # Bump when the rows built from the same events change (a projection rule),
 # so that existing read models are rebuilt; a change of tables needs no bump.
-PROJECTION_RULES_VERSION = 4
+PROJECTION_RULES_VERSION = 5
 
 
 def ddl() -> list[str]:

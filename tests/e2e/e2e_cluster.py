@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,8 +27,10 @@ T = TypeVar("T")
 
 
 class Cluster:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, up_args: Sequence[str] = ()) -> None:
+        """`up_args`: more `cluster-up` flags (e.g. --checkpoint-storage FILE)."""
         self.data_dir = data_dir
+        self.up_args = tuple(up_args)
         self.master_port = free_port()
         self.nats_port = free_port()
         self.postgres_port = free_port()
@@ -51,6 +53,7 @@ class Cluster:
             str(self.nats_port),
             "--postgres-port",
             str(self.postgres_port),
+            *self.up_args,
         )
 
     def down(self) -> subprocess.CompletedProcess[str]:
@@ -111,11 +114,11 @@ class Cluster:
 
 
 @contextmanager
-def started_cluster(prefix: str) -> Iterator[Cluster]:
+def started_cluster(prefix: str, up_args: Sequence[str] = ()) -> Iterator[Cluster]:
     """A cluster up for the block, then down and its data folder removed."""
     # Not under the home folder: PostgreSQL runs as its own user and must reach it.
     data_dir = Path("/tmp") / f"{prefix}-{uuid.uuid4().hex[:8]}"
-    running = Cluster(data_dir)
+    running = Cluster(data_dir, up_args)
     started = running.up()
     assert started.returncode == 0, started.stdout + started.stderr
     try:

@@ -93,6 +93,40 @@ def history() -> list[tuple[str, Message]]:
         ("allocation/3.1", ev.AllocationCanceled(allocation_id="3.1", task_id="3", reason="stopped")),
         ("trial/3", ev.TrialProgressReported(trial_id=3, experiment_id=2, progress=0.25)),
         ("experiment/2", ev.ExperimentStateChanged(experiment_id=2, state=ev.EXPERIMENT_STATE_COMPLETED)),
+        *deletions(),
+    ]
+
+
+def deletions() -> list[tuple[str, Message]]:
+    """The model registry and checkpoint deletion: c2 becomes a model version,
+    c1 loses some of its files to a GC policy (the storage refused the rest),
+    and experiment 3 is deleted: a first attempt fails, the second succeeds."""
+    def requested_deletion(experiment_id: int, deletion_id: int, *uuids: str) -> ev.CheckpointDeletionRequested:
+        return ev.CheckpointDeletionRequested(experiment_id=experiment_id, deletion_id=deletion_id, uuids=uuids)
+
+    version = ev.ModelVersionRegistered(model_name="m", model_id=1, version=1, checkpoint_uuid="c2",
+                                        experiment_id=1, trial_id=1, owner="u")
+    return [
+        ("model/m", ev.ModelCreated(model_id=1, name="m", owner="u", labels=["l"])),
+        ("model/m", version),
+        ("experiment/1", ev.CheckpointGcPolicyChanged(experiment_id=1, save_trial_best=0, save_trial_latest=0)),
+        ("experiment/1", requested_deletion(1, 1, "c1")),
+        ("checkpoint/c1", ev.CheckpointPartiallyDeleted(uuid="c1", experiment_id=1, trial_id=1, deletion_id=1,
+                                                        remaining={"b": 2}, error="b: access denied")),
+        ("experiment/3", ev.ExperimentCreated(experiment_id=3, name="g", owner="u", config_json=CONFIG)),
+        ("trial/4", ev.TrialCreated(trial_id=4, experiment_id=3)),
+        ("checkpoint/c3", ev.CheckpointReported(uuid="c3", trial_id=4, experiment_id=3, steps_completed=5,
+                                                resources={"x": 3}, reported_at_ns=9)),
+        ("experiment/3", ev.ExperimentStateChanged(experiment_id=3, state=ev.EXPERIMENT_STATE_COMPLETED)),
+        ("experiment/3", ev.ExperimentDeleteRequested(experiment_id=3)),
+        ("experiment/3", requested_deletion(3, 1, "c3")),
+        ("checkpoint/c3", ev.CheckpointPartiallyDeleted(uuid="c3", experiment_id=3, trial_id=4, deletion_id=1,
+                                                        remaining={"x": 3}, error="x: access denied")),
+        ("experiment/3", ev.ExperimentDeleteFailed(experiment_id=3, reason="c3: x: access denied")),
+        ("experiment/3", ev.ExperimentDeleteRequested(experiment_id=3)),
+        ("experiment/3", requested_deletion(3, 2, "c3")),
+        ("checkpoint/c3", ev.CheckpointDeleted(uuid="c3", experiment_id=3, trial_id=4, deletion_id=2, bytes_freed=3)),
+        ("experiment/3", ev.ExperimentDeleted(experiment_id=3)),
     ]
 
 
@@ -149,7 +183,7 @@ async def test_duplicated_messages_give_identical_rows(
 
 async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list[StoredEvent]) -> None:
     experiments = await pool.fetch(f"SELECT id, state, ended_at_ns FROM {SCHEMA}.experiments ORDER BY id")
-    assert [(r["id"], r["state"]) for r in experiments] == [(1, "CANCELED"), (2, "COMPLETED")]
+    assert [(r["id"], r["state"]) for r in experiments] == [(1, "CANCELED"), (2, "COMPLETED"), (3, "DELETED")]
     [canceled] = [e for e in projected if e.envelope.experiment_state_changed.experiment_id == 1]
     assert experiments[0]["ended_at_ns"] == canceled.envelope.occurred_at_ns
     trial = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.trials WHERE id = 1")
@@ -180,6 +214,31 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
     assert [e.progress for e in await queries.experiments()] == [0.75, 1.0]
     assert await queries.best_validation(1) == 0.3
     assert await queries.best_validation(2) is None
+
+
+async def test_projected_deletions_and_registry_read_right(pool: asyncpg.Pool, projected: list[StoredEvent]) -> None:
+    checkpoints = await pool.fetch(
+        f"SELECT uuid, state, resources::text, deletion_id, delete_error FROM {SCHEMA}.checkpoints ORDER BY uuid"
+    )
+    assert [tuple(row) for row in checkpoints] == [
+        ("c1", "PARTIALLY_DELETED", '{"b": 2}', 1, "b: access denied"),
+        ("c2", "COMPLETED", "{}", 0, ""),
+        ("c3", "DELETED", "{}", 2, ""),
+    ]
+    experiments = await pool.fetch(
+        f"SELECT id, state, jsonb_array_length(delete_requests) AS delete_requests, config_json"
+        f" FROM {SCHEMA}.experiments ORDER BY id"
+    )
+    assert [(row["id"], row["state"], row["delete_requests"]) for row in experiments] == [
+        (1, "CANCELED", 0), (2, "COMPLETED", 0), (3, "DELETED", 2)
+    ]
+    storage = json.loads(experiments[0]["config_json"])["checkpoint_storage"]
+    assert storage == {"save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
+    assert [e.id for e in await Queries(pool).experiments()] == [1, 2]  # a deleted experiment is not listed
+    models = await pool.fetch(f"SELECT name, model_id, labels::text FROM {SCHEMA}.models")
+    assert [tuple(row) for row in models] == [("m", 1, '["l"]')]
+    versions = await pool.fetch(f"SELECT id, checkpoint_uuid, version FROM {SCHEMA}.model_versions")
+    assert [tuple(row) for row in versions] == [("m:1", "c2", 1)]
 
 
 async def _read_all(store: EventStore) -> list[StoredEvent]:

@@ -41,6 +41,7 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         self.calls = 0
         self.progress: list[float] = []
         self.checkpoints: list[api_pb2.ReportCheckpointRequest] = []
+        self.deletions: list[list[str]] = []
         self.statuses: list[api_pb2.ReportStatusRequest] = []
         self.order: list[str] = []
         self.unavailable_calls = 0
@@ -112,6 +113,11 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         self.checkpoints.append(request)
         self.order.append("checkpoint")
         return api_pb2.ReportCheckpointResponse()
+
+    def DeleteCheckpoints(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        self.deletions.append(list(request.uuids))
+        return api_pb2.DeleteCheckpointsResponse()
 
     def ReportStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._refuse(context)

@@ -3,10 +3,14 @@ localhost, run on threads."""
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from determined.core._distributed import DistributedContext
+
+# All ranks together must finish within this (generous: a loaded 2-core machine is slow).
+HANG_S = 60.0
 
 
 def free_port_pair() -> tuple[int, int]:
@@ -50,7 +54,8 @@ def run_ranks(size: int, work: Callable[[int], Any]) -> dict[int, Any]:
     threads = [threading.Thread(target=run, args=(rank,), daemon=True) for rank in range(size)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + HANG_S
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
     assert not any(thread.is_alive() for thread in threads), "a rank hung"
     return results

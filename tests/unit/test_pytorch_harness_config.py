@@ -132,8 +132,11 @@ def context_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     (tmp_path / "pkg" / "mod.py").write_text(MODEL_DEF + "\nimport not_installed_anywhere\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
+    modules = ("model_def", "pkg", "pkg.mod")
+    for name in modules:  # another test's model_def may be cached
+        sys.modules.pop(name, None)
     yield tmp_path
-    for name in ("model_def", "pkg", "pkg.mod"):
+    for name in modules:
         sys.modules.pop(name, None)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from determined.proto import events_pb2
 from services.agent import core as agent_core
+from services.checkpoint import core as checkpoint_core
 from services.common.envelope import SUBJECT_KINDS, Envelope
 from services.scheduler import core as scheduler_core
 from services.scheduler import state as scheduler_state
@@ -23,6 +24,7 @@ CORES: list[tuple[ModuleType, tuple[str, ...], list[str]]] = [
     (lifecycle, lifecycle.LIFECYCLE_FOLDS, lifecycle.TrialLifecycleCore().kinds),
     (scheduler_state, scheduler_core.SCHEDULER_FOLDS, scheduler_core.SchedulerCore().kinds),
     (agent_core, agent_core.AGENT_FOLDS, agent_core.AgentCore("a").kinds),
+    (checkpoint_core, checkpoint_core.GC_FOLDS, checkpoint_core.GcCore().kinds),
 ]
 
 

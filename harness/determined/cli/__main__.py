@@ -10,11 +10,11 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from determined.cli import agent, deploy, experiment, job, master, trial
+from determined.cli import agent, checkpoint, deploy, experiment, job, master, model, trial
 from determined.cli._client import CliError
 from determined.cli._output import error
 
-COMMAND_MODULES = (experiment, trial, agent, job, master, deploy)
+COMMAND_MODULES = (experiment, trial, checkpoint, model, agent, job, master, deploy)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,6 +67,14 @@ def max_slots(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    """A number of things to keep, 0 or more (a GC policy's save_* knobs)."""
+    value = _whole(text, "a count")
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{text} is not a count: 0 or more")
+    return value
+
+
 def rank(text: str) -> int:
     """A worker's rank in a distributed trial: 0 or more."""
     value = _whole(text, "a rank")

@@ -22,7 +22,13 @@ T = TypeVar("T")
 
 
 class CliError(Exception):
-    """Printed on stderr; the command exits 1."""
+    """Printed on stderr; the command exits 1. `code`: the name of the status the
+    gateway refused the call with ("NOT_FOUND", "INVALID_ARGUMENT", ...), "" when
+    the error is not the gateway's answer."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class MasterUnavailableError(CliError):
@@ -97,11 +103,15 @@ class Gateway:
         if code == self._grpc.StatusCode.UNAVAILABLE:
             if self._connected():
                 # The gateway answered: a part it stands on (NATS, PostgreSQL) is down, and it says which.
-                return MasterUnavailableError(error.details() or "the master is unavailable; try again")
+                return MasterUnavailableError(
+                    error.details() or "the master is unavailable; try again", code.name
+                )
             from determined.cli._cluster_status import read_reason
 
-            return MasterUnavailableError(f"could not reach the master at {self.address}: {read_reason(self.address)}")
-        return CliError(error.details() or str(code))
+            return MasterUnavailableError(
+                f"could not reach the master at {self.address}: {read_reason(self.address)}", code.name
+            )
+        return CliError(error.details() or str(code), code.name)
 
     def _connected(self) -> bool:
         """Whether the channel is connected to the gateway now (asked without

@@ -33,6 +33,37 @@ def format_log_time(ns: int) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{fraction // 1000:06d}Z"
 
 
+def human_size(size: float) -> str:
+    """Bytes for people: 512.0B, 1.5KB, 12.0MB, 3.2GB."""
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}GB"
+
+
+def print_csv(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    import csv
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows([["" if c is None else c for c in row] for row in rows])
+
+
+def confirm(question: str) -> bool:
+    """Asks on stderr (stdout stays the command's output, JSON included) and
+    reads y or yes from stdin. CliError when stdin gives no answer (a script
+    that left out --yes): nothing is done without one."""
+    from determined.cli._client import CliError
+
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        raise CliError("no answer on stdin: pass --yes to go ahead without the question")
+    return answer.strip().lower() in ("y", "yes")
+
+
 def compact_json(text: str) -> str:
     """A JSON document (hparams, metrics) on one line, or "" when empty."""
     if not text:

@@ -136,6 +136,9 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
                          "imported determined and grpc (and the --preload modules)")
     up.add_argument("--preload", default="", metavar="MODULES",
                     help="with --fork-trials: comma-separated modules to import once, e.g. torch,sklearn.datasets")
+    up.add_argument("--checkpoint-storage", type=Path, default=None, metavar="FILE.yaml",
+                    help="the cluster's default checkpoint_storage section (YAML, e.g. type: s3, bucket: ...); "
+                         "an experiment's own section overrides it (default: shared_fs in <data dir>/checkpoints)")
     up.add_argument("--docker", action="store_true", help="run the services as Docker containers")
     up.set_defaults(run=cluster_up)
 
@@ -188,8 +191,11 @@ def cluster_up(args: argparse.Namespace) -> int:
 
 
 def scheduler_settings(args: argparse.Namespace) -> dict[str, str]:
-    """The services' DET_ settings cluster-up's scheduling flags make (unset flags make none)."""
+    """The services' DET_ settings cluster-up's scheduling and storage flags make (unset flags
+    make none)."""
     settings = {}
+    if args.checkpoint_storage:
+        settings["DET_CHECKPOINT_STORAGE"] = checkpoint_storage_setting(args.checkpoint_storage)
     if args.scheduler:
         settings["DET_SCHEDULER_TYPE"] = args.scheduler
     if args.pool_scheduler:
@@ -199,6 +205,35 @@ def scheduler_settings(args: argparse.Namespace) -> dict[str, str]:
     if args.min_run_s is not None:
         settings["DET_SCHEDULER_MIN_RUN_S"] = repr(args.min_run_s)
     return settings
+
+
+def checkpoint_storage_setting(path: Path) -> str:
+    """The gateway's DET_CHECKPOINT_STORAGE (JSON) from a YAML file holding a checkpoint_storage
+    section (bare, or under a `checkpoint_storage:` key); CliError naming what is wrong."""
+    import json
+
+    from pydantic import ValidationError
+
+    from determined.common import expconf
+    from determined.common.expconf._errors import messages_from
+    from determined.common.expconf._yaml import parse_yaml
+
+    try:
+        section = parse_yaml(path.expanduser().read_text())
+    except OSError as error:
+        raise CliError(f"cannot read --checkpoint-storage {path}: {error.strerror or error}") from None
+    except expconf.InvalidConfigError as error:
+        raise CliError(f"--checkpoint-storage {path}: {'; '.join(error.errors)}") from None
+    if isinstance(section, dict) and isinstance(section.get("checkpoint_storage"), dict):
+        section = section["checkpoint_storage"]
+    if not isinstance(section, dict):
+        raise CliError(f"--checkpoint-storage {path} must hold a checkpoint_storage section (a mapping)")
+    try:
+        expconf.CheckpointStorage.model_validate(section)
+    except ValidationError as error:
+        problems = messages_from(error, expconf.CheckpointStorage)
+        raise CliError(f"--checkpoint-storage {path}: {'; '.join(problems)}") from None
+    return json.dumps(section, sort_keys=True)
 
 
 def _pool_scheduler(text: str) -> str:

@@ -14,12 +14,21 @@ from determined.cli._args import EXPERIMENT_ID
 from determined.cli._client import CliError, Gateway, master_address
 from determined.cli._output import (
     compact_json,
+    confirm,
     format_time,
+    human_size,
     message_dict,
     print_json,
     print_table,
 )
 from determined.cli._upload import upload_context
+from determined.cli.checkpoint import (
+    LIST_HEADERS,
+    add_listing_arguments,
+    checkpoint_row,
+    list_experiment_checkpoints,
+    total_size,
+)
 from determined.cli.trial import outcome
 
 if TYPE_CHECKING:
@@ -77,6 +86,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     trials.add_argument("--json", action="store_true")
     trials.set_defaults(run=list_trials)
 
+    checkpoints = verbs.add_parser("list-checkpoints", aliases=["lc"], help="an experiment's checkpoints")
+    checkpoints.add_argument("experiment_id", type=EXPERIMENT_ID)
+    add_listing_arguments(checkpoints)
+    checkpoints.set_defaults(run=list_experiment_checkpoints)
+
     activate = verbs.add_parser("activate", aliases=["unpause"], help="start or resume a PAUSED experiment")
     activate.add_argument("experiment_id", type=EXPERIMENT_ID)
     activate.set_defaults(run=activate_experiment)
@@ -87,7 +101,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pause.add_argument("experiment_id", type=EXPERIMENT_ID)
     pause.set_defaults(run=pause_experiment)
 
-    setting = verbs.add_parser("set", help="change a running experiment's priority, weight or max slots")
+    setting = verbs.add_parser(
+        "set", help="change a running experiment's priority, weight or max slots, or its checkpoint GC policy"
+    )
     what = setting.add_subparsers(dest="setting", metavar="<setting>", required=True)
     for name, value_type, value_help in (
         ("priority", _args.priority, "1 to 99; lower runs first (priority pools)"),
@@ -98,6 +114,30 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         change.add_argument("experiment_id", type=EXPERIMENT_ID)
         change.add_argument("value", type=value_type, help=value_help)
         change.set_defaults(run=set_resource)
+    policy = what.add_parser(
+        "gc-policy", help="change which checkpoints garbage collection keeps; an ended experiment's are "
+                          "collected at once (previewed and confirmed first)"
+    )
+    policy.add_argument("experiment_id", type=EXPERIMENT_ID)
+    for knob, knob_help in (
+        ("save-experiment-best", "keep the N best checkpoints of the experiment"),
+        ("save-trial-best", "keep the N best checkpoints of each trial"),
+        ("save-trial-latest", "keep the N latest checkpoints of each trial"),
+    ):
+        policy.add_argument(f"--{knob}", type=_args.count, required=True, metavar="N", help=knob_help)
+    go = policy.add_mutually_exclusive_group()
+    go.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    go.add_argument("--dry-run", action="store_true", help="only show what the policy would delete")
+    policy.add_argument("--json", action="store_true")
+    policy.set_defaults(run=set_gc_policy)
+
+    delete = verbs.add_parser(
+        "delete", help="delete an ended experiment: every checkpoint of it, then the experiment from listings"
+    )
+    delete.add_argument("experiment_id", type=EXPERIMENT_ID)
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete.add_argument("--json", action="store_true")
+    delete.set_defaults(run=delete_experiment)
 
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
     kill.add_argument("experiment_id", type=EXPERIMENT_ID)
@@ -179,16 +219,8 @@ def _context_files(folder: Path | None, includes: list[Path]) -> ContextFiles | 
         raise CliError(str(problem)) from None
     sources = ", ".join(str(path.resolve()) for path in ([folder] if folder else []) + includes)
     print(f"Preparing files ({sources}) to send to master... "
-          f"{_human_size(files.content_size)} and {files.file_count} files", flush=True)
+          f"{human_size(files.content_size)} and {files.file_count} files", flush=True)
     return files
-
-
-def _human_size(size: float) -> str:
-    for unit in ("B", "KB", "MB"):
-        if size < 1024:
-            return f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}GB"
 
 
 def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
@@ -342,4 +374,70 @@ def set_resource(args: argparse.Namespace) -> int:
 
     field = args.setting.replace("-", "_")
     print(send_update(args.master, f"experiment/{args.experiment_id}", **{field: args.value}))
+    return 0
+
+
+def set_gc_policy(args: argparse.Namespace) -> int:
+    """Shows what the new policy deletes now (and the bytes it frees), asks,
+    then sets it: the checkpoint service collects an ended experiment's
+    checkpoints at once, a running one's when it ends."""
+    from determined.proto import api_pb2
+
+    policy = {
+        "save_experiment_best": args.save_experiment_best,
+        "save_trial_best": args.save_trial_best,
+        "save_trial_latest": args.save_trial_latest,
+    }
+    gateway = Gateway(master_address(args.master))
+    preview = gateway.call(
+        gateway.stub.PreviewGc, api_pb2.PreviewGcRequest(experiment_id=args.experiment_id, **policy)
+    )
+    if not args.json:
+        _print_preview(args.experiment_id, policy, preview)
+    applied, unchanged = False, ""
+    if not args.dry_run and (args.yes or confirm("Apply the new policy?")):
+        response = gateway.call(
+            gateway.stub.SetGcPolicy, api_pb2.SetGcPolicyRequest(experiment_id=args.experiment_id, **policy)
+        )
+        applied, unchanged = not response.unchanged_reason, response.unchanged_reason
+    if args.json:
+        print_json({"experiment_id": args.experiment_id, "policy": policy, "applied": applied,
+                    "unchanged_reason": unchanged, "bytes": preview.bytes,
+                    "checkpoints": [message_dict(c) for c in preview.checkpoints]})
+    elif unchanged:
+        print(unchanged)
+    elif applied:
+        print(f"Set the GC policy of experiment {args.experiment_id}: {_policy_text(policy)}")
+    elif not args.dry_run:
+        print("Aborted: the policy is unchanged.", file=sys.stderr)
+    return 0
+
+
+def _policy_text(policy: dict[str, int]) -> str:
+    return ", ".join(f"{knob}={value}" for knob, value in policy.items())
+
+
+def _print_preview(experiment_id: int, policy: dict[str, int], preview: Any) -> None:
+    if not preview.checkpoints:
+        print(f"{_policy_text(policy)} deletes no checkpoint of experiment {experiment_id} now.")
+        return
+    print(f"{_policy_text(policy)} deletes these {len(preview.checkpoints)} checkpoints of experiment "
+          f"{experiment_id}, freeing {human_size(preview.bytes)}:")
+    print_table(LIST_HEADERS, [checkpoint_row(c, size=human_size(total_size(c))) for c in preview.checkpoints])
+
+
+def delete_experiment(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    question = (f"Delete experiment {args.experiment_id}? Every checkpoint of it is deleted from the storage, "
+                "then it disappears from listings (the event log keeps its history).")
+    if not args.yes and not confirm(question):
+        print("Aborted: nothing deleted.", file=sys.stderr)
+        return 0
+    gateway = Gateway(master_address(args.master))
+    gateway.call(gateway.stub.DeleteExperiment, api_pb2.DeleteExperimentRequest(experiment_id=args.experiment_id))
+    if args.json:
+        print_json({"experiment_id": args.experiment_id, "deletion": "in progress"})
+    else:
+        print(f"Deletion of experiment {args.experiment_id} is in progress")
     return 0

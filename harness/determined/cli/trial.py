@@ -15,6 +15,7 @@ from determined.cli._output import (
     print_json,
     print_table,
 )
+from determined.cli.checkpoint import add_listing_arguments, list_trial_checkpoints
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -26,6 +27,11 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     describe.add_argument("trial_id", type=TRIAL_ID)
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(run=describe_trial)
+
+    checkpoints = verbs.add_parser("list-checkpoints", aliases=["lc"], help="a trial's checkpoints")
+    checkpoints.add_argument("trial_id", type=TRIAL_ID)
+    add_listing_arguments(checkpoints)
+    checkpoints.set_defaults(run=list_trial_checkpoints)
 
     kill = verbs.add_parser("kill", help="kill one trial; it ends CANCELED")
     kill.add_argument("trial_id", type=TRIAL_ID)

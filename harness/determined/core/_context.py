@@ -8,6 +8,7 @@ from typing import Any, Self
 
 from determined import _info
 from determined._client import TrialClient
+from determined.common import storage as checkpoint_storages
 from determined.core import _checkpoint
 from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
@@ -164,10 +165,12 @@ def _trial_context(
     report calls are checked and dropped (WorkerTrainContext). Each node's first process
     still ships its own profiling metrics, under a group of its own."""
     trial = info.trial
+    # Built first: a storage whose library is missing (gcs, azure) fails the trial at its start.
+    storage = checkpoint_storages.build(
+        _checkpoint.storage_section(checkpoint_storage or trial._config.get("checkpoint_storage") or {})
+    )
     client = TrialClient(info.master_url, info.session_token)
-    storage = checkpoint_storage or trial._config.get("checkpoint_storage") or {}
-    root = _checkpoint.storage_root(storage)
-    tensorboard = tensorboard_path(root, trial.experiment_id, trial.trial_id)
+    tensorboard = tensorboard_path(_checkpoint.local_root(storage), trial.experiment_id, trial.trial_id)
     shipper = None
     reporting = None
     if distributed.local_rank == 0:
@@ -198,6 +201,12 @@ def _trial_context(
         if dropped is not None:
             raise dropped
 
+    checkpoint = CheckpointContext(
+        storage,
+        distributed,
+        report_checkpoint,
+        ask_delete=lambda storage_id: client.delete_checkpoints([storage_id]),
+    )
     searcher_config = trial._config.get("searcher") or {}
     train = (
         reporting
@@ -213,7 +222,7 @@ def _trial_context(
         (reporting or train).report_metrics, enabled=distributed.local_rank == 0, group=profiling_group
     )
     return Context(
-        checkpoint=CheckpointContext(root, distributed, report_checkpoint),
+        checkpoint=checkpoint,
         distributed=distributed,
         preempt=PreemptContext(watcher or NeverStopped(), distributed, preempt_mode),
         train=train,
@@ -267,14 +276,15 @@ def _dummy_context(
     checkpoint_storage: str | dict[str, Any] | None,
 ) -> Context:
     distributed = distributed or DummyDistributedContext()
-    root = (
-        _checkpoint.storage_root(checkpoint_storage)
+    storage = (
+        checkpoint_storages.build(_checkpoint.storage_section(checkpoint_storage))
         if checkpoint_storage
-        else _checkpoint.default_storage_root()
+        else checkpoint_storages.LocalStorageManager(_checkpoint.default_storage_root())
     )
-    train = DummyTrainContext(local_tensorboard_path(root))
+    checkpoint = CheckpointContext(storage, distributed, _log_checkpoint)
+    train = DummyTrainContext(local_tensorboard_path(_checkpoint.local_root(storage)))
     return Context(
-        checkpoint=CheckpointContext(root, distributed, _log_checkpoint),
+        checkpoint=checkpoint,
         distributed=distributed,
         preempt=DummyPreemptContext(distributed),
         train=train,

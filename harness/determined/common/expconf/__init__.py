@@ -3,7 +3,8 @@
 Public API::
 
     load_config(text_or_mapping, *, new_experiment=True) -> ExperimentConfig
-    apply_cluster_defaults(config, *, checkpoint_host_path, experiment_seed, name) -> ExperimentConfig
+    apply_cluster_defaults(config, *, checkpoint_host_path, experiment_seed, name,
+                           checkpoint_storage=None) -> ExperimentConfig
     apply_overrides(mapping, ["searcher.max_trials=4", ...]) -> dict
     ExperimentConfig.to_json_dict() -> dict       (the stored, fully defaulted form)
     ExperimentConfig.warnings() -> list[str]      (deprecations; the config is valid)

@@ -33,14 +33,23 @@ def load_config(source: str | bytes | Mapping[str, Any], *, new_experiment: bool
 
 
 def apply_cluster_defaults(
-    config: ExperimentConfig, *, checkpoint_host_path: str, experiment_seed: int, name: str
+    config: ExperimentConfig,
+    *,
+    checkpoint_host_path: str,
+    experiment_seed: int,
+    name: str,
+    checkpoint_storage: CheckpointStorage | None = None,
 ) -> ExperimentConfig:
     """Fill what the cluster decides: storage, seed and name. Pure: the caller hands
-    in the seed and the petname so that replaying gives the same config."""
-    storage = config.checkpoint_storage
-    if storage is None:
-        storage = CheckpointStorage(type="shared_fs", host_path=checkpoint_host_path)
-    elif storage.type == "shared_fs" and storage.host_path is None:
+    in the seed and the petname so that replaying gives the same config.
+
+    `checkpoint_storage` is the cluster's default storage (`det deploy local cluster-up
+    --checkpoint-storage`; None: shared_fs). A `shared_fs` storage without a host_path
+    gets `checkpoint_host_path`."""
+    storage = cluster_storage(
+        config.checkpoint_storage, checkpoint_storage or CheckpointStorage(type="shared_fs")
+    )
+    if storage.type == "shared_fs" and storage.host_path is None:
         storage = storage.model_copy(update={"host_path": checkpoint_host_path})
     reproducibility = config.reproducibility
     if reproducibility.experiment_seed is None:
@@ -52,3 +61,15 @@ def apply_cluster_defaults(
             "name": config.name if config.name is not None else name,
         }
     )
+
+
+def cluster_storage(own: CheckpointStorage | None, default: CheckpointStorage) -> CheckpointStorage:
+    """An experiment's storage given the cluster's default, as Determined merges them: none
+    of its own takes the default; one of the same type fills the fields it leaves out from
+    the default (an endpoint, keys, the GC policy; what its type requires, such as the
+    bucket, it has already); one of another type stands alone."""
+    if own is None:
+        return default
+    if own.type != default.type:
+        return own
+    return default.model_copy(update={field: getattr(own, field) for field in own.model_fields_set})

@@ -2,9 +2,26 @@
 download) and the checkpoint service (delete).
 
 A checkpoint is the folder `<root>/<storage_id>` holding the user's files and
-`metadata.json`, whatever the backend. `build(config)` gives the manager for a
-`checkpoint_storage` section (the dict form the cluster stores)."""
+`metadata.json`, whatever the backend: a folder under a shared file system
+(`shared_fs`, `directory`), or the objects under `<prefix>/<storage_id>/` of a
+bucket (`s3`, `gcs`) or container (`azure`). `build(config)` gives the manager for
+a `checkpoint_storage` section (the dict form the cluster stores). Importing this
+package imports no cloud library: `build` imports the one a section needs."""
 
-from determined.common.storage._base import DeleteResult, StorageError, StorageManager, build
+from determined.common.storage._base import DeleteResult, Selector, StorageError, StorageManager
+from determined.common.storage._build import STORAGE_TYPES, build, section_from_string
+from determined.common.storage._local import LocalStorageManager
+from determined.common.storage._paths import glob_matcher, local_resources
 
-__all__ = ["DeleteResult", "StorageError", "StorageManager", "build"]
+__all__ = [
+    "STORAGE_TYPES",
+    "DeleteResult",
+    "LocalStorageManager",
+    "Selector",
+    "StorageError",
+    "StorageManager",
+    "build",
+    "glob_matcher",
+    "local_resources",
+    "section_from_string",
+]

@@ -3,9 +3,8 @@ checkpoint service; see the package docstring)."""
 
 import abc
 import pathlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 # relpath -> bool: which files of a checkpoint to download or upload.
 Selector = Callable[[str], bool]
@@ -39,19 +38,22 @@ class StorageManager(abc.ABC):
     def delete(self, storage_id: str, globs: list[str] | None = None) -> DeleteResult:
         """Delete the checkpoint's files (those matching `globs`, all when None or empty).
         Idempotent: files already gone count as deleted. Never raises for one file's
-        failure: it is reported in the result."""
+        failure: it is reported in the result. StorageError when the checkpoint cannot even
+        be listed (the storage is unreachable, the bucket is gone)."""
 
     @abc.abstractmethod
     def list_resources(self, storage_id: str) -> dict[str, int]:
         """{relpath: size} of the checkpoint's files as stored now ({} when none)."""
 
+    @abc.abstractmethod
+    def read(
+        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = 1 << 20
+    ) -> Iterator[bytes]:
+        """One file's bytes from `offset` on, in chunks of at most `chunk_bytes` (the gateway's
+        download stream; nothing past the end). Raised by the call itself, before any chunk:
+        FileNotFoundError when the file does not exist, ValueError for a path that is not
+        inside a checkpoint."""
+
     def local_path(self, storage_id: str) -> pathlib.Path | None:
         """The checkpoint's folder when the backend is a local file system (no copy needed)."""
         return None
-
-
-def build(config: Mapping[str, Any]) -> StorageManager:
-    """The manager for a `checkpoint_storage` section (its `type` picks the backend).
-    ValueError naming the field for a bad section; ImportError naming the package to
-    install for a backend whose library is missing (gcs, azure)."""
-    raise NotImplementedError("filled in by the storage backends")

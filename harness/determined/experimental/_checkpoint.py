@@ -1,0 +1,179 @@
+"""Checkpoints in the SDK, and the sorting the checkpoint listings share."""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import pathlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from determined.cli._download import DownloadMode, download
+
+if TYPE_CHECKING:
+    from determined.cli._client import Gateway
+    from determined.proto import api_pb2
+
+logger = logging.getLogger("determined.experimental")
+
+
+class CheckpointState(enum.Enum):
+    COMPLETED = "COMPLETED"
+    # A deletion is requested; the files are going.
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+    # Some files are left: those globs spared, or those the storage refused to delete.
+    PARTIALLY_DELETED = "PARTIALLY_DELETED"
+
+
+class CheckpointSortBy(enum.Enum):
+    """What checkpoint listings sort by besides a validation metric's name."""
+
+    SEARCHER_METRIC = "searcher_metric"
+    BATCH_NUMBER = "steps_completed"
+    END_TIME = "report_time"
+
+
+class OrderBy(enum.Enum):
+    ASC = "asc"
+    DESC = "desc"
+    # Determined's other names for them: aliases of the same members.
+    ASCENDING = "asc"  # noqa: PIE796
+    DESCENDING = "desc"  # noqa: PIE796
+
+
+def listing_request(
+    sort_by: str | CheckpointSortBy | None, order_by: OrderBy | str | None, max_results: int | None
+) -> dict[str, Any]:
+    """The sort fields of GetExperimentCheckpoints / GetTrialCheckpoints. Given
+    neither sort_by nor order_by, checkpoints come best first by the searcher
+    metric (as Determined lists them), so `list_checkpoints()[0]` is the best.
+    A string sort_by is a validation metric's name (or "searcher_metric",
+    "steps_completed"); a string order_by is "asc" or "desc"."""
+    if (sort_by is None) != (order_by is None):
+        raise ValueError("sort_by and order_by go together: give both or neither")
+    if isinstance(order_by, str):
+        order_by = OrderBy(order_by.lower())
+    if max_results is not None and max_results < 1:
+        raise ValueError(f"max_results must be 1 or more, not {max_results}")
+    fields: dict[str, Any] = {"max_results": max_results or 0}
+    if sort_by is None or order_by is None:
+        return {**fields, "sort_by": CheckpointSortBy.SEARCHER_METRIC.value}
+    if sort_by is CheckpointSortBy.END_TIME:
+        return {**fields, "order_by": order_by.value}  # "" sorts by report time
+    name = sort_by.value if isinstance(sort_by, CheckpointSortBy) else sort_by
+    return {**fields, "sort_by": name, "order_by": order_by.value}
+
+
+@dataclass(frozen=True)
+class CheckpointTraining:
+    """Where a checkpoint comes from and how its trial validated at its step."""
+
+    experiment_id: int
+    trial_id: int
+    steps_completed: int
+    # The trial's validation metrics at the checkpoint's steps_completed ({} when none).
+    validation_metrics: dict[str, Any]
+    searcher_metric: float | None
+
+
+class Checkpoint:
+    """One checkpoint, as the master knew it when it was fetched (`reload()`
+    fetches it again)."""
+
+    def __init__(self, gateway: Gateway, message: api_pb2.Checkpoint) -> None:
+        self._gateway = gateway
+        self._message = message
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(uuid={self.uuid!r}, state={self.state.value})"
+
+    @property
+    def uuid(self) -> str:
+        return self._message.uuid
+
+    @property
+    def state(self) -> CheckpointState:
+        return CheckpointState(self._message.state)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The metadata stored with it (its metadata.json), steps_completed included."""
+        return _json_object(self._message.metadata_json)
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """Its files as recorded, path -> bytes (directories as `dir/`): what is left
+        once PARTIALLY_DELETED."""
+        return dict(self._message.resources)
+
+    @property
+    def report_time(self) -> datetime:
+        return datetime.fromtimestamp(self._message.reported_at_ns / 1e9, UTC)
+
+    @property
+    def training(self) -> CheckpointTraining:
+        m = self._message
+        return CheckpointTraining(
+            experiment_id=m.experiment_id,
+            trial_id=m.trial_id,
+            steps_completed=m.steps_completed,
+            validation_metrics=_json_object(m.validation_metrics_json),
+            searcher_metric=m.searcher_metric if m.HasField("searcher_metric") else None,
+        )
+
+    @property
+    def model_versions(self) -> list[str]:
+        """The model versions it is registered as ("<model>:<version>"): GC never deletes it."""
+        return list(self._message.model_versions)
+
+    @property
+    def delete_error(self) -> str:
+        """Why files are left after a deletion ("" unless the storage refused some)."""
+        return self._message.delete_error
+
+    def reload(self) -> None:
+        from determined.cli.checkpoint import get_checkpoint
+
+        self._message = get_checkpoint(self._gateway, self.uuid)
+
+    def download(
+        self,
+        path: str | pathlib.Path | None = None,
+        mode: DownloadMode | str = DownloadMode.AUTO,
+        selector: Callable[[str], bool] | None = None,
+    ) -> str:
+        """Downloads its files into `path` (default `checkpoints/<uuid>`) and returns
+        that path. `mode`: DIRECT from the storage, MASTER streamed by the master
+        (resuming what an earlier download left), AUTO direct then through the
+        master when the storage cannot be read from here. `selector(relpath)`
+        picks the files to download. A string mode is "auto", "direct" or "master"."""
+        target = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
+        return str(download(self._gateway, self._message, target, DownloadMode(mode), selector=selector,
+                            say=logger.warning))
+
+    def delete(self) -> None:
+        """Deletes every file of it from the storage (asynchronously: the state
+        is DELETING, then DELETED). Refused for a registered model version."""
+        self._delete([])
+
+    def remove_files(self, globs: list[str]) -> None:
+        """Deletes the files matching `globs` (e.g. "optimizer/**"); the checkpoint
+        becomes PARTIALLY_DELETED."""
+        if not globs or any(not g.strip() or ".." in g.split("/") for g in globs):
+            raise ValueError(f"globs must be non-empty paths inside the checkpoint, without ..: {globs!r}")
+        self._delete(globs)
+
+    def _delete(self, globs: list[str]) -> None:
+        from determined.proto import api_pb2
+
+        self._gateway.call(
+            self._gateway.stub.DeleteCheckpoints, api_pb2.DeleteCheckpointsRequest(uuids=[self.uuid], globs=globs)
+        )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    return dict(json.loads(text)) if text else {}

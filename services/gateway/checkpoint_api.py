@@ -1,0 +1,270 @@
+"""The checkpoint RPCs: listings, GC preview and policy, deletion of
+checkpoints and experiments, and downloads through the gateway. Thin
+handlers over the pure rules (checkpoints.py) and the read models
+(checkpoint_queries.py); the Servicer inherits them.
+
+Who may call what: reads (GetCheckpoint, the listings, PreviewGc,
+DownloadCheckpointFile) any caller; DeleteCheckpoints users, and a trial
+process for its own trial's checkpoints (core_context.checkpoint.delete);
+SetGcPolicy and DeleteExperiment users only (DeleteExperiment: the
+experiment's owner).
+"""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeAlias, TypeVar
+
+import grpc
+import structlog
+
+from determined.common import storage
+from determined.proto import api_pb2
+from services.common.envelope import Append, Envelope, aggregate, payload_field
+from services.common.eventstore import ConflictError, EventStore
+from services.gateway import checkpoints as rules
+from services.gateway.auth import TrialPrincipal, current_principal, require_user
+from services.gateway.checkpoint_queries import CheckpointQueries, ExperimentFacts
+from services.gateway.commands import Unchanged
+from services.gateway.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
+from services.gateway.projector import Projector
+from services.gateway.queries import Queries
+
+K = TypeVar("K")
+T = TypeVar("T")
+Context: TypeAlias = grpc.aio.ServicerContext
+# How often a decision made against an aggregate's version is made again when
+# another writer appended to the aggregate meanwhile.
+DECIDE_ATTEMPTS = 5
+# The size of each DownloadCheckpointFile response's data.
+DOWNLOAD_CHUNK_BYTES = 1 << 20
+
+log = structlog.get_logger()
+
+
+class CheckpointRpcs:
+    store: EventStore
+    projector: Projector
+    queries: Queries
+    checkpoint_queries: CheckpointQueries
+
+    async def GetCheckpoint(
+        self, request: api_pb2.GetCheckpointRequest, context: Context
+    ) -> api_pb2.GetCheckpointResponse:
+        return api_pb2.GetCheckpointResponse(checkpoint=await self._checkpoint(request.uuid))
+
+    async def GetExperimentCheckpoints(
+        self, request: api_pb2.GetExperimentCheckpointsRequest, context: Context
+    ) -> api_pb2.GetCheckpointsResponse:
+        listing = rules.checked_listing(
+            request.sort_by, request.order_by, request.max_results, request.include_deleted
+        )
+        experiment = await self._experiment(request.experiment_id)
+        found = await self.checkpoint_queries.of_experiment(experiment.experiment_id)
+        return api_pb2.GetCheckpointsResponse(checkpoints=_listed(found, listing, experiment))
+
+    async def GetTrialCheckpoints(
+        self, request: api_pb2.GetTrialCheckpointsRequest, context: Context
+    ) -> api_pb2.GetCheckpointsResponse:
+        listing = rules.checked_listing(
+            request.sort_by, request.order_by, request.max_results, request.include_deleted
+        )
+        trial = await self._after_catch_up(self.queries.trial_status, request.trial_id)
+        if trial is None:
+            raise NotFoundError(f"trial {request.trial_id} not found")
+        experiment = await self._experiment(trial.experiment_id)
+        found = await self.checkpoint_queries.of_trial(request.trial_id)
+        return api_pb2.GetCheckpointsResponse(checkpoints=_listed(found, listing, experiment))
+
+    async def DeleteCheckpoints(
+        self, request: api_pb2.DeleteCheckpointsRequest, context: Context
+    ) -> api_pb2.DeleteCheckpointsResponse:
+        """Records the request (CheckpointDeleteAsked, per experiment); the
+        checkpoint service deletes the files. Refused whole when a uuid is
+        unknown, a model version, or (for a trial process) not its trial's."""
+        principal = current_principal()
+        uuids = list(dict.fromkeys(uuid.strip() for uuid in request.uuids))
+        found = await self.checkpoint_queries.checkpoints(uuids)
+        if len(found) < len(uuids) and await self.projector.catch_up():
+            found = await self.checkpoint_queries.checkpoints(uuids)
+        trial_id = principal.trial_id if isinstance(principal, TrialPrincipal) else None
+        sources = await self.checkpoint_queries.warm_start_sources(list(found.values()))
+        appends = rules.checkpoint_delete_asked(
+            uuids, found, request.globs, warm_start_sources=sources, actor=principal.actor, trial_id=trial_id
+        )
+        for append in appends:
+            await self.store.append(append, actor=principal.actor)
+        log.info("checkpoint_deletion_asked", uuids=len(uuids), by=principal.actor)
+        return api_pb2.DeleteCheckpointsResponse()
+
+    async def PreviewGc(self, request: api_pb2.PreviewGcRequest, context: Context) -> api_pb2.PreviewGcResponse:
+        policy = rules.checked_policy(request.save_experiment_best, request.save_trial_best, request.save_trial_latest)
+        experiment = await self._experiment(request.experiment_id)
+        deleted = rules.gc_deletes(await self.checkpoint_queries.gc_inputs(experiment), policy)
+        return api_pb2.PreviewGcResponse(checkpoints=deleted, bytes=rules.freed_bytes(deleted))
+
+    async def SetGcPolicy(
+        self, request: api_pb2.SetGcPolicyRequest, context: Context
+    ) -> api_pb2.SetGcPolicyResponse:
+        require_user()
+        policy = rules.checked_policy(request.save_experiment_best, request.save_trial_best, request.save_trial_latest)
+
+        async def decide(version: int) -> Append | Unchanged:
+            experiment = await self._experiment(request.experiment_id)
+            current = rules.stored_policy(experiment.config_json)
+            deletes_now = rules.gc_deletes(await self.checkpoint_queries.gc_inputs(experiment), policy)
+            return rules.gc_policy_changed(
+                experiment.experiment_id, experiment.state, current, policy, len(deletes_now), version
+            )
+
+        unchanged = await self._decide_and_append(aggregate("experiment", request.experiment_id), decide)
+        return api_pb2.SetGcPolicyResponse(unchanged_reason=unchanged)
+
+    async def DeleteExperiment(
+        self, request: api_pb2.DeleteExperimentRequest, context: Context
+    ) -> api_pb2.DeleteExperimentResponse:
+        user = require_user()
+
+        async def decide(version: int) -> Append | Unchanged:
+            experiment = await self._experiment(request.experiment_id)
+            rules.check_may_delete_experiment(experiment.experiment_id, experiment.owner, user.username)
+            registered = {
+                c.uuid: list(c.model_versions)
+                for c in await self.checkpoint_queries.of_experiment(experiment.experiment_id)
+                if c.model_versions
+            }
+            return rules.experiment_delete_requested(
+                experiment.experiment_id, experiment.state, experiment.delete_requests, registered, version
+            )
+
+        await self._decide_and_append(aggregate("experiment", request.experiment_id), decide)
+        return api_pb2.DeleteExperimentResponse()
+
+    async def DownloadCheckpointFile(
+        self, request: api_pb2.DownloadCheckpointFileRequest, context: Context
+    ) -> AsyncIterator[api_pb2.DownloadCheckpointFileResponse]:
+        """The file's bytes from the offset on, read from the checkpoint's
+        storage in a worker thread, DOWNLOAD_CHUNK_BYTES per response. Only
+        the checkpoint's recorded files are served."""
+        checkpoint = await self._checkpoint(request.uuid)
+        size = rules.downloaded_size(checkpoint, request.path, request.offset)
+        if request.offset == size:
+            yield api_pb2.DownloadCheckpointFileResponse(offset=size, size=size)
+            return
+        section = rules.storage_section(checkpoint.storage_json)
+        chunks = await asyncio.to_thread(_opened, section, checkpoint.uuid, request.path, request.offset)
+        offset = request.offset
+        try:
+            while (data := await asyncio.to_thread(_next_chunk, chunks, checkpoint.uuid, request.path)) is not None:
+                yield api_pb2.DownloadCheckpointFileResponse(data=data, offset=offset, size=size)
+                offset += len(data)
+        finally:
+            await asyncio.to_thread(_close, chunks)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    async def _checkpoint(self, uuid: str) -> api_pb2.Checkpoint:
+        if not uuid:
+            raise InvalidArgumentError("name the checkpoint by its uuid")
+        checkpoint = await self._after_catch_up(self.checkpoint_queries.checkpoint, uuid)
+        if checkpoint is None:
+            raise NotFoundError(f"checkpoint {uuid} not found")
+        return checkpoint
+
+    async def _experiment(self, experiment_id: int) -> ExperimentFacts:
+        """The experiment, which must exist and not be deleted."""
+        experiment = await self._after_catch_up(self.checkpoint_queries.experiment, experiment_id)
+        if experiment is None:
+            raise NotFoundError(f"experiment {experiment_id} not found")
+        if experiment.state == "DELETED":
+            raise NotFoundError(f"experiment {experiment_id} was deleted")
+        return experiment
+
+    async def _after_catch_up(self, lookup: Callable[[K], Awaitable[T | None]], key: K) -> T | None:
+        """The lookup's answer; on a miss, once more after the projector has
+        caught up with the log (a client reads its own writes)."""
+        found = await lookup(key)
+        if found is None and await self.projector.catch_up():
+            found = await lookup(key)
+        return found
+
+    async def _decide_and_append(
+        self, aggregate_name: str, decide: Callable[[int], Awaitable[Append | Unchanged]]
+    ) -> str:
+        """Appends what `decide` makes of the aggregate at its newest version
+        (the read models caught up with it), against that version; decides
+        again when another writer appended meanwhile. Why nothing changed, or ""."""
+        principal = current_principal()
+        for _ in range(DECIDE_ATTEMPTS):
+            stored = await self.store.last_event(aggregate_name)
+            if stored is None:
+                kind, _, key = aggregate_name.partition("/")
+                raise NotFoundError(f"{kind} {key} not found")
+            await self.projector.wait_for(stored.sequence)
+            decision = await decide(stored.sequence)
+            if isinstance(decision, Unchanged):
+                return decision.reason
+            try:
+                sequence, stored_event = await self.store.append(decision, actor=principal.actor)
+            except ConflictError:
+                continue
+            if not appended(decision, stored_event):
+                continue
+            await self.projector.wait_for(sequence)  # the caller reads what it changed at once
+            return ""
+        raise FailedPreconditionError(f"{aggregate_name} kept changing meanwhile; try again")
+
+
+def appended(append: Append, stored: Envelope) -> bool:
+    """Whether the event stored under the append's message id is this one: a
+    racing request may have taken the id (e.g. the same version number) with
+    another payload first, and the store then answers with that event."""
+    return bool(getattr(stored, payload_field(append.payload)) == append.payload)
+
+
+def _listed(
+    checkpoints: list[api_pb2.Checkpoint], listing: rules.Listing, experiment: ExperimentFacts
+) -> list[api_pb2.Checkpoint]:
+    return rules.listed(
+        checkpoints, listing, searcher_metric=experiment.searcher_metric, smaller_is_better=experiment.smaller_is_better
+    )
+
+
+def _opened(section: dict[str, object], uuid: str, path: str, offset: int) -> Iterator[bytes]:
+    """The file's chunks from the checkpoint's storage (blocking: run in a worker thread)."""
+    try:
+        manager = storage.build(section)
+    except (ImportError, ValueError) as error:
+        raise FailedPreconditionError(f"the gateway cannot read the checkpoint's storage: {error}") from error
+    with _storage_errors(uuid, path):
+        return manager.read(uuid, path, offset, DOWNLOAD_CHUNK_BYTES)
+
+
+def _next_chunk(chunks: Iterator[bytes], uuid: str, path: str) -> bytes | None:
+    with _storage_errors(uuid, path):
+        return next(chunks, None)
+
+
+@contextlib.contextmanager
+def _storage_errors(uuid: str, path: str) -> Iterator[None]:
+    """A file that is not there is NOT_FOUND; a storage that fails, UNAVAILABLE (the
+    client's download resumes from what it has)."""
+    try:
+        yield
+    except FileNotFoundError as error:
+        raise NotFoundError(f"file {path!r} of checkpoint {uuid} is not in its storage: {error}") from error
+    except (storage.StorageError, OSError) as error:
+        raise UnavailableError(f"the storage of checkpoint {uuid} failed: {error}") from error
+    except ValueError as error:  # a path the storage refuses to resolve
+        raise InvalidArgumentError(f"file {path!r} of checkpoint {uuid}: {error}") from error
+
+
+def _close(chunks: Iterator[bytes]) -> None:
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        close()
