@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from determined.common.expconf import CheckpointStorage
 from services.common.eventstore import LOGS_MAX_BYTES
@@ -35,6 +35,13 @@ class GatewaySettings(CommonSettings):
     # Where an agent on another machine reaches nats-server (GetMaster.nats_url);
     # "": nats_url (a local cluster's own address).
     advertised_nats_url: str = ""
+
+    @field_validator("checkpoint_storage")
+    @classmethod
+    def _storage_has_a_type(cls, storage: CheckpointStorage | None) -> CheckpointStorage | None:
+        if storage is not None and storage.type is None:
+            raise ValueError("the cluster's default checkpoint storage needs a type")
+        return storage
 
     def scheduler_config(self) -> "SchedulerConfig":
         """The scheduler's configuration, from the same DET_SCHEDULER_* settings

@@ -63,6 +63,17 @@ def test_an_experiment_of_another_type_stands_alone() -> None:
     }
 
 
+def test_a_section_with_only_a_gc_policy_completes_the_clusters() -> None:
+    policy = BASE + "checkpoint_storage: {save_trial_latest: 3, save_trial_best: 0}\n"
+    assert stored_storage(policy, S3_DEFAULT) == dict(
+        S3_DEFAULT, save_experiment_best=0, save_trial_best=0, save_trial_latest=3
+    )
+    assert stored_storage(policy, None)["type"] == "shared_fs"
+    assert stored_storage(policy, None)["save_trial_latest"] == 3
+    with pytest.raises(InvalidArgumentError, match="checkpoint_storage.bucket: needs the storage's type"):
+        stored_storage(BASE + "checkpoint_storage: {bucket: b}\n", S3_DEFAULT)
+
+
 def test_without_a_cluster_default_storage_is_shared_fs_under_the_checkpoint_path() -> None:
     assert stored_storage(BASE, None)["host_path"] == "/data/checkpoints"
     assert stored_storage(BASE, {"type": "shared_fs", "storage_path": "s"})["host_path"] == "/data/checkpoints"
@@ -76,6 +87,9 @@ def test_the_gateway_reads_and_checks_its_default_at_start(monkeypatch: pytest.M
     assert storage is not None and storage.bucket == "team" and storage.save_trial_best == 2
     monkeypatch.setenv("DET_CHECKPOINT_STORAGE", json.dumps({"type": "s3"}))
     with pytest.raises(ValidationError, match="bucket"):
+        GatewaySettings()
+    monkeypatch.setenv("DET_CHECKPOINT_STORAGE", json.dumps({"save_trial_best": 2}))
+    with pytest.raises(ValidationError, match="needs a type"):
         GatewaySettings()
 
 
@@ -98,6 +112,7 @@ def test_cluster_up_hands_the_file_to_the_services(tmp_path: pathlib.Path, text:
     [
         ("type: s3\nbukket: team\n", 'unknown field "bukket" at top level \\(did you mean "bucket"\\?\\)'),
         ("type: s3\n", "bucket: is required"),
+        ("save_trial_best: 2\n", "type is required"),
         ("- a\n- b\n", "must hold a checkpoint_storage section"),
         ("type: [s3\n", "invalid YAML at line 2"),
     ],

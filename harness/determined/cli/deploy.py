@@ -228,6 +228,8 @@ def checkpoint_storage_setting(path: Path) -> str:
         section = section["checkpoint_storage"]
     if not isinstance(section, dict):
         raise CliError(f"--checkpoint-storage {path} must hold a checkpoint_storage section (a mapping)")
+    if "type" not in section:
+        raise CliError(f"--checkpoint-storage {path}: type is required (shared_fs, directory, s3, gcs or azure)")
     try:
         expconf.CheckpointStorage.model_validate(section)
     except ValidationError as error:

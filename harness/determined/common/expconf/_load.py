@@ -67,9 +67,10 @@ def cluster_storage(own: CheckpointStorage | None, default: CheckpointStorage) -
     """An experiment's storage given the cluster's default, as Determined merges them: none
     of its own takes the default; one of the same type fills the fields it leaves out from
     the default (an endpoint, keys, the GC policy; what its type requires, such as the
-    bucket, it has already); one of another type stands alone."""
+    bucket, it has already); one of another type stands alone. One with no type (only a GC
+    policy) is the default with that policy."""
     if own is None:
         return default
-    if own.type != default.type:
+    if own.type is not None and own.type != default.type:
         return own
     return default.model_copy(update={field: getattr(own, field) for field in own.model_fields_set})

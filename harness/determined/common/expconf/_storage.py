@@ -27,7 +27,9 @@ Keep = Annotated[int, Field(ge=0)]
 
 
 class CheckpointStorage(ConfigModel):
-    type: StorageType
+    # None: a section giving only the GC policy (`save_*`), which the cluster's default
+    # storage completes (Determined merges the master's storage before its completeness check).
+    type: StorageType | None = None
     save_experiment_best: Keep = 0
     save_trial_best: Keep = 1
     save_trial_latest: Keep = 1
@@ -49,6 +51,14 @@ class CheckpointStorage(ConfigModel):
 
     @model_validator(mode="after")
     def _type_rules(self) -> CheckpointStorage:
+        if self.type is None:
+            raise_problems(
+                [
+                    (field, "needs the storage's type (without one, only the GC policy save_* may be given)")
+                    for field in sorted(self.model_fields_set - set(_GC))
+                ]
+            )
+            return self
         problems = [
             (field, f"is not a field of {self.type} checkpoint storage")
             for field in sorted(self.model_fields_set - set(self.accepted_fields))
@@ -77,7 +87,7 @@ class CheckpointStorage(ConfigModel):
 
     @property
     def accepted_fields(self) -> tuple[str, ...]:
-        return FIELDS_BY_STORAGE[self.type]
+        return _GC if self.type is None else FIELDS_BY_STORAGE[self.type]
 
     def to_json(self) -> dict[str, Any]:
         return {field: getattr(self, field) for field in self.accepted_fields}
