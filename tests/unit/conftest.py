@@ -18,3 +18,14 @@ def gateway() -> Iterator[Server]:
 @pytest.fixture
 def fake(gateway: Server) -> FakeGateway:
     return gateway.gateway
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for the test (the PyTorch API tests compare losses exactly)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

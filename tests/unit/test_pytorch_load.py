@@ -4,7 +4,6 @@ import pathlib
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -26,12 +25,8 @@ MODEL_DEF = textwrap.dedent(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Exact comparisons of losses need one thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def train(trial_class: type[TinyTrial], storage: pathlib.Path) -> tuple[TinyTrial, pathlib.Path]:

@@ -5,7 +5,6 @@ boundary on either side of the pause."""
 
 import json
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +16,8 @@ import determined.pytorch as det_torch
 TOTAL = 10  # batches; an epoch is 6
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Exact comparisons of losses need one thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def checkpoints(root: pathlib.Path) -> dict[int, str]:

@@ -3,7 +3,6 @@ mode and TensorBoard, with the tiny trials of `pytorch_trials`."""
 
 import json
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,13 +15,8 @@ import determined.pytorch as det_torch
 from determined.core import _checkpoint
 from determined.pytorch import _state
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Exact comparisons of losses need one thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Recorder:

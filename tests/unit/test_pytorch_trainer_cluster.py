@@ -18,12 +18,8 @@ import determined.pytorch as det_torch
 SEARCHER = {"name": "single", "metric": "validation_loss", "smaller_is_better": True}
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Exact comparisons of losses need one thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

@@ -4,24 +4,17 @@ shards, and only the chief stores checkpoints, with both workers' generator stat
 
 import json
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch
 from distributed_ranks import context, free_port_pair, run_ranks
 from pytorch_trials import BATCH_SIZE, TinyTrial, dataset
 
 import determined.pytorch as det_torch
 from determined.pytorch import _state
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Exact comparisons of losses need one thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Sequential(TinyTrial):
