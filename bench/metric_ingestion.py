@@ -80,6 +80,7 @@ async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> l
     settings = GatewaySettings(
         nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
         gateway_port=free_port(), gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
+        allow_blank_password=True,
     )
     gateway = await Gateway.start(settings)
     try:

@@ -16,6 +16,15 @@ from deploy.local.servers import NatsServer, PostgresServer, free_port
 from services.common.eventstore import EventStore
 
 
+@pytest.fixture(autouse=True)
+def cli_config_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The det CLI's and the SDK's token cache (DET_CONFIG_DIR) in a folder of the test's
+    own, never the user's ~/.config; DET_USER and DET_PASS of the shell left out."""
+    monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path_factory.mktemp("det-config")))
+    monkeypatch.delenv("DET_USER", raising=False)
+    monkeypatch.delenv("DET_PASS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("nats")

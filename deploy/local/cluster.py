@@ -15,7 +15,8 @@ what the `det deploy local` commands do.
                        nats-server), postgres.log, supervisor.log
         run/           cluster.json (options, pids), status.json (every part, by the
                        supervisor), requests/ (to the supervisor), ready files
-        cluster.secret signs allocation tokens; never in the event log
+        cluster.secret signs allocation and session tokens; never in the event log
+        initial-user-password  (0600) until cluster-up has logged the operator in (initial_password.py)
 """
 
 import json
@@ -120,6 +121,8 @@ class ClusterOptions:
     advertise_host: str = ""
     # DET_ settings for the services (the scheduler's, DET_AGENT_LOST_S, ...).
     settings: dict[str, str] = field(default_factory=dict)
+    # The address the gateway listens on: loopback unless cluster-up --listen.
+    listen: str = "127.0.0.1"
 
 
 @dataclass
@@ -153,6 +156,7 @@ class ClusterRecord:
     settings: dict[str, str] = field(default_factory=dict)
     # Set when the folder runs only agents, for the cluster it describes (RemoteCluster fields).
     remote: dict[str, str] = field(default_factory=dict)
+    listen: str = "127.0.0.1"
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
@@ -161,14 +165,14 @@ class ClusterRecord:
             options.master_port, options.nats_port, options.postgres_port, cpu_slots=options.cpu_slots,
             gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
             fork_trials=options.fork_trials, preload=options.preload, agents=[asdict(a) for a in agents],
-            advertise_host=options.advertise_host, settings=dict(options.settings),
+            advertise_host=options.advertise_host, settings=dict(options.settings), listen=options.listen,
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
         return ClusterOptions(
             data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
             self.json_logs, self.agent_id, self.fork_trials, self.preload, len(self.agent_specs()),
-            self.advertise_host, dict(self.settings),
+            self.advertise_host, dict(self.settings), self.listen,
         )
 
     def agent_specs(self) -> list[AgentSpec]:
@@ -181,6 +185,9 @@ class ClusterRecord:
 
     def part_names(self) -> tuple[str, ...]:
         return part_names([agent.part for agent in self.agent_specs()], agents_only=bool(self.remote))
+
+    def master_host(self) -> str:
+        return master_host(self.listen)
 
     def postgres_folder(self, data_dir: Path) -> Path:
         return Path(self.postgres_data_dir) if self.postgres_data_dir else data_dir / "postgres"
@@ -204,6 +211,14 @@ class ClusterRecord:
 
     def running(self) -> dict[str, int]:
         return {name: pid for name, pid in self.pids.items() if process_alive(pid)}
+
+
+def master_host(listen: str) -> str:
+    """The host this machine reaches a gateway listening on `listen` by: localhost
+    for loopback or every interface, else that address."""
+    if listen in ("0.0.0.0", "::", "", "localhost") or listen.startswith("127.") or listen == "::1":
+        return "localhost"
+    return listen
 
 
 def recorded_cluster_id(data_dir: Path) -> str | None:
@@ -249,13 +264,27 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str, 
         DET_CLUSTER_ID=cluster_id,
         DET_DATABASE_URL=pg_url.rsplit("/", 1)[0] + f"/{DATABASE}",
         DET_GATEWAY_PORT=str(options.master_port),
+        DET_GATEWAY_HOST=options.listen,
+        DET_HTTP_PORT=str(http_port(options.master_port, options.settings)),
         DET_CHECKPOINT_PATH=str(data_dir / "checkpoints"),
-        DET_MASTER_ADDRESS=f"127.0.0.1:{options.master_port}",
+        DET_MASTER_ADDRESS=f"{_reachable(options.listen)}:{options.master_port}",
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
         PYTHONUNBUFFERED="1",
     )
     _agent_options(environment, options)
     return environment
+
+
+def http_port(master_port: int, settings: dict[str, str]) -> int:
+    """The gateway's HTTP API (and web UI) port: DET_HTTP_PORT given to cluster-up, else the
+    master's port + 1."""
+    return int(settings.get("DET_HTTP_PORT") or master_port + 1)
+
+
+def _reachable(listen: str) -> str:
+    """What the services and trials on this machine dial to reach the gateway."""
+    host = master_host(listen)
+    return "127.0.0.1" if host == "localhost" else host
 
 
 def _inherited(settings: dict[str, str]) -> dict[str, str]:

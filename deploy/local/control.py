@@ -22,6 +22,7 @@ from deploy.local.cluster import (
     RemoteCluster,
     added_agent,
     cluster_identity,
+    http_port,
     recorded_cluster_id,
 )
 from deploy.local.decisions import PARTS, STOP_DEADLINE_S, Action, UpOutcome, plan_cluster_up, startup_failure
@@ -128,6 +129,12 @@ def _check_ports(options: ClusterOptions) -> None:
             raise DeployError(
                 f"port {port} ({name}) is already in use; free it or pick another with --{name}-port"
             )
+    web = http_port(options.master_port, options.settings)
+    if port_is_taken(web):
+        raise DeployError(
+            f"port {web} (the HTTP API and web UI: the master's port + 1) is already in use; free it or "
+            "pick another master port with --master-port"
+        )
 
 
 def _launch_supervisor(data_dir: Path) -> int:

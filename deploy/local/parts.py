@@ -24,6 +24,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from deploy.local import initial_password
 from deploy.local.cluster import (
     DATABASE,
     AgentSpec,
@@ -77,6 +78,8 @@ class PartRunner:
             if name == "postgres":
                 return self.postgres.spawn(output)
             environment, module = self.environment, name
+            if name == "gateway":
+                environment = dict(environment, **initial_password.gateway_environment(self.data_dir))
             if name in self.agents:
                 agent = self.agents[name]
                 environment, module = agent_environment(environment, agent, self.data_dir, self.agent_address), "agent"

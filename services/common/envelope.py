@@ -118,6 +118,11 @@ SUBJECT_KINDS: dict[str, str] = {
     "checkpoint_partially_deleted": "checkpoint",
     "model_created": "model",
     "model_version_registered": "model",
+    "user_created": "user",
+    "user_updated": "user",
+    "user_password_changed": "user",
+    "user_session_started": "user",
+    "user_session_revoked": "user",
 }
 
 

@@ -17,6 +17,7 @@ from services.common.logging import configure_logging
 from services.gateway.errors import ReadModelsUnavailableError
 from services.gateway.server import Gateway, PortInUseError
 from services.gateway.settings import GatewaySettings
+from services.gateway.user_directory import InitialPasswordError
 
 log = structlog.get_logger()
 
@@ -45,6 +46,10 @@ async def serve(settings: GatewaySettings) -> int:
         log.error("port_in_use", port=settings.gateway_port, error=str(error))
         print(f"gateway: {error}", file=sys.stderr)
         return 1
+    except InitialPasswordError as error:
+        log.error("no_initial_password", error=str(error))
+        print(f"gateway: {error}", file=sys.stderr)
+        return 2
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -2,9 +2,18 @@
 
 A call with `x-allocation-token` metadata is a trial process: the token must
 verify against the cluster secret (UNAUTHENTICATED otherwise) and is good for
-its own trial only. Any other call is a user; until users exist that is
-always the default user `determined` (an `authorization: Bearer ...` header is
-accepted and ignored).
+its own trial only. Any other call is a user, named by the session token of
+its login (`authorization: Bearer <token>`, from Login): the token must
+verify, be unexpired, and its session must be good in the directory (not
+ended, the user active, the password unchanged since). Without a token a call
+is UNAUTHENTICATED, unless the gateway allows anonymous calls
+(DET_ALLOW_ANONYMOUS, for tests only): they act as `determined`. Login and
+GetMaster need no token.
+
+The check reads the in-memory directory (user_directory.py): a few
+microseconds. A well-signed token whose session this gateway does not know
+yet (a login a moment ago through another gateway) gets one more look once
+the directory has caught up with the log.
 
 The interceptor also translates GatewayError (and the lower layers' errors
 that `errors.as_gateway_error` explains) into the matching status, so that the
@@ -17,6 +26,7 @@ projector, which runs outside any RPC, waits for as long as the outage lasts.
 
 import contextlib
 import contextvars
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,23 +34,31 @@ from typing import Any
 import grpc
 
 from services.common.connection import limit_outage_wait
-from services.common.tokens import InvalidTokenError, verify_allocation_token
+from services.common.tokens import InvalidTokenError, verify_allocation_token, verify_session_token
 from services.gateway.errors import (
-    GatewayError,
     PermissionDeniedError,
     UnauthenticatedError,
     as_gateway_error,
     status_for,
 )
+from services.gateway.user_directory import UserDirectory
+from services.gateway.users import DEFAULT_USER, LOGIN_HINT, SessionRefusedError, UnknownSessionError, User
 
 ALLOCATION_TOKEN = "x-allocation-token"
-DEFAULT_USER = "determined"
+AUTHORIZATION = "authorization"
+BEARER = "Bearer "
 EVENT_LOG_WAIT_S = 3.0
+# The RPCs answered without a token (by their name in the service).
+PUBLIC_RPCS = frozenset({"Login", "GetMaster"})
 
 
 @dataclass(frozen=True)
 class UserPrincipal:
     username: str
+    user_id: int = 0
+    admin: bool = False
+    # The login the call's token names ("" for an anonymous call).
+    session_id: str = ""
 
     @property
     def actor(self) -> str:
@@ -62,15 +80,56 @@ Principal = UserPrincipal | TrialPrincipal
 _principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("principal")
 
 
-def authenticate(metadata: Mapping[str, str], secret: str) -> Principal:
-    token = metadata.get(ALLOCATION_TOKEN)
-    if token is None:
-        return UserPrincipal(DEFAULT_USER)
-    try:
-        claims = verify_allocation_token(secret, token)
-    except InvalidTokenError as error:
-        raise UnauthenticatedError(str(error)) from error
-    return TrialPrincipal(claims.trial_id, claims.allocation_id)
+class Authenticator:
+    """Says who a call's metadata (or HTTP headers, lower-cased) names."""
+
+    def __init__(self, secret: str, directory: UserDirectory, *, allow_anonymous: bool = False) -> None:
+        self.secret = secret
+        self.directory = directory
+        self.allow_anonymous = allow_anonymous
+
+    async def authenticate(self, metadata: Mapping[str, str]) -> Principal:
+        """The caller; UnauthenticatedError when no token or a bad one names it."""
+        token = metadata.get(ALLOCATION_TOKEN)
+        if token is not None:
+            try:
+                allocation = verify_allocation_token(self.secret, token)
+            except InvalidTokenError as error:
+                raise UnauthenticatedError(str(error)) from error
+            return TrialPrincipal(allocation.trial_id, allocation.allocation_id)
+        authorization = metadata.get(AUTHORIZATION, "")
+        if not authorization:
+            return self._anonymous()
+        if not authorization.startswith(BEARER):
+            raise UnauthenticatedError(f"the authorization is not a bearer token; {LOGIN_HINT}")
+        try:
+            claims = verify_session_token(self.secret, authorization[len(BEARER):])
+        except InvalidTokenError as error:
+            raise UnauthenticatedError(f"{error}; {LOGIN_HINT}") from error
+        try:
+            try:
+                user = self._session_user(claims.user_id, claims.session_id, claims.expires_at_ns)
+            except UnknownSessionError:
+                await self.directory.catch_up()  # a login a moment ago, through another gateway
+                user = self._session_user(claims.user_id, claims.session_id, claims.expires_at_ns)
+        except SessionRefusedError as error:
+            raise UnauthenticatedError(f"not logged in: {error}; {LOGIN_HINT}") from error
+        return principal_of(user, claims.session_id)
+
+    def _session_user(self, user_id: int, session_id: str, expires_at_ns: int) -> User:
+        return self.directory.current.session_user(user_id, session_id, expires_at_ns, time.time_ns())
+
+    def _anonymous(self) -> UserPrincipal:
+        if not self.allow_anonymous:
+            raise UnauthenticatedError(f"not logged in; {LOGIN_HINT}")
+        user = self.directory.current.by_name(DEFAULT_USER)
+        if user is None or not user.active:
+            raise UnauthenticatedError(f"the user {DEFAULT_USER} is not active; {LOGIN_HINT}")
+        return principal_of(user, "")
+
+
+def principal_of(user: User, session_id: str) -> UserPrincipal:
+    return UserPrincipal(user.username, user.user_id, user.admin, session_id)
 
 
 @contextlib.contextmanager
@@ -107,6 +166,14 @@ def require_allocation(allocation_id: str) -> TrialPrincipal:
     return principal
 
 
+def require_admin(what: str) -> UserPrincipal:
+    """The calling user, who must be an admin to do `what`."""
+    user = require_user()
+    if not user.admin:
+        raise PermissionDeniedError(f"{what} needs an admin; {user.username} is not one")
+    return user
+
+
 def require_user() -> UserPrincipal:
     """The calling user: a trial process may not do what only users do
     (change a GC policy, delete an experiment, edit the model registry)."""
@@ -124,8 +191,8 @@ def _trial_process() -> TrialPrincipal:
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
-    def __init__(self, secret: str) -> None:
-        self.secret = secret
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
 
     async def intercept_service(
         self,
@@ -136,48 +203,61 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
         if handler is None:
             return handler
         metadata = {key: str(value) for key, value in handler_call_details.invocation_metadata or ()}
-        try:
-            principal: Principal | GatewayError = authenticate(metadata, self.secret)
-        except UnauthenticatedError as error:
-            principal = error
+        public = handler_call_details.method.rpartition("/")[2] in PUBLIC_RPCS
+        caller = _Caller(self.authenticator, metadata, public)
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary, principal),
+                _unary(handler.unary_unary, caller),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.stream_unary is not None:  # UploadContext: the request is an iterator
             return grpc.stream_unary_rpc_method_handler(
-                _unary(handler.stream_unary, principal),
+                _unary(handler.stream_unary, caller),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                _stream(handler.unary_stream, principal),
+                _stream(handler.unary_stream, caller),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
 
 
-def _unary(behavior: Callable[..., Any], principal: Principal | GatewayError) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class _Caller:
+    """Who makes one call, found out inside the call's own task (where an
+    outage of nats-server is waited on for EVENT_LOG_WAIT_S at most)."""
+
+    authenticator: Authenticator
+    metadata: dict[str, str]
+    public: bool
+
+    async def enter(self) -> None:
+        """Makes the call's principal current (a public RPC needs none)."""
+        if not self.public:
+            _principal.set(await self.authenticator.authenticate(self.metadata))
+
+
+def _unary(behavior: Callable[..., Any], caller: _Caller) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
         limit_outage_wait(EVENT_LOG_WAIT_S)  # the RPC's own task: its calls only
         try:
-            with acting_as(_verified(principal)):
-                return await behavior(request, context)
+            await caller.enter()
+            return await behavior(request, context)
         except Exception as error:  # noqa: BLE001 - translated or re-raised by _abort
             await _abort(context, error)
 
     return call
 
 
-def _stream(behavior: Callable[..., Any], principal: Principal | GatewayError) -> Callable[..., Any]:
+def _stream(behavior: Callable[..., Any], caller: _Caller) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         limit_outage_wait(EVENT_LOG_WAIT_S)
         try:
-            _principal.set(_verified(principal))
+            await caller.enter()
             async for response in behavior(request, context):
                 yield response
         except Exception as error:  # noqa: BLE001 - translated or re-raised by _abort
@@ -192,9 +272,3 @@ async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     if gateway_error is None:
         raise error
     await context.abort(*status_for(gateway_error))
-
-
-def _verified(principal: Principal | GatewayError) -> Principal:
-    if isinstance(principal, GatewayError):
-        raise principal
-    return principal

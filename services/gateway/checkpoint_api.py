@@ -132,7 +132,9 @@ class CheckpointRpcs:
 
         async def decide(version: int) -> Append | Unchanged:
             experiment = await self._experiment(request.experiment_id)
-            rules.check_may_delete_experiment(experiment.experiment_id, experiment.owner, user.username)
+            rules.check_may_delete_experiment(
+                experiment.experiment_id, experiment.owner, user.username, admin=user.admin
+            )
             registered = {
                 c.uuid: list(c.model_versions)
                 for c in await self.checkpoint_queries.of_experiment(experiment.experiment_id)

@@ -43,8 +43,6 @@ DEFAULT_POLICY = GcPolicy(save_experiment_best=0, save_trial_best=1, save_trial_
 # deletion is under way (the checkpoint service's rule, services/checkpoint/core.py:
 # a PARTIALLY_DELETED one is named again, which retries what the storage refused).
 GC_CANDIDATE_STATES = ("COMPLETED", "PARTIALLY_DELETED")
-# The user who may delete any experiment (others only their own).
-ADMIN_USER = "admin"
 # How a metric the gateway stored as a string (PostgreSQL's jsonb has no NaN) reads back.
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -237,11 +235,11 @@ def _described(policy: GcPolicy) -> str:
 # -- deletion ------------------------------------------------------------------------------
 
 
-def check_may_delete_experiment(experiment_id: int, owner: str, username: str) -> None:
-    """Only its owner (or the admin) may delete an experiment (Determined's basic authorisation)."""
-    if username not in (owner, ADMIN_USER):
+def check_may_delete_experiment(experiment_id: int, owner: str, username: str, *, admin: bool) -> None:
+    """Only its owner (or an admin) may delete an experiment (Determined's basic authorisation)."""
+    if username != owner and not admin:
         raise PermissionDeniedError(
-            f"experiment {experiment_id} belongs to {owner}: only its owner or {ADMIN_USER} may delete it"
+            f"experiment {experiment_id} belongs to {owner}: only its owner or an admin may delete it"
         )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import asyncpg
 
 from determined.proto import api_pb2
+from services.gateway.downsample import Point
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
 from services.gateway.projection import TERMINAL_STATES
 from services.gateway.tables import POSTGRES_DOWN
@@ -133,6 +134,28 @@ _GROUP_METRIC_POINTS = _METRIC_POINTS_SELECT + """
 WHERE trial_id = $1 AND "group" = $2 AND (steps_completed, trial_run_id) > ($3, $4) AND NOT superseded
 ORDER BY steps_completed, trial_run_id LIMIT $5
 """
+# A chart of one metric of one group (see Queries.metric_chart). The steps the group spans
+# (two probes of the primary key), then each of $6 equal ranges of steps from $4 to $5:
+# its number of points and its lowest and highest point as [value, steps].
+_METRIC_STEPS = f"""
+SELECT min(steps_completed), max(steps_completed) FROM {S}.metrics WHERE trial_id = $1 AND "group" = $2
+"""
+_METRIC_RANGES = f"""
+SELECT count(*), min(ARRAY[y, x]), max(ARRAY[y, x]) FROM (
+  SELECT steps_completed::double precision AS x, (metrics -> $3)::double precision AS y,
+         (steps_completed - $4) * $6 / ($5 - $4 + 1) AS bucket
+  FROM {S}.metrics
+  WHERE trial_id = $1 AND "group" = $2 AND NOT superseded AND jsonb_typeof(metrics -> $3) = 'number'
+  OFFSET 0  -- computes each value once (inlined, each use of y would read the JSON again)
+) points GROUP BY bucket
+"""
+# The points at the steps given ($3, $4: where the group starts and ends), found through the
+# primary key.
+_METRIC_ENDS = f"""
+SELECT steps_completed::double precision, (metrics -> $5)::double precision FROM {S}.metrics
+WHERE trial_id = $1 AND "group" = $2 AND steps_completed IN ($3, $4) AND NOT superseded
+  AND jsonb_typeof(metrics -> $5) = 'number'
+"""
 _ALLOCATION = f"""
 SELECT a.allocation_id, a.trial_id, t.experiment_id, t.current_allocation_id, a.exited_at_ns IS NOT NULL AS exited,
        a.canceled, a.stop_requested, a.stop_reason, t.searcher_length, t.stop_reason AS searcher_stop
@@ -164,6 +187,51 @@ SELECT a.allocation_id, a.trial_id, a.placements::text AS placements, t.experime
 FROM {S}.allocations a LEFT JOIN {S}.trials t ON t.id = a.trial_id
 WHERE a.placements IS NOT NULL AND a.exited_at_ns IS NULL AND NOT a.canceled
 """
+
+
+# What experiment listings may sort by (HTTP sortBy), and the column each sorts on.
+_EXPERIMENT_SORTS = {
+    "id": "e.id",
+    "name": "e.name",
+    "owner": "e.owner",
+    "state": "e.state",
+    "start_time": "e.started_at_ns",
+    "end_time": "e.ended_at_ns",
+    "progress": "shown_progress",
+    "num_trials": "num_trials",
+}
+EXPERIMENT_SORTS = tuple(_EXPERIMENT_SORTS)
+
+
+@dataclass(frozen=True)
+class ExperimentListing:
+    """Which experiments a listing shows and in what order. Deleted ones
+    are shown only when `states` names DELETED."""
+
+    states: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()
+    # A part of the name, in any case.
+    name: str = ""
+    # One of EXPERIMENT_SORTS.
+    sort_by: str = "id"
+    descending: bool = False
+
+    def where(self) -> tuple[str, list[Any]]:
+        """The WHERE clause over `e` (experiments) and its arguments ($1...)."""
+        conditions: list[str] = []
+        args: list[Any] = []
+        if self.states:
+            args.append(list(self.states))
+            conditions.append(f"e.state = ANY(${len(args)}::text[])")
+        else:
+            conditions.append("e.state <> 'DELETED'")
+        if self.owners:
+            args.append(list(self.owners))
+            conditions.append(f"e.owner = ANY(${len(args)}::text[])")
+        if self.name:
+            args.append(self.name)
+            conditions.append(f"strpos(lower(e.name), lower(${len(args)})) > 0")
+        return " WHERE " + " AND ".join(conditions), args
 
 
 @dataclass(frozen=True)
@@ -241,6 +309,15 @@ class ReadModels:
         with _unavailable_while_down():
             return await self._pool.fetchval(sql, *args)
 
+    async def fetch_hashed(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """`fetch`, with PostgreSQL told to group by hashing, not sorting: a
+        million rows into a few thousand groups would otherwise be sorted
+        (spilling to disk) whenever the statistics underestimate them."""
+        with _unavailable_while_down():
+            async with self._pool.acquire() as connection, connection.transaction():
+                await connection.execute("SET LOCAL enable_sort = off")
+                return list(await connection.fetch(sql, *args))
+
 
 @contextlib.contextmanager
 def _unavailable_while_down() -> Iterator[None]:
@@ -255,11 +332,44 @@ class Queries:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = ReadModels(pool)
 
-    async def experiments(self, limit: int = 0, offset: int = 0) -> list[api_pb2.Experiment]:
-        """Every experiment but the deleted ones."""
-        sql = _EXPERIMENTS + " WHERE e.state <> 'DELETED'" + _GROUP_EXPERIMENTS + " LIMIT $1 OFFSET $2"
-        rows = await self.pool.fetch(sql, limit or None, offset)
+    async def experiments(
+        self, limit: int = 0, offset: int = 0, listing: ExperimentListing | None = None
+    ) -> list[api_pb2.Experiment]:
+        """The experiments `listing` selects (default: every one but the deleted
+        ones, by id), `limit` of them (0: all) after the first `offset`."""
+        listing = listing or ExperimentListing()
+        where, args = listing.where()
+        order = f"{_EXPERIMENT_SORTS[listing.sort_by]} {'DESC' if listing.descending else 'ASC'}, e.id"
+        sql = (
+            _EXPERIMENTS + where + f" GROUP BY e.id ORDER BY {order}"
+            + f" LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}"
+        )
+        rows = await self.pool.fetch(sql, *args, limit or None, offset)
         return [experiment_message(row) for row in rows]
+
+    async def count_experiments(self, listing: ExperimentListing) -> int:
+        where, args = listing.where()
+        return int(await self.pool.fetchval(f"SELECT count(*) FROM {S}.experiments e" + where, *args))
+
+    async def metric_chart(self, trial_id: int, group: str, metric: str, ranges: int) -> tuple[int, list[Point]]:
+        """How many shown points of the trial's `group` have `metric` as a
+        number, and a preselection of them as (steps, value) by steps for a
+        chart (MinMax preselection for LTTB): the points at the group's first
+        and last steps, and from each of `ranges` equal ranges of steps its
+        lowest and highest point. A range of at most two points gives all of them, so a short
+        series comes whole; a million points cost one scan in PostgreSQL and
+        about 2 * `ranges` points sent."""
+        span = await self.pool.fetchrow(_METRIC_STEPS, trial_id, group)
+        if span is None or span[0] is None:  # no point in the group
+            return 0, []
+        first_steps, last_steps = span
+        rows = await self.pool.fetch_hashed(_METRIC_RANGES, trial_id, group, metric, first_steps, last_steps, ranges)
+        ends = await self.pool.fetch(_METRIC_ENDS, trial_id, group, first_steps, last_steps, metric)
+        chosen = {(float(x), float(y)) for x, y in ends}
+        for _, low, high in rows:
+            chosen.add((low[1], low[0]))
+            chosen.add((high[1], high[0]))
+        return sum(row[0] for row in rows), sorted(chosen)
 
     async def experiment(self, experiment_id: int) -> api_pb2.Experiment | None:
         row = await self.pool.fetchrow(_EXPERIMENTS + " WHERE e.id = $1" + _GROUP_EXPERIMENTS, experiment_id)

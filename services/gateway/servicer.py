@@ -37,6 +37,7 @@ from services.gateway.auth import (
     Principal,
     TrialPrincipal,
     current_principal,
+    require_admin,
     require_allocation,
     require_trial,
 )
@@ -53,8 +54,10 @@ from services.gateway.logs import trial_logs
 from services.gateway.model_api import ModelRpcs
 from services.gateway.projection import ENDED_STATES
 from services.gateway.projector import Projector
-from services.gateway.queries import AllocationView, MetricKey, Queries
+from services.gateway.queries import AllocationView, MetricKey, Queries, TrialStatus
 from services.gateway.settings import GatewaySettings
+from services.gateway.user_api import UserRpcs
+from services.gateway.user_directory import UserDirectory
 from services.scheduler.config import DEFAULT_POOL
 
 CREATE_ATTEMPTS = 20
@@ -69,14 +72,16 @@ Context: TypeAlias = grpc.aio.ServicerContext
 log = structlog.get_logger()
 
 
-class Servicer(ModelRpcs, api_pb2_grpc.DeterminedServicer):
-    """The API: the handlers here, the checkpoint RPCs (checkpoint_api.py) and
-    the model registry's (model_api.py)."""
+class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
+    """The API: the handlers here, the checkpoint RPCs (checkpoint_api.py), the
+    model registry's (model_api.py) and the users' (user_api.py)."""
 
     def __init__(
-        self, settings: GatewaySettings, store: EventStore, queries: Queries, projector: Projector
+        self, settings: GatewaySettings, store: EventStore, queries: Queries, projector: Projector,
+        user_directory: UserDirectory,
     ) -> None:
         self.settings = settings
+        self.user_directory = user_directory
         self.store = store
         self.queries = queries
         self.checkpoint_queries = CheckpointQueries(queries.pool)
@@ -126,7 +131,9 @@ class Servicer(ModelRpcs, api_pb2_grpc.DeterminedServicer):
         self, agent_id: str, decide: Callable[[str, str, int], Append | commands.Unchanged]
     ) -> str:
         """Appends what `decide` makes of the agent's state (against the agent's
-        version: a change meanwhile fails the append); why nothing changed, else ""."""
+        version: a change meanwhile fails the append); why nothing changed, else "".
+        An admin's only."""
+        require_admin("enabling or disabling an agent")
         stored = await self.store.last_event(aggregate("agent", agent_id)) if agent_id else None
         if stored is None:
             raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
@@ -386,6 +393,10 @@ class Servicer(ModelRpcs, api_pb2_grpc.DeterminedServicer):
             metrics=await self.queries.recent_metrics(request.trial_id),
             runs=await self.queries.runs(request.trial_id),
         )
+
+    async def trial_status(self, trial_id: int) -> TrialStatus:
+        """The trial's status; NotFoundError when there is no such trial."""
+        return await self._found(self.queries.trial_status, trial_id, "trial")
 
     async def TrialLogs(
         self, request: api_pb2.TrialLogsRequest, context: Context

@@ -20,6 +20,9 @@ class GatewaySettings(CommonSettings):
     database_url: str
     gateway_port: int = Field(8080, ge=0, le=65535)
     gateway_host: str = "0.0.0.0"
+    # The HTTP/JSON API's port, on gateway_host (cluster-up: the gRPC port + 1; 0: any free
+    # port); unset: no HTTP API.
+    http_port: int | None = Field(None, ge=0, le=65535)
     # The default `shared_fs` host_path of experiments' checkpoint storage.
     checkpoint_path: str = "/tmp/determined-checkpoints"
     # The cluster's default checkpoint storage, a JSON `checkpoint_storage` section (cluster-up
@@ -35,6 +38,15 @@ class GatewaySettings(CommonSettings):
     # Where an agent on another machine reaches nats-server (GetMaster.nats_url);
     # "": nats_url (a local cluster's own address).
     advertised_nats_url: str = ""
+    # Users: a call without a token acts as `determined` (tests that build a gateway
+    # directly only; a cluster never sets it).
+    allow_anonymous: bool = False
+    # Applied to `admin` and `determined` when the first gateway finds no user (plain
+    # text; never logged); blank is refused then unless allow_blank_password.
+    initial_user_password: str = Field("", repr=False)
+    allow_blank_password: bool = False
+    # How long a login's session (its token) lasts.
+    session_ttl_s: float = Field(7 * 24 * 3600.0, gt=0)
 
     @field_validator("checkpoint_storage")
     @classmethod

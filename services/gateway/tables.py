@@ -46,6 +46,9 @@ POSTGRES_DOWN: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.CannotConnectNowError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
+    # asyncpg's protocol state broken by a connection cut mid-operation (seen creating the schema
+    # while PostgreSQL went down): retried like the rest.
+    asyncpg.exceptions.InternalClientError,
 )
 # Serialises schema creation between gateways starting at the same time.
 _SCHEMA_LOCK_KEY = 0x6465745F726D  # "det_rm"
@@ -237,6 +240,34 @@ agents = Table(
     # that registration lost (no heartbeat); a newer registration clears it.
     Column("registration_event_id", Text, nullable=False, server_default=""),
     Column("lost", Boolean, nullable=False, server_default="false"),
+)
+
+# Users and their logins. No password or hash: those stay in the events (and the
+# gateway's memory), never in a column a query can return.
+users = Table(
+    "users",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("username", Text, nullable=False),
+    Column("display_name", Text, nullable=False),
+    Column("admin", Boolean, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("created_at_ns", BigInteger, nullable=False),
+    # "user:<name>", or "cluster" for the built-in users.
+    Column("created_by", Text, nullable=False),
+    Column("password_changed_at_ns", BigInteger, nullable=False),
+)
+
+user_sessions = Table(
+    "user_sessions",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    Column("started_at_ns", BigInteger, nullable=False),
+    Column("expires_at_ns", BigInteger, nullable=False),
+    # The logout; NULL while it was not ended so.
+    Column("ended_at_ns", BigInteger),
+    Index("user_sessions_by_user", "user_id"),
 )
 
 projection_position = Table(

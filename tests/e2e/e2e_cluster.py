@@ -1,5 +1,7 @@
 """Helpers shared by the end-to-end tests: a local cluster started with the
 real `det deploy local cluster-up`, and the `det` CLI run as a subprocess.
+cluster-up logs the operator in as admin: every `det` of a Cluster acts as
+admin, through the token cache in its own DET_CONFIG_DIR.
 The session-scoped `cluster` fixture is in conftest.py; test_restarts.py
 starts its own with `started_cluster`."""
 
@@ -34,10 +36,14 @@ class Cluster:
         self.master_port = free_port()
         self.nats_port = free_port()
         self.postgres_port = free_port()
-        self.env = dict(os.environ, DET_MASTER=f"localhost:{self.master_port}")
+        self.cli_config = data_dir.with_name(f"{data_dir.name}-cli")
+        self.env = {key: value for key, value in os.environ.items() if key not in ("DET_USER", "DET_PASS")}
+        self.env.update(DET_MASTER=f"localhost:{self.master_port}", DET_CONFIG_DIR=str(self.cli_config))
+        # The built-in users' password, as the last up() showed it ("" until then).
+        self.password = ""
 
     def up(self) -> subprocess.CompletedProcess[str]:
-        return det(
+        started = det(
             self.env,
             "deploy",
             "local",
@@ -55,6 +61,8 @@ class Cluster:
             str(self.postgres_port),
             *self.up_args,
         )
+        self.password = shown_password(started.stdout) or self.password
+        return started
 
     def down(self) -> subprocess.CompletedProcess[str]:
         return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
@@ -126,11 +134,20 @@ def started_cluster(prefix: str, up_args: Sequence[str] = ()) -> Iterator[Cluste
     finally:
         running.down()
         shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(running.cli_config, ignore_errors=True)
 
 
-def det(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`stdin`: what det reads (passwords, one a line); nothing else reaches it."""
     command = [sys.executable, "-m", "determined.cli", *args]
-    return subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def shown_password(output: str) -> str:
+    """The generated password cluster-up shows once ("" when it showed none)."""
+    marker = "admin and determined have the password: "
+    line = next((line for line in output.splitlines() if line.startswith(marker)), "")
+    return line[len(marker):].split(" ", 1)[0]
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 60.0) -> T:

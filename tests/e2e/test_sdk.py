@@ -82,7 +82,7 @@ def config(name: str, storage: Path) -> dict[str, Any]:
 def client(cluster: Cluster) -> Iterator[Any]:
     from determined.experimental import client
 
-    client.login(master=cluster.env["DET_MASTER"], user="determined", password="")
+    client.login(master=cluster.env["DET_MASTER"], user="determined", password=cluster.password)
     yield client
 
 

@@ -21,6 +21,8 @@ from services.gateway.server import Gateway, PortInUseError
 from services.gateway.settings import GatewaySettings
 
 SECRET = "test-secret"
+# A new cluster's first events: its built-in users admin and determined (UserCreated).
+BUILT_IN_USER_EVENTS = 2
 CONFIG = """
 entrypoint: python3 train.py
 searcher: {name: single, metric: loss, max_length: 10}
@@ -33,6 +35,7 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
     settings = GatewaySettings(
         nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started
@@ -43,6 +46,12 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
 async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
         yield api_pb2_grpc.DeterminedStub(channel)
+
+
+async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = "") -> tuple[tuple[str, str], ...]:
+    """The metadata of calls made as `username` (the fixture's users have a blank password)."""
+    response = await api.Login(api_pb2.LoginRequest(username=username, password=password))
+    return (("authorization", f"Bearer {response.token}"),)
 
 
 def trial_metadata(trial_id: int, secret: str = SECRET) -> tuple[tuple[str, str], ...]:
@@ -159,13 +168,13 @@ async def test_bad_config_appends_nothing(api: api_pb2_grpc.DeterminedStub, even
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     details = raised.value.details() or ""
     assert "searcher.name" in details and "max_restarts" in details
-    assert await event_store.last_sequence() == 0
+    assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS
 
 
 async def test_validate_only_stores_nothing(api: api_pb2_grpc.DeterminedStub, event_store: EventStore) -> None:
     response = await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG, validate_only=True))
     assert response.experiment_id == 0 and response.config_json
-    assert await event_store.last_sequence() == 0
+    assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS
 
 
 async def test_concurrent_creates_get_distinct_ids(api: api_pb2_grpc.DeterminedStub) -> None:
@@ -180,7 +189,7 @@ async def test_retried_create_is_stored_once(gateway: Gateway, event_store: Even
     first = await gateway.servicer.create_experiment(request, request_id="r1", principal=principal)
     again = await gateway.servicer.create_experiment(request, request_id="r1", principal=principal)
     assert first.experiment_id == again.experiment_id == 1
-    assert await event_store.last_sequence() == 1
+    assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS + 1
 
 
 async def test_kill(api: api_pb2_grpc.DeterminedStub) -> None:

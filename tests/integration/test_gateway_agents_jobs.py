@@ -10,7 +10,7 @@ import grpc
 import pytest
 import test_gateway
 from google.protobuf.message import Message
-from test_gateway import CONFIG, given_trial, stored
+from test_gateway import CONFIG, given_trial, logged_in, stored
 
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
@@ -79,23 +79,28 @@ async def test_agents_are_disabled_drained_and_enabled(
     api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway
 ) -> None:
     await register(event_store, gateway, "a1")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1"))  # as determined, who is no admin
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "needs an admin" in str(refused.value.details())
+    admin = await logged_in(api)
     assert (
-        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1", drain=True))
+        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1", drain=True), metadata=admin)
     ).unchanged_reason == ""
     assert (await agents(api))["a1"].state == "DISABLED"  # draining, with nothing left to finish
-    again = await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1", drain=True))
+    again = await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1", drain=True), metadata=admin)
     assert again.unchanged_reason == "Agent a1 is already draining: nothing to do"
-    assert (await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1"))).unchanged_reason == ""
-    assert (await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"))).unchanged_reason == ""
+    assert (await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1"), metadata=admin)).unchanged_reason == ""
+    assert (await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"), metadata=admin)).unchanged_reason == ""
     assert (await agents(api))["a1"].state == "ENABLED"
-    enabled = await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"))
+    enabled = await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"), metadata=admin)
     assert enabled.unchanged_reason == "Agent a1 is already enabled: nothing to do"
     events = [e.WhichOneof("payload") for e in await stored(event_store, "agent")]
     assert events == ["agent_registered", "agent_disabled", "agent_disabled", "agent_enabled"]
     [drained] = [e.agent_disabled for e in await stored(event_store, "agent") if e.agent_disabled.drain]
-    assert drained.owner == "determined"
+    assert drained.owner == "admin"
     with pytest.raises(grpc.aio.AioRpcError) as raised:
-        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="nope"))
+        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="nope"), metadata=admin)
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND and "'nope'" in str(raised.value.details())
 
 

@@ -56,6 +56,7 @@ async def gateway(small_nats: str, namespace: str, database_url: str, store: Eve
     settings = GatewaySettings(
         nats_url=small_nats, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started

@@ -185,6 +185,7 @@ async def test_the_gateway_answers_unavailable_during_an_outage(
     settings = GatewaySettings(
         nats_url=own_nats.url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret="secret", grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
     gateway = await Gateway.start(settings)
     try:

@@ -61,6 +61,7 @@ def settings(nats_url: str, namespace: str, database_url: str) -> GatewaySetting
     return GatewaySettings(
         nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
 
 
@@ -182,7 +183,7 @@ def test_a_gateway_started_while_postgres_is_down_becomes_ready_once_it_is_back(
         **os.environ,
         "DET_NATS_URL": nats_url, "DET_NAMESPACE": namespace, "DET_DATABASE_URL": own_database_url,
         "DET_GATEWAY_PORT": str(port), "DET_GATEWAY_HOST": "127.0.0.1", "DET_READY_FILE": str(ready),
-        "DET_GRACE_PERIOD_S": "0.5",
+        "DET_GRACE_PERIOD_S": "0.5", "DET_ALLOW_ANONYMOUS": "true", "DET_ALLOW_BLANK_PASSWORD": "1",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "services.gateway"], env=environment, stdout=subprocess.PIPE,

@@ -10,6 +10,7 @@ lost (issue 8): the other tables' rows did not change. The experiments' and
 checkpoints' digests were recorded again when they gained their deletion
 columns (issue 10: delete_requests and delete_error; deletion_id and
 delete_error): their other columns still hash to the digests recorded before.
+The users' tables (issue 11) are empty: these logs hold no user event.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -35,6 +36,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "metrics": (101, "36eb4dd3f2243dab165aec2b99e67edc"),
         "model_versions": (0, None),
         "models": (0, None),
+        "user_sessions": (0, None),
+        "users": (0, None),
         "projection_position": (1, "bc96f7f7df8a92b93ad6d1791afe9729"),
         "trials": (3, "0759864209f274dd1b98afa52d8ec0d3"),
     },
@@ -46,6 +49,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "metrics": (111, "734bd62a8d6e71c17be03e4877154748"),
         "model_versions": (0, None),
         "models": (0, None),
+        "user_sessions": (0, None),
+        "users": (0, None),
         "projection_position": (1, "6ead220b76f2627ac6ca61197e6d73a1"),
         "trials": (7, "0d093b3b2e143e500529645ed404a369"),
     },
@@ -57,6 +62,8 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "metrics": (1336, "3abf328d828f3cc9631d3fa41002848b"),
         "model_versions": (0, None),
         "models": (0, None),
+        "user_sessions": (0, None),
+        "users": (0, None),
         "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
         "trials": (134, "0049e57080b58b57f5336b3981e1b975"),
     },

@@ -75,6 +75,7 @@ async def test_a_trial_rides_out_a_nats_server_outage(
     settings = GatewaySettings(
         nats_url=nats.url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
     gateway = await Gateway.start(settings)
     store = await EventStore.connect(nats.url, namespace)

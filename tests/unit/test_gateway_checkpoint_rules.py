@@ -182,10 +182,10 @@ def test_running_experiments_and_model_versions_are_not_deleted() -> None:
 
 
 def test_only_the_owner_or_admin_deletes_an_experiment() -> None:
-    rules.check_may_delete_experiment(7, "ann", "ann")
-    rules.check_may_delete_experiment(7, "ann", "admin")
+    rules.check_may_delete_experiment(7, "ann", "ann", admin=False)
+    rules.check_may_delete_experiment(7, "ann", "root", admin=True)
     with pytest.raises(PermissionDeniedError, match="belongs to ann"):
-        rules.check_may_delete_experiment(7, "ann", "bob")
+        rules.check_may_delete_experiment(7, "ann", "bob", admin=False)
 
 
 # -- deleting checkpoints -------------------------------------------------------------------

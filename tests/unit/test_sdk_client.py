@@ -192,7 +192,7 @@ def test_the_module_functions_use_the_login(
     monkeypatch.setattr(client, "_determined", None)
     monkeypatch.setenv("DET_MASTER", address)
     assert client.get_checkpoint(UUID_A).uuid == UUID_A  # $DET_MASTER when nobody logged in
-    client.login(master="127.0.0.1:1", user="determined", password="")
+    client.login(master="127.0.0.1:1")
     with pytest.raises(client.APIError) as raised:
         client.get_trial(5)
     assert raised.value.code == "UNAVAILABLE"

@@ -34,6 +34,7 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
     settings = GatewaySettings(
         nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
         gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="sdk-test", grace_period_s=0.1,
+        allow_anonymous=True, allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started

@@ -10,11 +10,11 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from determined.cli import agent, checkpoint, deploy, experiment, job, master, model, trial
+from determined.cli import agent, checkpoint, deploy, experiment, job, master, model, trial, user
 from determined.cli._client import CliError
 from determined.cli._output import error
 
-COMMAND_MODULES = (experiment, trial, checkpoint, model, agent, job, master, deploy)
+COMMAND_MODULES = (experiment, trial, checkpoint, model, agent, job, master, user, deploy)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-m", "--master", help="master address host:port (default: $DET_MASTER or localhost:8080)"
     )
-    parser.add_argument("-u", "--user", help="user to act as (default: determined)")
+    parser.add_argument(
+        "-u", "--user",
+        help="user to act as (default: $DET_USER with $DET_PASS, else the user of `det user login`, else determined)",
+    )
     parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="<command>")
     for module in COMMAND_MODULES:

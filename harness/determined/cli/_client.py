@@ -4,6 +4,7 @@ grpc and the generated stubs are imported here, lazily, so that `det --help`
 starts fast. Errors from the gateway become CliError at this one choke point.
 """
 
+import argparse
 import atexit
 import contextlib
 import os
@@ -15,6 +16,8 @@ from typing import Any, TypeVar
 DEFAULT_MASTER = "localhost:8080"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 RETRY_INTERVAL_S = 0.5
+# The RPCs the gateway answers without a session token.
+UNAUTHENTICATED_METHODS = frozenset({"GetMaster", "Login"})
 # The channel tells its state at once when asked; this is only a safety net.
 STATE_WAIT_S = 1.0
 
@@ -48,12 +51,20 @@ def master_address(flag: str | None) -> str:
     return address
 
 
-class Gateway:
-    """A stub of the Determined gRPC service bound to one master address."""
+def connect(args: argparse.Namespace) -> "Gateway":
+    """The gateway of -m/--master, acting as the user of -u/--user (see _auth)."""
+    return Gateway(master_address(args.master), user=args.user)
 
-    def __init__(self, address: str) -> None:
+
+class Gateway:
+    """A stub of the Determined gRPC service bound to one master address. Each
+    call but GetMaster and Login carries the session token of `user` (see
+    _auth for who acts when it is None), logged in on the first such call."""
+
+    def __init__(self, address: str, user: str | None = None, password: str | None = None) -> None:
         import grpc
 
+        from determined.cli._auth import BearerToken, Session, TokenStore
         from determined.proto import api_pb2_grpc
 
         self.address = address
@@ -65,14 +76,41 @@ class Gateway:
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        self.stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
+        # Login and GetMe with a token of their own, on the channel without the session's.
+        self.bare_stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
+        self.session: Session = Session(TokenStore(address), self.login, self.token_valid, user, password)
+        channel = grpc.intercept_channel(self._channel, BearerToken(self.session.token))
+        self.stub = api_pb2_grpc.DeterminedStub(channel)  # type: ignore[no-untyped-call]
         # Closed before the interpreter tears down: a channel left to its finalizer after a
         # connectivity subscription (see _connected) can hang the exit.
         atexit.register(self._channel.close)
 
-    def call(self, method: Callable[..., T], request: Any, timeout: float | None = 60.0) -> T:
+    def login(self, user: str, hashed_password: str) -> str:
+        """A new session of `user` (password as determined.common.passwords hashes it): its token."""
+        from determined.proto import api_pb2
+
+        request = api_pb2.LoginRequest(username=user, password=hashed_password, is_hashed=True)
+        response: api_pb2.LoginResponse = self.call(self.bare_stub.Login, request)
+        return str(response.token)
+
+    def token_valid(self, token: str) -> bool:
+        """Whether the gateway still takes `token` (GetMe answers with it)."""
+        from determined.proto import api_pb2
+
+        try:
+            self.call(self.bare_stub.GetMe, api_pb2.GetMeRequest(), metadata=bearer(token))
+        except CliError as refused:
+            if refused.code == "UNAUTHENTICATED":
+                return False
+            raise
+        return True
+
+    def call(
+        self, method: Callable[..., T], request: Any, timeout: float | None = 60.0,
+        metadata: tuple[tuple[str, str], ...] | None = None,
+    ) -> T:
         with self.answering():
-            return method(request, timeout=timeout)
+            return method(request, timeout=timeout, metadata=metadata)
 
     def call_retrying(self, method: Callable[..., T], request: Any, for_s: float) -> T:
         """Like call, but retries for a while when the master does not answer:
@@ -126,3 +164,9 @@ class Gateway:
         finally:
             self._channel.unsubscribe(tell)
         return bool(state == self._grpc.ChannelConnectivity.READY)
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    """The metadata that makes a call act as the session of `token`."""
+    return (("authorization", f"Bearer {token}"),)
+

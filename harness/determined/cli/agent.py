@@ -4,7 +4,7 @@ state, and what runs on each of their slots."""
 import argparse
 from typing import Any
 
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import connect
 from determined.cli._output import format_time, message_dict, print_json, print_table
 
 AGENT_HEADERS = ["Agent ID", "Hostname", "Registered Time", "Slots", "Containers", "Resource Pool", "State",
@@ -40,7 +40,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def _agents(args: argparse.Namespace) -> Any:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     return gateway.call(gateway.stub.GetAgents, api_pb2.GetAgentsRequest()).agents
 
 
@@ -101,7 +101,7 @@ def _use_dict(agent: Any, slot_id: int) -> dict[str, Any]:
 def enable_agent(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(gateway.stub.EnableAgent, api_pb2.EnableAgentRequest(agent_id=args.agent_id))
     print(response.unchanged_reason or f"Enabled agent {args.agent_id}")
     return 0
@@ -110,7 +110,7 @@ def enable_agent(args: argparse.Namespace) -> int:
 def disable_agent(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.DisableAgentRequest(agent_id=args.agent_id, drain=args.drain)
     response = gateway.call(gateway.stub.DisableAgent, request)
     done = (f"Disabled agent {args.agent_id}; the work running there finishes (draining)" if args.drain

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._args import EXPERIMENT_ID
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import Gateway, connect
 from determined.cli._download import DownloadMode, download
 from determined.cli._output import (
     compact_json,
@@ -124,7 +124,7 @@ def listing_sort(args: argparse.Namespace) -> dict[str, Any]:
 def list_experiment_checkpoints(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.GetExperimentCheckpointsRequest(experiment_id=args.experiment_id, **listing_sort(args))
     response = gateway.call(gateway.stub.GetExperimentCheckpoints, request)
     show_checkpoints(response.checkpoints, args)
@@ -163,7 +163,7 @@ def get_checkpoint(gateway: Gateway, uuid: str) -> api_pb2.Checkpoint:
 
 
 def describe_checkpoint(args: argparse.Namespace) -> int:
-    checkpoint = get_checkpoint(Gateway(master_address(args.master)), args.uuid)
+    checkpoint = get_checkpoint(connect(args), args.uuid)
     if args.json:
         print_json(message_dict(checkpoint))
     else:
@@ -189,7 +189,7 @@ def print_description(checkpoint: api_pb2.Checkpoint) -> None:
 
 
 def download_checkpoint(args: argparse.Namespace) -> int:
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     checkpoint = get_checkpoint(gateway, args.uuid)
     target = args.output_dir or pathlib.Path("checkpoints", checkpoint.uuid)
     path = download(gateway, checkpoint, target, DownloadMode(args.mode),
@@ -213,7 +213,7 @@ def delete_checkpoints(args: argparse.Namespace) -> int:
     if not args.yes and not confirm(f"Delete {what} checkpoints {names} from the storage?"):
         print("Aborted: nothing deleted.", file=sys.stderr)
         return 0
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     gateway.call(gateway.stub.DeleteCheckpoints, api_pb2.DeleteCheckpointsRequest(uuids=args.uuids,
                                                                                    globs=args.globs))
     if args.json:
@@ -226,7 +226,7 @@ def delete_checkpoints(args: argparse.Namespace) -> int:
 def list_trial_checkpoints(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.GetTrialCheckpointsRequest(trial_id=args.trial_id, **listing_sort(args))
     response = gateway.call(gateway.stub.GetTrialCheckpoints, request)
     show_checkpoints(response.checkpoints, args)

@@ -8,10 +8,16 @@ agent-1 .. agent-N (<agent-name>-1 .. with --agent-name). agent-up adds one
 (agent id --agent-id or the first free agent-<n>; part agent-<id>, or the id
 itself when it starts with agent-); with --master-host it runs an agent for a
 cluster on another machine, under a supervisor of its own in its own data folder.
+
+Users: a new cluster's built-in users admin and determined get the password
+--initial-user-password, else one cluster-up generates and shows once; then
+cluster-up logs whoever ran it in as admin (a token in their CLI cache). The
+master listens on 127.0.0.1 unless --listen says otherwise.
 """
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,7 +122,8 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
                     help="agents to run (default 1: the part 'agent'; N > 1: parts and ids agent-1 .. agent-N)")
     up.add_argument("--advertise-host", default="", metavar="HOST",
                     help="the address agents on other machines reach this one by: NATS then listens on every "
-                         "interface and the master hands out nats://HOST:<nats port>")
+                         "interface and the master hands out nats://HOST:<nats port> (their trials reach the "
+                         "master too: add --listen)")
     up.add_argument("--scheduler", choices=SCHEDULERS, default=None,
                     help="how every pool shares its slots (default fair_share; DET_SCHEDULER_TYPE)")
     up.add_argument("--pool-scheduler", action="append", default=[], type=_pool_scheduler, metavar="POOL=TYPE",
@@ -140,6 +147,16 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
                     help="the cluster's default checkpoint_storage section (YAML, e.g. type: s3, bucket: ...); "
                          "an experiment's own section overrides it (default: shared_fs in <data dir>/checkpoints)")
     up.add_argument("--docker", action="store_true", help="run the services as Docker containers")
+    up.add_argument("--initial-user-password", default=None, metavar="PASSWORD",
+                    help="the password of the built-in users admin and determined on a new cluster "
+                         "(default: one generated and shown once)")
+    up.add_argument("--allow-blank-password", action="store_true",
+                    help="allow a blank initial password: without --initial-user-password, the built-in users "
+                         "then have no password")
+    up.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
+                    help="the address the master listens on (default 127.0.0.1: this machine only; 0.0.0.0: "
+                         "every network, e.g. for agents on other machines). Calls are not encrypted: TLS "
+                         "comes in a later version, so open it to trusted networks only")
     up.set_defaults(run=cluster_up)
 
 
@@ -165,21 +182,29 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise CliError(f"--cpu-slots must be at least 1, got {args.cpu_slots}")
     if args.preload and not args.fork_trials:
         raise CliError("--preload needs --fork-trials")
+    if args.initial_user_password == "" and not args.allow_blank_password:
+        raise CliError("a blank --initial-user-password needs --allow-blank-password")
     data_dir = _data_dir(args)
+    settings = scheduler_settings(args)
+    if args.allow_blank_password:
+        settings["DET_ALLOW_BLANK_PASSWORD"] = "1"
     options = cluster.ClusterOptions(
         data_dir=data_dir, master_port=args.master_port, nats_port=args.nats_port,
         postgres_port=args.postgres_port, cpu_slots=args.cpu_slots, gpu=args.gpu,
         json_logs=args.json_logs, agent_id=args.agent_name, fork_trials=args.fork_trials,
         preload=args.preload, agents=args.agents, advertise_host=args.advertise_host,
-        settings=scheduler_settings(args),
+        settings=settings, listen=args.listen,
     )
     print(f"Local cluster with its data in {data_dir} ...", flush=True)
+    _keep_initial_password(args, data_dir)
     try:
         result = control.cluster_up(options)
     except cluster.DeployError as failure:
         raise CliError(str(failure)) from None
     record = result.record
-    where = (f"master at localhost:{record.master_port}; logs in {data_dir / 'logs'}; "
+    master = f"{record.master_host()}:{record.master_port}"
+    web = f"http://{record.master_host()}:{cluster.http_port(record.master_port, options.settings)}"
+    where = (f"master at {master}; web UI and HTTP API at {web}; logs in {data_dir / 'logs'}; "
              f"PostgreSQL data in {record.postgres_folder(data_dir)}")
     if result.outcome == UpOutcome.STARTED:
         print(f"Cluster is up: {where}")
@@ -187,7 +212,53 @@ def cluster_up(args: argparse.Namespace) -> int:
         print(f"Cluster repaired: {result.done}. It is up: {where}")
     else:
         print(f"Cluster already running: {result.done} ({where})")
+    _log_in_operator(data_dir, master)
     return int(result.outcome)
+
+
+def _keep_initial_password(args: argparse.Namespace, data_dir: Path) -> None:
+    """The built-in users' password, kept for the gateway (initial_password.py):
+    the one given, blank when allowed, or, for a new cluster, a generated one."""
+    from deploy.local import cluster, initial_password
+    from deploy.local.initial_password import InitialPassword
+
+    if args.initial_user_password is not None or args.allow_blank_password:
+        initial_password.save(data_dir, InitialPassword(args.initial_user_password or "", generated=False))
+    elif cluster.recorded_cluster_id(data_dir) is None and initial_password.load(data_dir) is None:
+        initial_password.save(data_dir, InitialPassword(initial_password.generate(), generated=True))
+
+
+def _log_in_operator(data_dir: Path, master: str) -> None:
+    """Logs whoever ran cluster-up in as `admin` with the initial password (a
+    token in their CLI cache), shows a generated password once, then removes
+    the password's file. A cluster whose users had other passwords already
+    keeps them."""
+    from deploy.local import initial_password
+    from determined.cli._auth import TokenStore
+    from determined.cli._client import Gateway, master_address
+    from determined.common.passwords import salted_hash
+
+    initial = initial_password.load(data_dir)
+    if initial is None:
+        return
+    gateway = Gateway(master_address(master))
+    try:
+        token = gateway.login("admin", salted_hash(initial.password))
+    except CliError as refused:
+        if refused.code != "UNAUTHENTICATED":  # kept for the next cluster-up to try again
+            print(f"warning: could not log you in as admin ({refused}); cluster-up tries again when run again",
+                  file=sys.stderr)
+            return
+        initial_password.forget(data_dir)
+        print("The users already had their passwords: the initial password was not applied. "
+              "Log in with: det user login")
+        return
+    TokenStore(gateway.address).remember("admin", token, active=True)
+    if initial.generated:
+        print(f"admin and determined have the password: {initial.password} "
+              "(shown once; change it with det user change-password)")
+    print("You are logged in as admin")
+    initial_password.forget(data_dir)
 
 
 def scheduler_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -431,7 +502,7 @@ def status_json(report: "ClusterReport") -> dict[str, Any]:
 
 
 def status_heading(report: "ClusterReport") -> str:
-    where = (f"Cluster in {report.data_dir}: master at localhost:{report.record.master_port}; "
+    where = (f"Cluster in {report.data_dir}: master at {report.record.master_host()}:{report.record.master_port}; "
              f"PostgreSQL data in {report.record.postgres_folder(report.data_dir)}")
     if report.supervisor_alive:
         return f"{where}\nSupervisor pid {report.record.supervisor_pid}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from determined.cli import _args
 from determined.cli._args import EXPERIMENT_ID
-from determined.cli._client import CliError, Gateway, master_address
+from determined.cli._client import CliError, Gateway, connect
 from determined.cli._output import (
     compact_json,
     confirm,
@@ -154,7 +154,7 @@ def create_experiment(args: argparse.Namespace) -> int:
 
         return _test_mode.run_local(config_yaml, args.context, args.include)
     files = _context_files(args.context, args.include)
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     context_hash = upload_context(gateway, files, retry_for_s=CREATE_RETRY_S) if files else ""
     if args.test_mode:
         from determined.cli import _test_mode
@@ -252,7 +252,7 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
 def list_experiments(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(gateway.stub.GetExperiments, api_pb2.GetExperimentsRequest())
     if args.json:
         print_json([message_dict(e) for e in response.experiments])
@@ -271,7 +271,7 @@ def list_experiments(args: argparse.Namespace) -> int:
 def _get_experiment(args: argparse.Namespace) -> Any:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     return gateway.call(
         gateway.stub.GetExperiment, api_pb2.GetExperimentRequest(experiment_id=args.experiment_id)
     )
@@ -310,7 +310,7 @@ def print_config(args: argparse.Namespace) -> int:
 def list_trials(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(
         gateway.stub.GetExperimentTrials,
         api_pb2.GetExperimentTrialsRequest(experiment_id=args.experiment_id),
@@ -338,7 +338,7 @@ def _print_trials(trials: Any) -> None:
 def activate_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(
         gateway.stub.ActivateExperiment,
         api_pb2.ActivateExperimentRequest(experiment_id=args.experiment_id),
@@ -350,7 +350,7 @@ def activate_experiment(args: argparse.Namespace) -> int:
 def pause_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(
         gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=args.experiment_id)
     )
@@ -361,7 +361,7 @@ def pause_experiment(args: argparse.Namespace) -> int:
 def kill_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(
         gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=args.experiment_id)
     )
@@ -373,7 +373,7 @@ def set_resource(args: argparse.Namespace) -> int:
     from determined.cli.job import send_update
 
     field = args.setting.replace("-", "_")
-    print(send_update(args.master, f"experiment/{args.experiment_id}", **{field: args.value}))
+    print(send_update(connect(args), f"experiment/{args.experiment_id}", **{field: args.value}))
     return 0
 
 
@@ -388,7 +388,7 @@ def set_gc_policy(args: argparse.Namespace) -> int:
         "save_trial_best": args.save_trial_best,
         "save_trial_latest": args.save_trial_latest,
     }
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     preview = gateway.call(
         gateway.stub.PreviewGc, api_pb2.PreviewGcRequest(experiment_id=args.experiment_id, **policy)
     )
@@ -434,7 +434,7 @@ def delete_experiment(args: argparse.Namespace) -> int:
     if not args.yes and not confirm(question):
         print("Aborted: nothing deleted.", file=sys.stderr)
         return 0
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     gateway.call(gateway.stub.DeleteExperiment, api_pb2.DeleteExperimentRequest(experiment_id=args.experiment_id))
     if args.json:
         print_json({"experiment_id": args.experiment_id, "deletion": "in progress"})

@@ -5,7 +5,7 @@ import argparse
 from typing import Any
 
 from determined.cli import _args
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import Gateway, connect
 from determined.cli._output import format_time, message_dict, print_json, print_table
 
 HEADERS = [
@@ -55,7 +55,7 @@ def add_resource_options(parser: argparse.ArgumentParser) -> None:
 def list_jobs(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(gateway.stub.GetJobs, api_pb2.GetJobsRequest(resource_pool=args.resource_pool))
     if args.json:
         print_json(message_dict(response))
@@ -99,14 +99,14 @@ def job_row(job: Any, scheduler: str) -> list[Any]:
 def update_job(args: argparse.Namespace) -> int:
     print(
         send_update(
-            args.master, args.job_id, priority=args.priority, weight=args.weight, max_slots=args.max_slots
+            connect(args), args.job_id, priority=args.priority, weight=args.weight, max_slots=args.max_slots
         )
     )
     return 0
 
 
 def send_update(
-    master: str | None,
+    gateway: Gateway,
     job_id: str,
     *,
     priority: int | None = None,
@@ -116,7 +116,6 @@ def send_update(
     """Sends UpdateJob; what to tell the user (what changed, or why nothing did)."""
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(master))
     request = api_pb2.UpdateJobRequest(job_id=job_id)
     if priority is not None:
         request.priority = priority

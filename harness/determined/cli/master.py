@@ -5,7 +5,7 @@ import argparse
 import time
 from typing import Any
 
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import connect
 from determined.cli._output import message_dict, print_json, print_table
 
 
@@ -21,7 +21,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def show_info(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     answer = gateway.call(gateway.stub.GetMaster, api_pb2.GetMasterRequest())
     if args.json:
         print_json(message_dict(answer))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import connect
 from determined.cli._output import compact_json, format_time, message_dict, print_json, print_table
 from determined.cli.checkpoint import checkpoint_uuid
 
@@ -70,7 +70,7 @@ def version_row(version: api_pb2.ModelVersion) -> list[Any]:
 def create_model(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.CreateModelRequest(name=args.name, description=args.description, labels=args.labels)
     model = gateway.call(gateway.stub.CreateModel, request).model
     if args.json:
@@ -84,7 +84,7 @@ def create_model(args: argparse.Namespace) -> int:
 def list_models(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     models = gateway.call(gateway.stub.GetModels, api_pb2.GetModelsRequest()).models
     if args.json:
         print_json([message_dict(m) for m in models])
@@ -96,7 +96,7 @@ def list_models(args: argparse.Namespace) -> int:
 def describe_model(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     model = gateway.call(gateway.stub.GetModel, api_pb2.GetModelRequest(name=args.name)).model
     if args.json:
         print_json(message_dict(model))
@@ -110,7 +110,7 @@ def describe_model(args: argparse.Namespace) -> int:
 def register_version(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.RegisterModelVersionRequest(
         model_name=args.name, checkpoint_uuid=args.uuid, name=args.version_name, comment=args.comment
     )

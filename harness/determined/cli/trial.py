@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from determined.cli._args import TRIAL_ID, rank
-from determined.cli._client import Gateway, master_address
+from determined.cli._client import Gateway, connect
 from determined.cli._output import (
     compact_json,
     format_log_time,
@@ -76,7 +76,7 @@ def trial_state(gateway: Gateway, trial_id: int) -> str:
 
 
 def describe_trial(args: argparse.Namespace) -> int:
-    response = _get_trial(Gateway(master_address(args.master)), args.trial_id)
+    response = _get_trial(connect(args), args.trial_id)
     if args.json:
         print_json(message_dict(response))
         return 0
@@ -113,7 +113,7 @@ def describe_trial(args: argparse.Namespace) -> int:
 def kill_trial(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     response = gateway.call(gateway.stub.KillTrial, api_pb2.KillTrialRequest(trial_id=args.trial_id))
     print(response.unchanged_reason or f"Killed trial {args.trial_id}")
     return 0
@@ -123,7 +123,7 @@ def show_metrics(args: argparse.Namespace) -> int:
     from determined.cli import _metrics
     from determined.proto import api_pb2
 
-    gateway = Gateway(master_address(args.master))
+    gateway = connect(args)
     request = api_pb2.GetTrialMetricsRequest(trial_id=args.trial_id, group=args.group)
     points = (point for response in gateway.stream(gateway.stub.GetTrialMetrics, request)
               for point in response.points)
@@ -135,7 +135,7 @@ def show_metrics(args: argparse.Namespace) -> int:
 
 
 def show_logs(args: argparse.Namespace) -> int:
-    follow_logs(Gateway(master_address(args.master)), args.trial_id, follow=args.follow, as_json=args.json,
+    follow_logs(connect(args), args.trial_id, follow=args.follow, as_json=args.json,
                 rank=args.rank)
     return 0
 

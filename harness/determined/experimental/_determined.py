@@ -25,13 +25,16 @@ class Determined:
     """A master, by address: `master` as `det -m` takes it (host:port, or a
     URL), else $DET_MASTER, else localhost:8080.
 
-    The cluster has no user accounts yet: every call acts as the default user
-    `determined`, whatever `user` and `password` say (they are taken for
-    Determined's signature)."""
+    Calls act as `user`, logged in at once with `password` (a cached token of
+    the user's is used first, as `det -u` does; no password and no cached token:
+    asked for on the terminal); with no `user`, as the CLI would act: $DET_USER
+    with $DET_PASS, else the user of `det user login`, else `determined` with
+    an empty password. Tokens are kept in the CLI's cache."""
 
     def __init__(self, master: str | None = None, user: str | None = None, password: str | None = None) -> None:
-        self._gateway = Gateway(master_address(master))
-        self.user = user or "determined"
+        self._gateway = Gateway(master_address(master), user, password)
+        if user is not None:
+            self._gateway.session.token()
 
     def create_experiment(
         self,

@@ -2,7 +2,7 @@
 
     from determined.experimental import client
 
-    client.login(master="localhost:8080")            # optional: $DET_MASTER otherwise
+    client.login(master="localhost:8080", user="alice", password="...")  # optional: as `det` otherwise
     exp = client.create_experiment("const.yaml", model_dir=".")
     exp.wait()
     best = exp.top_checkpoint()
@@ -68,8 +68,9 @@ _determined: Determined | None = None
 
 
 def login(master: str | None = None, user: str | None = None, password: str | None = None) -> None:
-    """Points the module-level functions at `master` (see Determined for the
-    address forms, and for users)."""
+    """Points the module-level functions at `master`, acting as `user` (see
+    Determined for the address forms, and for who acts when `user` is None);
+    a wrong password raises APIError at once."""
     global _determined
     _determined = Determined(master, user, password)
 

@@ -899,3 +899,125 @@ class RegisterModelVersionResponse(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     version: ModelVersion
     def __init__(self, version: _Optional[_Union[ModelVersion, _Mapping]] = ...) -> None: ...
+
+class User(_message.Message):
+    __slots__ = ("id", "username", "display_name", "admin", "active", "created_at_ns")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    username: str
+    display_name: str
+    admin: bool
+    active: bool
+    created_at_ns: int
+    def __init__(self, id: _Optional[int] = ..., username: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., active: _Optional[bool] = ..., created_at_ns: _Optional[int] = ...) -> None: ...
+
+class LoginRequest(_message.Message):
+    __slots__ = ("username", "password", "is_hashed")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    IS_HASHED_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    password: str
+    is_hashed: bool
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., is_hashed: _Optional[bool] = ...) -> None: ...
+
+class LoginResponse(_message.Message):
+    __slots__ = ("token", "user", "expires_at_ns")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    user: User
+    expires_at_ns: int
+    def __init__(self, token: _Optional[str] = ..., user: _Optional[_Union[User, _Mapping]] = ..., expires_at_ns: _Optional[int] = ...) -> None: ...
+
+class LogoutRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LogoutResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetMeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetMeResponse(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class GetUsersRequest(_message.Message):
+    __slots__ = ("include_inactive",)
+    INCLUDE_INACTIVE_FIELD_NUMBER: _ClassVar[int]
+    include_inactive: bool
+    def __init__(self, include_inactive: _Optional[bool] = ...) -> None: ...
+
+class GetUsersResponse(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[User]
+    def __init__(self, users: _Optional[_Iterable[_Union[User, _Mapping]]] = ...) -> None: ...
+
+class CreateUserRequest(_message.Message):
+    __slots__ = ("username", "display_name", "admin", "password", "is_hashed")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    IS_HASHED_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    display_name: str
+    admin: bool
+    password: str
+    is_hashed: bool
+    def __init__(self, username: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., password: _Optional[str] = ..., is_hashed: _Optional[bool] = ...) -> None: ...
+
+class CreateUserResponse(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class UpdateUserRequest(_message.Message):
+    __slots__ = ("username", "new_username", "display_name", "admin", "active")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    NEW_USERNAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    new_username: str
+    display_name: str
+    admin: bool
+    active: bool
+    def __init__(self, username: _Optional[str] = ..., new_username: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class UpdateUserResponse(_message.Message):
+    __slots__ = ("user", "unchanged_reason")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    unchanged_reason: str
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class SetUserPasswordRequest(_message.Message):
+    __slots__ = ("username", "password", "is_hashed")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    IS_HASHED_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    password: str
+    is_hashed: bool
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., is_hashed: _Optional[bool] = ...) -> None: ...
+
+class SetUserPasswordResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

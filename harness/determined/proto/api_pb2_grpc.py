@@ -234,6 +234,41 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.FromString,
                 _registered_method=True)
+        self.Login = channel.unary_unary(
+                '/determined.api.Determined/Login',
+                request_serializer=determined_dot_proto_dot_api__pb2.LoginRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.LoginResponse.FromString,
+                _registered_method=True)
+        self.Logout = channel.unary_unary(
+                '/determined.api.Determined/Logout',
+                request_serializer=determined_dot_proto_dot_api__pb2.LogoutRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.LogoutResponse.FromString,
+                _registered_method=True)
+        self.GetMe = channel.unary_unary(
+                '/determined.api.Determined/GetMe',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetMeRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetMeResponse.FromString,
+                _registered_method=True)
+        self.GetUsers = channel.unary_unary(
+                '/determined.api.Determined/GetUsers',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetUsersRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetUsersResponse.FromString,
+                _registered_method=True)
+        self.CreateUser = channel.unary_unary(
+                '/determined.api.Determined/CreateUser',
+                request_serializer=determined_dot_proto_dot_api__pb2.CreateUserRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.CreateUserResponse.FromString,
+                _registered_method=True)
+        self.UpdateUser = channel.unary_unary(
+                '/determined.api.Determined/UpdateUser',
+                request_serializer=determined_dot_proto_dot_api__pb2.UpdateUserRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.UpdateUserResponse.FromString,
+                _registered_method=True)
+        self.SetUserPassword = channel.unary_unary(
+                '/determined.api.Determined/SetUserPassword',
+                request_serializer=determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.FromString,
+                _registered_method=True)
 
 
 class DeterminedServicer:
@@ -492,6 +527,49 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Login(self, request, context):
+        """Users and sessions. Login is the one RPC answered without a token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Logout(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetUserPassword(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeterminedServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -694,6 +772,41 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.RegisterModelVersion,
                     request_deserializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.SerializeToString,
+            ),
+            'Login': grpc.unary_unary_rpc_method_handler(
+                    servicer.Login,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.LoginRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.LoginResponse.SerializeToString,
+            ),
+            'Logout': grpc.unary_unary_rpc_method_handler(
+                    servicer.Logout,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.LogoutRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.LogoutResponse.SerializeToString,
+            ),
+            'GetMe': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMe,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetMeRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetMeResponse.SerializeToString,
+            ),
+            'GetUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsers,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetUsersRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetUsersResponse.SerializeToString,
+            ),
+            'CreateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateUser,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.CreateUserRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.CreateUserResponse.SerializeToString,
+            ),
+            'UpdateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateUser,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.UpdateUserRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.UpdateUserResponse.SerializeToString,
+            ),
+            'SetUserPassword': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetUserPassword,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1776,6 +1889,195 @@ class Determined:
             '/determined.api.Determined/RegisterModelVersion',
             determined_dot_proto_dot_api__pb2.RegisterModelVersionRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.RegisterModelVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Login(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/Login',
+            determined_dot_proto_dot_api__pb2.LoginRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.LoginResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Logout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/Logout',
+            determined_dot_proto_dot_api__pb2.LogoutRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.LogoutResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetMe',
+            determined_dot_proto_dot_api__pb2.GetMeRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetMeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetUsers',
+            determined_dot_proto_dot_api__pb2.GetUsersRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/CreateUser',
+            determined_dot_proto_dot_api__pb2.CreateUserRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.CreateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/UpdateUser',
+            determined_dot_proto_dot_api__pb2.UpdateUserRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.UpdateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetUserPassword(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/SetUserPassword',
+            determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -101,6 +101,11 @@ class Envelope(_message.Message):
     CHECKPOINT_PARTIALLY_DELETED_FIELD_NUMBER: _ClassVar[int]
     MODEL_CREATED_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    USER_CREATED_FIELD_NUMBER: _ClassVar[int]
+    USER_UPDATED_FIELD_NUMBER: _ClassVar[int]
+    USER_PASSWORD_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    USER_SESSION_STARTED_FIELD_NUMBER: _ClassVar[int]
+    USER_SESSION_REVOKED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -147,7 +152,12 @@ class Envelope(_message.Message):
     checkpoint_partially_deleted: CheckpointPartiallyDeleted
     model_created: ModelCreated
     model_version_registered: ModelVersionRegistered
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ...) -> None: ...
+    user_created: UserCreated
+    user_updated: UserUpdated
+    user_password_changed: UserPasswordChanged
+    user_session_started: UserSessionStarted
+    user_session_revoked: UserSessionRevoked
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -784,3 +794,61 @@ class ModelVersionRegistered(_message.Message):
     comment: str
     owner: str
     def __init__(self, model_name: _Optional[str] = ..., model_id: _Optional[int] = ..., version: _Optional[int] = ..., checkpoint_uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class UserCreated(_message.Message):
+    __slots__ = ("user_id", "username", "display_name", "admin", "active", "password_hash", "created_by")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_HASH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    username: str
+    display_name: str
+    admin: bool
+    active: bool
+    password_hash: str
+    created_by: str
+    def __init__(self, user_id: _Optional[int] = ..., username: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., active: _Optional[bool] = ..., password_hash: _Optional[str] = ..., created_by: _Optional[str] = ...) -> None: ...
+
+class UserUpdated(_message.Message):
+    __slots__ = ("user_id", "username", "display_name", "admin", "active")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    username: str
+    display_name: str
+    admin: bool
+    active: bool
+    def __init__(self, user_id: _Optional[int] = ..., username: _Optional[str] = ..., display_name: _Optional[str] = ..., admin: _Optional[bool] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class UserPasswordChanged(_message.Message):
+    __slots__ = ("user_id", "password_hash")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_HASH_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    password_hash: str
+    def __init__(self, user_id: _Optional[int] = ..., password_hash: _Optional[str] = ...) -> None: ...
+
+class UserSessionStarted(_message.Message):
+    __slots__ = ("user_id", "session_id", "expires_at_ns")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    session_id: str
+    expires_at_ns: int
+    def __init__(self, user_id: _Optional[int] = ..., session_id: _Optional[str] = ..., expires_at_ns: _Optional[int] = ...) -> None: ...
+
+class UserSessionRevoked(_message.Message):
+    __slots__ = ("user_id", "session_id")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    session_id: str
+    def __init__(self, user_id: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,19 @@
+"""The HTTP/JSON API beside gRPC (for the web UI and scripts): Determined's
+REST paths and field names under /api/v1, plus /info and /health.
+
+    app      authentication and errors as JSON (the gRPC interceptor's rules)
+    routes   the routes, over the servicer's own handlers and queries
+    params   query parameters as Determined spells them
+    shapes   the API's messages in Determined's JSON shapes
+    server   uvicorn inside the gateway's event loop (DET_HTTP_PORT)
+"""
+
+from starlette.applications import Starlette
+
+from services.gateway.http.app import Authenticate, application
+from services.gateway.http.routes import Routes
+from services.gateway.servicer import Servicer
+
+
+def http_api(servicer: Servicer, authenticate: Authenticate) -> Starlette:
+    return application(Routes(servicer, authenticate).routes())

@@ -1,0 +1,99 @@
+"""The ASGI application: who is calling, and errors as Determined's REST API
+words them.
+
+Every route but /info, /health and login authenticates through the same
+check as the gRPC interceptor (auth.Authenticator: `Authorization: Bearer
+<token>` from login; without one the call is refused unless the gateway
+allows anonymous calls), then runs the handler acting as that user, as an
+RPC does. Domain errors
+become the HTTP status grpc-gateway gives their gRPC code, with a JSON body
+`{"code", "message", "details"}`; an error no layer explains is left to the
+server (500).
+"""
+
+from collections.abc import Awaitable, Callable, Mapping
+
+import grpc
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from services.common.connection import limit_outage_wait
+from services.gateway.auth import EVENT_LOG_WAIT_S, Principal, acting_as
+from services.gateway.errors import GatewayError, as_gateway_error
+
+# Checks a call's credentials (the header names of gRPC metadata, lower case):
+# Authenticator.authenticate, which raises UnauthenticatedError.
+Authenticate = Callable[[Mapping[str, str]], Awaitable[Principal]]
+Handler = Callable[[Request], Awaitable[Response]]
+
+# grpc-gateway's mapping of gRPC codes to HTTP statuses.
+HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+def error_body(error: GatewayError) -> dict[str, object]:
+    return {"code": error.code.value[0], "message": str(error), "details": []}
+
+
+def error_response(error: GatewayError) -> JSONResponse:
+    return JSONResponse(error_body(error), status_code=HTTP_STATUS.get(error.code, 500))
+
+
+def credentials(request: Request) -> dict[str, str]:
+    """The request's credentials as gRPC metadata."""
+    header = request.headers.get("authorization")
+    return {} if header is None else {"authorization": header}
+
+
+def authenticated(authenticate: Authenticate, handler: Handler) -> Handler:
+    """`handler`, run as the calling user; refused (401) without valid credentials."""
+
+    async def as_caller(request: Request) -> Response:
+        with acting_as(await authenticate(credentials(request))):
+            return await handler(request)
+
+    return unauthenticated(as_caller)
+
+
+def unauthenticated(handler: Handler) -> Handler:
+    """`handler`, open to anyone (login, /info, /health), its domain errors answered as JSON."""
+
+    async def endpoint(request: Request) -> Response:
+        limit_outage_wait(EVENT_LOG_WAIT_S)  # as an RPC: UNAVAILABLE rather than a hang
+        try:
+            return await handler(request)
+        except Exception as error:
+            gateway_error = as_gateway_error(error)
+            if gateway_error is None:
+                raise
+            return error_response(gateway_error)
+
+    return endpoint
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) in the same JSON shape."""
+    assert isinstance(error, HTTPException)
+    code = grpc.StatusCode.NOT_FOUND if error.status_code == 404 else grpc.StatusCode.INVALID_ARGUMENT
+    return JSONResponse(
+        {"code": code.value[0], "message": str(error.detail), "details": []}, status_code=error.status_code
+    )
+
+
+def application(routes: list[Route]) -> Starlette:
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

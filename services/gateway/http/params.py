@@ -1,0 +1,82 @@
+"""Reading a request's query parameters and body, as Determined's REST API
+names and spells them (`states=STATE_ACTIVE`, `sortBy=SORT_BY_START_TIME`,
+`orderBy=ORDER_BY_DESC`); a bad value is INVALID_ARGUMENT (400) naming it.
+A list parameter may be repeated (`states=A&states=B`) or comma separated.
+"""
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+
+from services.gateway.errors import InvalidArgumentError
+from services.gateway.queries import EXPERIMENT_SORTS, ExperimentListing
+
+# Determined's sortBy names that differ from ours.
+_SORT_NAMES = {"user": "owner"}
+
+
+def number(request: Request, name: str, default: int, *, least: int, most: int | None = None) -> int:
+    value = optional_number(request, name)
+    if value is None:
+        return default
+    if value < least or (most is not None and value > most):
+        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
+        raise InvalidArgumentError(f"{name} must be {bounds}, not {value}")
+    return value
+
+
+def optional_number(request: Request, name: str) -> int | None:
+    text = request.query_params.get(name, "")
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError as error:
+        raise InvalidArgumentError(f"{name} must be a whole number, not {text!r}") from error
+
+
+def flag(request: Request, name: str) -> bool:
+    text = request.query_params.get(name, "false").lower()
+    if text not in ("true", "false", "1", "0"):
+        raise InvalidArgumentError(f"{name} must be true or false, not {text!r}")
+    return text in ("true", "1")
+
+
+def listed(request: Request, name: str) -> tuple[str, ...]:
+    return tuple(
+        item.strip() for value in request.query_params.getlist(name) for item in value.split(",") if item.strip()
+    )
+
+
+def order_by(request: Request) -> str:
+    """"asc", "desc" or "" (the listing's natural order)."""
+    text = request.query_params.get("orderBy", "").upper().removeprefix("ORDER_BY_")
+    if text not in ("", "UNSPECIFIED", "ASC", "DESC"):
+        raise InvalidArgumentError(f"orderBy must be ORDER_BY_ASC or ORDER_BY_DESC, not {text!r}")
+    return "" if text == "UNSPECIFIED" else text.lower()
+
+
+def experiment_listing(request: Request) -> ExperimentListing:
+    sort_by = request.query_params.get("sortBy", "").lower().removeprefix("sort_by_")
+    sort_by = _SORT_NAMES.get(sort_by, sort_by) if sort_by not in ("", "unspecified") else "id"
+    if sort_by not in EXPERIMENT_SORTS:
+        choices = ", ".join(f"SORT_BY_{name.upper()}" for name in EXPERIMENT_SORTS)
+        raise InvalidArgumentError(f"sortBy must be one of {choices}")
+    return ExperimentListing(
+        states=tuple(state.upper().removeprefix("STATE_") for state in listed(request, "states")),
+        owners=listed(request, "users"),
+        name=request.query_params.get("name", ""),
+        sort_by=sort_by,
+        descending=order_by(request) == "desc",
+    )
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as error:
+        raise InvalidArgumentError(f"the request body is not JSON: {error}") from error
+    if not isinstance(body, dict):
+        raise InvalidArgumentError("the request body must be a JSON object")
+    return body

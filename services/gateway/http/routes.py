@@ -1,0 +1,291 @@
+"""The routes: Determined's REST paths and parameters over the servicer's own
+handlers and queries (one service layer: nothing here reads the read models
+or decides on its own). Each handler turns the HTTP request into the RPC's
+request, calls the servicer as the gRPC server would, and shows the answer
+in Determined's shapes (shapes.py).
+"""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any, cast
+
+import grpc
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from determined.proto import api_pb2
+from services.gateway.auth import Principal, acting_as, current_principal
+from services.gateway.downsample import lttb
+from services.gateway.errors import InvalidArgumentError, ReadModelsUnavailableError, as_gateway_error
+from services.gateway.http import shapes
+from services.gateway.http.app import Authenticate, authenticated, error_body, unauthenticated
+from services.gateway.http.params import (
+    experiment_listing,
+    flag,
+    json_body,
+    number,
+    optional_number,
+    order_by,
+)
+from services.gateway.queries import ExperimentListing
+from services.gateway.servicer import Servicer
+
+# The servicer's handlers never read their gRPC context: called from here they get none.
+NO_GRPC_CONTEXT = cast(grpc.aio.ServicerContext, None)
+# A chart's points when the request names no max_points, and the most it may ask for.
+CHART_POINTS = 1000
+MAX_CHART_POINTS = 100_000
+# How long /health waits for PostgreSQL.
+HEALTH_TIMEOUT_S = 2.0
+# Determined's checkpoint sortByAttr values and the listing's sort_by for each.
+CHECKPOINT_SORTS = {
+    "": "",
+    "SORT_BY_END_TIME": "",
+    "SORT_BY_BATCH_NUMBER": "steps_completed",
+    "SORT_BY_SEARCHER_METRIC": "searcher_metric",
+}
+
+
+class Routes:
+    def __init__(self, servicer: Servicer, authenticate: Authenticate) -> None:
+        self.servicer = servicer
+        self.authenticate = authenticate
+
+    def routes(self) -> list[Route]:
+        user = partial(authenticated, self.authenticate)
+        experiment = "/api/v1/experiments/{experiment_id:int}"
+        return [
+            Route("/info", unauthenticated(self.info)),
+            Route("/health", unauthenticated(self.health)),
+            Route("/api/v1/auth/login", unauthenticated(self.login), methods=["POST"]),
+            Route("/api/v1/auth/logout", user(self.logout), methods=["POST"]),
+            Route("/api/v1/me", user(self.me)),
+            Route("/api/v1/experiments", user(self.experiments)),
+            Route(experiment, user(self.experiment)),
+            Route(experiment + "/kill", user(self.kill), methods=["POST"]),
+            Route(experiment + "/pause", user(self.pause), methods=["POST"]),
+            Route(experiment + "/activate", user(self.activate), methods=["POST"]),
+            Route(experiment + "/trials", user(self.experiment_trials)),
+            Route(experiment + "/checkpoints", user(self.experiment_checkpoints)),
+            Route("/api/v1/trials/{trial_id:int}", user(self.trial)),
+            Route("/api/v1/trials/{trial_id:int}/metrics", user(self.trial_metrics)),
+            Route("/api/v1/trials/{trial_id:int}/logs", user(self.trial_logs)),
+            Route("/api/v1/trials/{trial_id:int}/checkpoints", user(self.trial_checkpoints)),
+            Route("/api/v1/checkpoints/{uuid:str}", user(self.checkpoint)),
+            Route("/api/v1/agents", user(self.agents)),
+            Route("/api/v1/job-queues", user(self.job_queues)),
+        ]
+
+    # -- open to anyone --------------------------------------------------------------
+
+    async def info(self, request: Request) -> Response:
+        master = await self.servicer.GetMaster(api_pb2.GetMasterRequest(), NO_GRPC_CONTEXT)
+        return JSONResponse({
+            "version": master.version,
+            "master_id": master.cluster_id,
+            "cluster_id": master.cluster_id,
+            "cluster_name": master.cluster_name,
+            "sso_providers": [],
+        })
+
+    async def health(self, request: Request) -> Response:
+        """Whether the parts the gateway stands on answer: 200 when both do, else 503."""
+        event_log = self.servicer.store.nc.is_connected
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                read_models = await self.servicer.queries.pool.fetchval("SELECT true") is True
+        except (TimeoutError, ReadModelsUnavailableError):
+            read_models = False
+        healthy = event_log and read_models
+        return JSONResponse(
+            {
+                "status": "ok" if healthy else "unavailable",
+                "eventLog": "up" if event_log else "down",
+                "readModels": "up" if read_models else "down",
+            },
+            status_code=200 if healthy else 503,
+        )
+
+    async def login(self, request: Request) -> Response:
+        body = await json_body(request)
+        answer = await self.servicer.Login(
+            api_pb2.LoginRequest(
+                username=str(body.get("username", "")),
+                password=str(body.get("password", "")),
+                is_hashed=bool(body.get("isHashed", False)),
+            ),
+            NO_GRPC_CONTEXT,
+        )
+        return JSONResponse({
+            "token": answer.token,
+            "user": shapes.user(answer.user),
+            "expiresAt": shapes.time(answer.expires_at_ns),
+        })
+
+    # -- users -----------------------------------------------------------------------
+
+    async def logout(self, request: Request) -> Response:
+        await self.servicer.Logout(api_pb2.LogoutRequest(), NO_GRPC_CONTEXT)
+        return JSONResponse({})
+
+    async def me(self, request: Request) -> Response:
+        answer = await self.servicer.GetMe(api_pb2.GetMeRequest(), NO_GRPC_CONTEXT)
+        return JSONResponse({"user": shapes.user(answer.user)})
+
+    # -- experiments -----------------------------------------------------------------
+
+    async def experiments(self, request: Request) -> Response:
+        """Filters: states, users (owners), name (a part of it); sortBy, orderBy; offset, limit (0: all)."""
+        listing: ExperimentListing = experiment_listing(request)
+        offset = number(request, "offset", 0, least=0)
+        limit = number(request, "limit", 0, least=0)
+        queries = self.servicer.queries
+        found = await queries.experiments(limit, offset, listing)
+        total = await queries.count_experiments(listing)
+        return JSONResponse({
+            "experiments": [shapes.experiment(e) for e in found],
+            "pagination": shapes.pagination(offset, limit, len(found), total),
+        })
+
+    async def experiment(self, request: Request) -> Response:
+        answer = await self.servicer.GetExperiment(
+            api_pb2.GetExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({
+            "experiment": shapes.experiment(answer.experiment),
+            "config": json.loads(answer.experiment.config_json or "{}"),
+        })
+
+    async def kill(self, request: Request) -> Response:
+        answer = await self.servicer.KillExperiment(
+            api_pb2.KillExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"unchangedReason": answer.unchanged_reason})
+
+    async def pause(self, request: Request) -> Response:
+        answer = await self.servicer.PauseExperiment(
+            api_pb2.PauseExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"unchangedReason": answer.unchanged_reason})
+
+    async def activate(self, request: Request) -> Response:
+        answer = await self.servicer.ActivateExperiment(
+            api_pb2.ActivateExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"unchangedReason": answer.unchanged_reason})
+
+    async def experiment_trials(self, request: Request) -> Response:
+        answer = await self.servicer.GetExperimentTrials(
+            api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"trials": [shapes.trial(t) for t in answer.trials]})
+
+    async def experiment_checkpoints(self, request: Request) -> Response:
+        """Determined's sortByAttr (SORT_BY_END_TIME, SORT_BY_BATCH_NUMBER,
+        SORT_BY_SEARCHER_METRIC) or sortByMetric (a validation metric's name), orderBy, limit."""
+        answer = await self.servicer.GetExperimentCheckpoints(
+            api_pb2.GetExperimentCheckpointsRequest(
+                experiment_id=request.path_params["experiment_id"], **_checkpoint_listing(request)
+            ),
+            NO_GRPC_CONTEXT,
+        )
+        return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
+
+    # -- trials ----------------------------------------------------------------------
+
+    async def trial(self, request: Request) -> Response:
+        answer = await self.servicer.GetTrial(
+            api_pb2.GetTrialRequest(trial_id=request.path_params["trial_id"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"trial": shapes.trial(answer.trial), "runs": [shapes.trial_run(r) for r in answer.runs]})
+
+    async def trial_checkpoints(self, request: Request) -> Response:
+        answer = await self.servicer.GetTrialCheckpoints(
+            api_pb2.GetTrialCheckpointsRequest(trial_id=request.path_params["trial_id"], **_checkpoint_listing(request)),
+            NO_GRPC_CONTEXT,
+        )
+        return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
+
+    async def trial_metrics(self, request: Request) -> Response:
+        """One metric of one group (default "training") as a chart's series:
+        at most max_points (default CHART_POINTS) points, chosen by LTTB from
+        the read models' preselection (Queries.metric_chart), as column arrays
+        (`steps`, `values`, for uPlot), and how many there are in all."""
+        trial_id = request.path_params["trial_id"]
+        group = request.query_params.get("group") or "training"
+        metric = request.query_params.get("metric", "")
+        if not metric:
+            raise InvalidArgumentError("name the metric: ?metric=<name> (e.g. loss)")
+        max_points = number(request, "max_points", CHART_POINTS, least=3, most=MAX_CHART_POINTS)
+        await self.servicer.trial_status(trial_id)  # NOT_FOUND for an unknown trial
+        total, chosen = await self.servicer.queries.metric_chart(trial_id, group, metric, 2 * max_points)
+        kept = lttb(chosen, max_points)
+        return JSONResponse({
+            "trialId": trial_id,
+            "group": group,
+            "metric": metric,
+            "totalPoints": total,
+            "steps": [int(steps) for steps, _ in kept],
+            "values": [value for _, value in kept],
+        })
+
+    async def trial_logs(self, request: Request) -> Response:
+        """Newline-delimited JSON, one `{"result": <line>}` per log line; with
+        follow=true the stream stays open until the trial's logs end. An error
+        once streaming has begun ends the stream with `{"error": {...}}`."""
+        trial_id = request.path_params["trial_id"]
+        follow = flag(request, "follow")
+        rank = optional_number(request, "rankIds")
+        await self.servicer.trial_status(trial_id)  # NOT_FOUND before the stream starts
+        logs_request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
+        # The stream is sent after this handler returned: it acts as the caller on its own.
+        lines = self._log_lines(logs_request, current_principal())
+        return StreamingResponse(lines, media_type="application/x-ndjson")
+
+    async def _log_lines(self, request: api_pb2.TrialLogsRequest, caller: Principal) -> AsyncIterator[bytes]:
+        with acting_as(caller):
+            try:
+                async for response in self.servicer.TrialLogs(request, NO_GRPC_CONTEXT):
+                    yield b"".join(
+                        json.dumps({"result": shapes.log_line(response, line)}).encode() + b"\n"
+                        for line in response.lines
+                    )
+            except Exception as error:
+                gateway_error = as_gateway_error(error)
+                if gateway_error is None:
+                    raise
+                yield json.dumps({"error": error_body(gateway_error)}).encode() + b"\n"
+
+    # -- checkpoints and the cluster ---------------------------------------------------
+
+    async def checkpoint(self, request: Request) -> Response:
+        answer = await self.servicer.GetCheckpoint(
+            api_pb2.GetCheckpointRequest(uuid=request.path_params["uuid"]), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"checkpoint": shapes.checkpoint(answer.checkpoint)})
+
+    async def agents(self, request: Request) -> Response:
+        answer = await self.servicer.GetAgents(api_pb2.GetAgentsRequest(), NO_GRPC_CONTEXT)
+        return JSONResponse({"agents": [shapes.agent(a) for a in answer.agents]})
+
+    async def job_queues(self, request: Request) -> Response:
+        answer = await self.servicer.GetJobs(
+            api_pb2.GetJobsRequest(resource_pool=request.query_params.get("resourcePool", "")), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)})
+
+
+def _checkpoint_listing(request: Request) -> dict[str, Any]:
+    """A checkpoint listing's request fields from Determined's parameters."""
+    by_metric = request.query_params.get("sortByMetric", "")
+    by_attribute = request.query_params.get("sortByAttr", "")
+    if by_attribute not in CHECKPOINT_SORTS:
+        raise InvalidArgumentError(f"sortByAttr must be one of {', '.join(sorted(CHECKPOINT_SORTS)[1:])}")
+    return {
+        "sort_by": by_metric or CHECKPOINT_SORTS[by_attribute],
+        "order_by": order_by(request),
+        "max_results": number(request, "limit", 0, least=0),
+    }

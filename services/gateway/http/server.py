@@ -1,0 +1,51 @@
+"""Serving the HTTP API with uvicorn inside the gateway's event loop, beside
+the gRPC server: same process, same servicer, same read models."""
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from starlette.types import ASGIApp
+
+# How long a start may take before the gateway gives up on it.
+STARTUP_TIMEOUT_S = 10.0
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """The gateway's own signal handlers stop it (uvicorn's would replace them)."""
+        yield
+
+
+class HttpServer:
+    def __init__(self, server: _Server, task: "asyncio.Task[None]", port: int) -> None:
+        self._server = server
+        self._task = task
+        self.port = port
+
+    @classmethod
+    async def start(cls, app: ASGIApp, host: str, port: int) -> "HttpServer":
+        """Listens on host:port (0: any free port); OSError when it cannot."""
+        listener = socket.create_server((host, port), family=_family(host), reuse_port=False)
+        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1)
+        server = _Server(config)
+        task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")
+        async with asyncio.timeout(STARTUP_TIMEOUT_S):
+            while not server.started:
+                if task.done():
+                    task.result()  # the start failed: raise why
+                    raise OSError("the HTTP server stopped while starting")
+                await asyncio.sleep(0.01)
+        return cls(server, task, listener.getsockname()[1])
+
+    async def stop(self) -> None:
+        """Stops listening; open streams (followed logs) get a moment to end."""
+        self._server.should_exit = True
+        await self._task
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -1,0 +1,280 @@
+"""The HTTP/JSON API beside gRPC, against a real gateway (uvicorn in its
+process), nats-server and PostgreSQL: authentication on every route,
+Determined's paths and field names, filters, downsampled metrics and
+followed logs."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import grpc
+import httpx
+import pytest
+from integration.test_gateway import SECRET, given_trial, trial_metadata
+
+from deploy.local.servers import free_port
+from determined.common.passwords import salted_hash
+from determined.proto import api_pb2, api_pb2_grpc, events_pb2
+from services.common.envelope import Append
+from services.common.eventstore import EventStore
+from services.gateway.server import Gateway, PortInUseError
+from services.gateway.settings import GatewaySettings
+
+PASSWORD = "Initial-Pass1"
+CONFIG = """
+name: {name}
+entrypoint: python3 train.py
+searcher: {{name: single, metric: loss, max_length: 10}}
+hyperparameters: {{lr: 0.1}}
+"""
+# Every route that needs a token, with its method.
+PROTECTED = [
+    ("POST", "/api/v1/auth/logout"),
+    ("GET", "/api/v1/me"),
+    ("GET", "/api/v1/experiments"),
+    ("GET", "/api/v1/experiments/1"),
+    ("POST", "/api/v1/experiments/1/kill"),
+    ("POST", "/api/v1/experiments/1/pause"),
+    ("POST", "/api/v1/experiments/1/activate"),
+    ("GET", "/api/v1/experiments/1/trials"),
+    ("GET", "/api/v1/experiments/1/checkpoints"),
+    ("GET", "/api/v1/trials/1"),
+    ("GET", "/api/v1/trials/1/metrics?metric=loss"),
+    ("GET", "/api/v1/trials/1/logs"),
+    ("GET", "/api/v1/trials/1/checkpoints"),
+    ("GET", "/api/v1/checkpoints/c-1"),
+    ("GET", "/api/v1/agents"),
+    ("GET", "/api/v1/job-queues"),
+]
+
+
+@pytest.fixture
+async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
+    settings = GatewaySettings(
+        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
+        gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET, cluster_id="test-cluster",
+        grace_period_s=0.1, initial_user_password=PASSWORD,
+    )
+    started = await Gateway.start(settings)
+    yield started
+    await started.stop()
+
+
+@pytest.fixture
+async def http(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    assert gateway.http is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def token(http: httpx.AsyncClient) -> str:
+    """The admin's token, from a login as Determined's clients send it."""
+    answer = await http.post(
+        "/api/v1/auth/login", json={"username": "admin", "password": salted_hash(PASSWORD), "isHashed": True}
+    )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["token"])
+
+
+@pytest.fixture
+async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+        yield api_pb2_grpc.DeterminedStub(channel)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+async def create(api: api_pb2_grpc.DeterminedStub, token: str, name: str, activate: bool = True) -> int:
+    request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG.format(name=name), activate=activate)
+    created = await api.CreateExperiment(request, metadata=(("authorization", f"Bearer {token}"),))
+    return int(created.experiment_id)
+
+
+async def test_info_and_health_need_no_token(http: httpx.AsyncClient) -> None:
+    info = await http.get("/info")
+    assert info.status_code == 200
+    assert info.json()["cluster_id"] == "test-cluster" and info.json()["version"]
+    health = await http.get("/health")
+    assert health.status_code == 200
+    assert health.json() == {"status": "ok", "eventLog": "up", "readModels": "up"}
+
+
+async def test_every_other_route_refuses_no_token_and_a_wrong_one(http: httpx.AsyncClient) -> None:
+    for headers in ({}, bearer("not-a-token"), {"authorization": "Basic YWRtaW46"}):
+        for method, path in PROTECTED:
+            answer = await http.request(method, path, headers=headers)
+            assert answer.status_code == 401, (method, path, headers, answer.text)
+            body = answer.json()
+            assert body["code"] == grpc.StatusCode.UNAUTHENTICATED.value[0]
+            assert "det user login" in body["message"]
+
+
+async def test_login_me_logout(http: httpx.AsyncClient) -> None:
+    wrong = await http.post("/api/v1/auth/login", json={"username": "admin", "password": "nope"})
+    assert wrong.status_code == 401
+    assert "nope" not in wrong.text
+    plain = await http.post("/api/v1/auth/login", json={"username": "admin", "password": PASSWORD})
+    assert plain.status_code == 200
+    token = plain.json()["token"]
+    assert plain.json()["user"]["username"] == "admin" and plain.json()["user"]["admin"] is True
+    me = await http.get("/api/v1/me", headers=bearer(token))
+    assert me.status_code == 200
+    assert me.json()["user"]["username"] == "admin"
+    assert (await http.post("/api/v1/auth/logout", headers=bearer(token))).status_code == 200
+    assert (await http.get("/api/v1/me", headers=bearer(token))).status_code == 401
+    not_json = await http.post("/api/v1/auth/login", content=b"{", headers={"content-type": "application/json"})
+    assert not_json.status_code == 400
+
+
+async def test_experiments_list_filters_sorts_and_pages(
+    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, token: str
+) -> None:
+    for name in ("mnist-a", "cifar", "mnist-b"):
+        await create(api, token, name)
+    await create(api, token, "paused-one", activate=False)
+    assert await gateway.projector.catch_up()
+    headers = bearer(token)
+
+    async def listed(query: str) -> tuple[list[str], dict[str, int]]:
+        answer = await http.get(f"/api/v1/experiments?{query}", headers=headers)
+        assert answer.status_code == 200, answer.text
+        return [e["name"] for e in answer.json()["experiments"]], answer.json()["pagination"]
+
+    names, pagination = await listed("")
+    assert names == ["mnist-a", "cifar", "mnist-b", "paused-one"] and pagination["total"] == 4
+    assert (await listed("name=MNIST"))[0] == ["mnist-a", "mnist-b"]
+    assert (await listed("states=STATE_PAUSED"))[0] == ["paused-one"]
+    assert (await listed("states=STATE_ACTIVE,STATE_PAUSED&users=admin"))[1]["total"] == 4
+    assert (await listed("users=someone-else"))[0] == []
+    assert (await listed("sortBy=SORT_BY_NAME&orderBy=ORDER_BY_DESC"))[0][0] == "paused-one"
+    names, pagination = await listed("sortBy=SORT_BY_ID&orderBy=ORDER_BY_DESC&offset=1&limit=2")
+    assert names == ["mnist-b", "cifar"]
+    assert pagination == {"offset": 1, "limit": 2, "startIndex": 1, "endIndex": 3, "total": 4}
+    bad = await http.get("/api/v1/experiments?sortBy=SORT_BY_COLOUR", headers=headers)
+    assert bad.status_code == 400 and "sortBy" in bad.json()["message"]
+    assert (await http.get("/api/v1/experiments?limit=x", headers=headers)).status_code == 400
+
+    [first] = [e for e in (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
+               if e["name"] == "mnist-a"]
+    assert first["state"] == "STATE_ACTIVE" and first["username"] == "admin"
+    assert first["searcherType"] == "single" and first["startTime"].endswith("Z")
+
+
+async def test_experiment_get_trials_and_actions(
+    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, token: str
+) -> None:
+    experiment_id = await create(api, token, "acted-on")
+    headers = bearer(token)
+    got = await http.get(f"/api/v1/experiments/{experiment_id}", headers=headers)
+    assert got.status_code == 200
+    assert got.json()["experiment"]["name"] == "acted-on"
+    assert got.json()["config"]["searcher"]["metric"] == "loss"
+    assert (await http.get(f"/api/v1/experiments/{experiment_id}/trials", headers=headers)).json() == {"trials": []}
+    paused = await http.post(f"/api/v1/experiments/{experiment_id}/pause", headers=headers)
+    assert paused.status_code == 200 and paused.json() == {"unchangedReason": ""}
+
+    async def state() -> str:
+        answer = await http.get(f"/api/v1/experiments/{experiment_id}", headers=headers)
+        return str(answer.json()["experiment"]["state"])
+
+    await until_equal(state, "STATE_PAUSED")
+    assert (await http.post(f"/api/v1/experiments/{experiment_id}/activate", headers=headers)).status_code == 200
+    await until_equal(state, "STATE_ACTIVE")
+    assert (await http.post(f"/api/v1/experiments/{experiment_id}/kill", headers=headers)).status_code == 200
+    missing = await http.get("/api/v1/experiments/999", headers=headers)
+    assert missing.status_code == 404 and missing.json()["code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    assert (await http.get("/api/v1/checkpoints/no-such-uuid", headers=headers)).status_code == 404
+    assert (await http.get("/api/v1/nowhere", headers=headers)).status_code == 404
+
+
+async def test_trial_metrics_are_downsampled(
+    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore,
+    token: str,
+) -> None:
+    await given_trial(event_store, gateway)
+    steps = range(1, 5001)
+    spike = 2345
+    for batch, start in enumerate(range(0, len(steps), 1000), start=1):
+        reports = [
+            events_pb2.MetricReport(
+                group="training", steps_completed=s, metrics_json=json.dumps({"loss": 100.0 if s == spike else 1 / s})
+            )
+            for s in steps[start:start + 1000]
+        ]
+        request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=1, batch_seq=batch, reports=reports)
+        await api.ReportMetrics(request, metadata=trial_metadata(1))
+    assert await gateway.projector.catch_up()
+    headers = bearer(token)
+    answer = await http.get("/api/v1/trials/1/metrics?metric=loss&max_points=100", headers=headers)
+    assert answer.status_code == 200, answer.text
+    chart = answer.json()
+    assert chart["totalPoints"] == 5000 and len(chart["steps"]) == len(chart["values"]) == 100
+    assert chart["steps"][0] == 1 and chart["steps"][-1] == 5000
+    assert chart["values"][0] == 1.0 and chart["steps"] == sorted(chart["steps"])
+    assert spike in chart["steps"]  # the curve's shape: a spike is not sampled away
+    default = (await http.get("/api/v1/trials/1/metrics?metric=loss", headers=headers)).json()
+    assert len(default["steps"]) == 1000
+    none = (await http.get("/api/v1/trials/1/metrics?metric=accuracy", headers=headers)).json()
+    assert none["totalPoints"] == 0 and none["steps"] == []
+    assert (await http.get("/api/v1/trials/1/metrics", headers=headers)).status_code == 400
+    assert (await http.get("/api/v1/trials/1/metrics?metric=loss&max_points=2", headers=headers)).status_code == 400
+    assert (await http.get("/api/v1/trials/9/metrics?metric=loss", headers=headers)).status_code == 404
+
+    trial = (await http.get("/api/v1/trials/1", headers=headers)).json()
+    assert trial["trial"]["latestTraining"]["metrics"]["avgMetrics"] == {"loss": 1 / 5000}
+    assert trial["trial"]["hparams"] == {"lr": 0.1} and trial["runs"][0]["allocationId"] == "1.1"
+
+
+async def test_trial_logs_stream_as_ndjson_and_follow(
+    http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str
+) -> None:
+    await given_trial(event_store, gateway)
+    lines = [events_pb2.LogLine(log="hello", stdtype="stdout"), events_pb2.LogLine(log="bye", rank=0)]
+    await event_store.publish_logs(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
+    headers = bearer(token)
+    stored = await http.get("/api/v1/trials/1/logs", headers=headers)
+    assert stored.status_code == 200
+    assert [json.loads(line)["result"]["message"] for line in stored.text.splitlines()] == ["hello"]
+
+    async def follow() -> list[str]:
+        async with http.stream("GET", "/api/v1/trials/1/logs?follow=true", headers=headers) as answer:
+            return [json.loads(line)["result"]["message"] async for line in answer.aiter_lines() if line]
+
+    following = asyncio.create_task(follow())
+    ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
+    await event_store.append(Append("trial/1", ended, "end-1"), actor="service:scheduler")
+    assert await gateway.projector.catch_up()
+    last = events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[1:], allocation_ended=True)
+    await event_store.publish_logs(last)
+    assert await asyncio.wait_for(following, 10) == ["hello", "bye"]
+    assert (await http.get("/api/v1/trials/9/logs", headers=headers)).status_code == 404
+
+
+async def test_cluster_routes(http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str) -> None:
+    slots = [events_pb2.Slot(slot_id=0, type="cpu")]
+    registered = events_pb2.AgentRegistered(agent_id="a1", hostname="h", slots=slots)
+    await event_store.append(Append("agent/a1", registered, "agent-a1"), actor="service:agent")
+    assert await gateway.projector.catch_up()
+    [agent] = (await http.get("/api/v1/agents", headers=bearer(token))).json()["agents"]
+    assert agent["id"] == "a1" and agent["enabled"] is True
+    assert agent["slots"]["0"]["device"]["type"] == "TYPE_CPU" and agent["slots"]["0"]["container"] is None
+    jobs = await http.get("/api/v1/job-queues", headers=bearer(token))
+    assert jobs.status_code == 200 and jobs.json()["jobs"] == []
+
+
+async def test_a_taken_http_port_is_refused(gateway: Gateway) -> None:
+    assert gateway.http is not None
+    settings = gateway.settings.model_copy(update={"gateway_port": free_port(), "http_port": gateway.http.port})
+    with pytest.raises(PortInUseError, match=f"HTTP port {gateway.http.port}"):
+        await Gateway.start(settings)
+
+
+async def until_equal(read: Callable[[], Awaitable[str]], expected: str, deadline_s: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while (current := await read()) != expected:
+        assert loop.time() < end, f"still {current}, not {expected}"
+        await asyncio.sleep(0.05)
