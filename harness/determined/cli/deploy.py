@@ -204,7 +204,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     record = result.record
     master = f"{record.master_host()}:{record.master_port}"
     web = f"http://{record.master_host()}:{cluster.http_port(record.master_port, options.settings)}"
-    where = (f"master at {master}; web UI and HTTP API at {web}; logs in {data_dir / 'logs'}; "
+    where = (f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
              f"PostgreSQL data in {record.postgres_folder(data_dir)}")
     if result.outcome == UpOutcome.STARTED:
         print(f"Cluster is up: {where}")
