@@ -6,6 +6,7 @@ followed logs."""
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import grpc
 import httpx
@@ -43,6 +44,7 @@ PROTECTED = [
     ("GET", "/api/v1/trials/1/logs"),
     ("GET", "/api/v1/trials/1/checkpoints"),
     ("GET", "/api/v1/checkpoints/c-1"),
+    ("GET", "/api/v1/checkpoints/c-1/files/model.pt"),
     ("GET", "/api/v1/agents"),
     ("GET", "/api/v1/job-queues"),
 ]
@@ -100,6 +102,19 @@ async def test_info_and_health_need_no_token(http: httpx.AsyncClient) -> None:
     health = await http.get("/health")
     assert health.status_code == 200
     assert health.json() == {"status": "ok", "eventLog": "up", "readModels": "up"}
+
+
+async def test_the_web_ui_is_served_without_a_token(http: httpx.AsyncClient) -> None:
+    for path in ("/", "/index.html"):
+        page = await http.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert '<main id="view">' in page.text and "/ui/app.js" in page.text
+    for asset, kind in (("/ui/app.js", "javascript"), ("/ui/pages/experiments.js", "javascript"),
+                        ("/ui/style.css", "text/css"), ("/ui/vendor/uPlot.iife.min.js", "javascript")):
+        answer = await http.get(asset)
+        assert answer.status_code == 200 and kind in answer.headers["content-type"], asset
+    missing = await http.get("/ui/no-such-file.js")
+    assert missing.status_code == 404
 
 
 async def test_every_other_route_refuses_no_token_and_a_wrong_one(http: httpx.AsyncClient) -> None:
@@ -278,3 +293,29 @@ async def until_equal(read: Callable[[], Awaitable[str]], expected: str, deadlin
     while (current := await read()) != expected:
         assert loop.time() < end, f"still {current}, not {expected}"
         await asyncio.sleep(0.05)
+
+
+async def test_a_checkpoint_file_downloads(
+    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore,
+    token: str, tmp_path: Path,
+) -> None:
+    storage = f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}}}"
+    request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG.format(name="ckpt") + storage, activate=True)
+    await api.CreateExperiment(request, metadata=(("authorization", f"Bearer {token}"),))
+    await given_trial(event_store, gateway)
+    big = bytes(range(256)) * 10_000  # several DownloadCheckpointFile responses
+    (tmp_path / "c-1" / "sub").mkdir(parents=True)
+    (tmp_path / "c-1" / "sub" / "model.pt").write_bytes(big)
+    report = api_pb2.ReportCheckpointRequest(
+        uuid="c-1", trial_id=1, allocation_id="1.1", steps_completed=10, resources={"sub/model.pt": len(big)}
+    )
+    await api.ReportCheckpoint(report, metadata=trial_metadata(1))
+    assert await gateway.projector.catch_up()
+    headers = bearer(token)
+    answer = await http.get("/api/v1/checkpoints/c-1/files/sub/model.pt", headers=headers)
+    assert answer.status_code == 200 and answer.content == big
+    assert answer.headers["content-length"] == str(len(big))
+    assert answer.headers["content-disposition"] == "attachment; filename*=UTF-8''model.pt"
+    for path in ("nope.pt", "../../etc/passwd"):
+        assert (await http.get(f"/api/v1/checkpoints/c-1/files/{path}", headers=headers)).status_code == 404
+    assert (await http.get("/api/v1/checkpoints/c-9/files/x", headers=headers)).status_code == 404

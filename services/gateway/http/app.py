@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from services.common.connection import limit_outage_wait
 from services.gateway.auth import EVENT_LOG_WAIT_S, Principal, acting_as
@@ -95,5 +95,5 @@ async def _http_error(request: Request, error: Exception) -> Response:
     )
 
 
-def application(routes: list[Route]) -> Starlette:
+def application(routes: list[BaseRoute]) -> Starlette:
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

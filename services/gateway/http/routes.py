@@ -9,12 +9,15 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from functools import partial
+from pathlib import Path, PurePosixPath
 from typing import Any, cast
+from urllib.parse import quote
 
 import grpc
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from determined.proto import api_pb2
 from services.gateway.auth import Principal, acting_as, current_principal
@@ -38,6 +41,9 @@ NO_GRPC_CONTEXT = cast(grpc.aio.ServicerContext, None)
 # A chart's points when the request names no max_points, and the most it may ask for.
 CHART_POINTS = 1000
 MAX_CHART_POINTS = 100_000
+# The web UI's static files (packaged with the distribution), served to anyone:
+# the page itself logs in and sends its token on every /api/v1 call.
+UI_DIRECTORY = Path(__file__).parent / "ui"
 # How long /health waits for PostgreSQL.
 HEALTH_TIMEOUT_S = 2.0
 # Determined's checkpoint sortByAttr values and the listing's sort_by for each.
@@ -54,7 +60,7 @@ class Routes:
         self.servicer = servicer
         self.authenticate = authenticate
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
         user = partial(authenticated, self.authenticate)
         experiment = "/api/v1/experiments/{experiment_id:int}"
         return [
@@ -75,9 +81,18 @@ class Routes:
             Route("/api/v1/trials/{trial_id:int}/logs", user(self.trial_logs)),
             Route("/api/v1/trials/{trial_id:int}/checkpoints", user(self.trial_checkpoints)),
             Route("/api/v1/checkpoints/{uuid:str}", user(self.checkpoint)),
+            Route("/api/v1/checkpoints/{uuid:str}/files/{path:path}", user(self.checkpoint_file)),
             Route("/api/v1/agents", user(self.agents)),
             Route("/api/v1/job-queues", user(self.job_queues)),
+            Route("/", self.web_ui),
+            Route("/index.html", self.web_ui),
+            Mount("/ui", StaticFiles(directory=UI_DIRECTORY), name="ui"),
         ]
+
+    # -- the web UI (static files, no token) --------------------------------------------
+
+    async def web_ui(self, request: Request) -> Response:
+        return FileResponse(UI_DIRECTORY / "index.html", headers={"cache-control": "no-cache"})
 
     # -- open to anyone --------------------------------------------------------------
 
@@ -266,6 +281,27 @@ class Routes:
             api_pb2.GetCheckpointRequest(uuid=request.path_params["uuid"]), NO_GRPC_CONTEXT
         )
         return JSONResponse({"checkpoint": shapes.checkpoint(answer.checkpoint)})
+
+    async def checkpoint_file(self, request: Request) -> Response:
+        """One of the checkpoint's recorded files, streamed from its storage as
+        DownloadCheckpointFile reads it (a path not recorded is NOT_FOUND)."""
+        path = request.path_params["path"]
+        download = self.servicer.DownloadCheckpointFile(
+            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path), NO_GRPC_CONTEXT
+        )
+        first = await anext(download)  # refusals (no such checkpoint, file or storage) before the answer starts
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield first.data
+            async for response in download:
+                yield response.data
+
+        name = quote(PurePosixPath(path).name or "file")
+        return StreamingResponse(
+            chunks(),
+            media_type="application/octet-stream",
+            headers={"content-length": str(first.size), "content-disposition": f"attachment; filename*=UTF-8''{name}"},
+        )
 
     async def agents(self, request: Request) -> Response:
         answer = await self.servicer.GetAgents(api_pb2.GetAgentsRequest(), NO_GRPC_CONTEXT)
