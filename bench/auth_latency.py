@@ -19,17 +19,16 @@ Prints figures; asserts nothing.
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import asyncpg
 import grpc
+from _servers import temporary_servers
 
-from deploy.local.servers import NatsServer, PostgresServer, free_port
+from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.logging import configure_logging
@@ -116,19 +115,8 @@ def main() -> None:
     parser.add_argument("--logins", type=int, default=20)
     args = parser.parse_args()
     configure_logging("bench", json=False, log_file=None, level="WARNING")
-    # Not mkdtemp's folder (mode 0700): as root, PostgreSQL runs as its own user and must reach it.
-    folder = Path("/tmp") / f"det-bench-auth-{uuid.uuid4().hex[:8]}"
-    nats = NatsServer(folder / "nats", free_port(), folder / "nats.log")
-    postgres = PostgresServer(folder / "pg", free_port(), folder / "postgres.log")
-    nats_process = nats.start()
-    postgres.start()
-    try:
-        asyncio.run(bench(args, nats.url, postgres.url))
-    finally:
-        postgres.stop()
-        nats_process.terminate()
-        nats_process.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
+    with temporary_servers() as (nats_url, postgres_url):
+        asyncio.run(bench(args, nats_url, postgres_url))
 
 
 if __name__ == "__main__":

@@ -12,15 +12,14 @@ import argparse
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import asyncpg
 import grpc
+from _servers import temporary_servers
 
-from deploy.local.servers import NatsServer, PostgresServer, free_port
+from deploy.local.servers import free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
 from services.common.logging import configure_logging
@@ -101,17 +100,8 @@ def main() -> None:
     parser.add_argument("--reports-per-batch", type=int, default=100)
     args = parser.parse_args()
     configure_logging("bench", json=False, log_file=None, level="WARNING")
-    folder = Path(tempfile.mkdtemp(prefix="det-bench-", dir="/tmp"))
-    nats = NatsServer(folder / "nats", free_port(), folder / "nats.log")
-    postgres = PostgresServer(folder / "pg", free_port(), folder / "postgres.log")
-    nats_process = nats.start()
-    postgres.start()
-    try:
-        rates = asyncio.run(bench(args, nats.url, postgres.url))
-    finally:
-        postgres.stop()
-        nats_process.terminate()
-        nats_process.wait(10)
+    with temporary_servers() as (nats_url, postgres_url):
+        rates = asyncio.run(bench(args, nats_url, postgres_url))
     print(
         f"metric ingestion, end to end ({args.reports_per_batch} reports x {VALUES_PER_REPORT} values per "
         f"batch): median {statistics.median(rates):,.0f} metric values/s over {len(rates)} runs"

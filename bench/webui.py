@@ -14,10 +14,8 @@ figures; asserts nothing.
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -26,8 +24,9 @@ from typing import Any
 import asyncpg
 import grpc
 import httpx
+from _servers import temporary_servers
 
-from deploy.local.servers import NatsServer, PostgresServer, free_port
+from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.logging import configure_logging
@@ -190,21 +189,8 @@ def main() -> None:
     if reason:
         sys.exit(reason)
     configure_logging("bench", json=False, log_file=None, level="WARNING")
-    folder = Path(tempfile.mkdtemp(prefix="det-bench-", dir="/tmp"))
-    nats = NatsServer(folder / "nats", free_port(), folder / "nats.log")
-    # Not under the 0700 temporary folder: PostgreSQL runs as its own user when we are root.
-    pg_folder = Path("/tmp") / f"det-bench-pg-{uuid.uuid4().hex[:8]}"
-    postgres = PostgresServer(pg_folder / "data", free_port(), pg_folder / "postgres.log")
-    nats_process = nats.start()
-    postgres.start()
-    try:
-        asyncio.run(bench(args, nats.url, postgres.url))
-    finally:
-        postgres.stop()
-        nats_process.terminate()
-        nats_process.wait(10)
-        shutil.rmtree(pg_folder, ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    with temporary_servers() as (nats_url, postgres_url):
+        asyncio.run(bench(args, nats_url, postgres_url))
 
 
 if __name__ == "__main__":
