@@ -405,9 +405,11 @@ class EventStore:
                 await storing
         except BaseException:
             if storing is not None:
-                storing.cancel()
+                # Let the chunk in flight be stored (or fail), not cancelled: the caller's purge
+                # goes to JetStream's API, which may act before the stream stores a publish that
+                # already left, and that chunk would then stay behind.
                 with contextlib.suppress(BaseException):  # retrieved, so that nothing is logged of it
-                    await storing
+                    await asyncio.shield(storing)
             raise
         return sha.digest(), size, count
 
