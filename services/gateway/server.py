@@ -3,6 +3,7 @@ projector and the gRPC server, and stops them in the reverse order."""
 
 import asyncio
 import contextlib
+import socket
 from dataclasses import dataclass
 
 import asyncpg
@@ -13,7 +14,7 @@ from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore, StreamLimits
 from services.gateway.auth import Authenticator, AuthInterceptor
 from services.gateway.http import http_api
-from services.gateway.http.server import HttpServer
+from services.gateway.http.server import HttpServer, listen
 from services.gateway.projector import Projector
 from services.gateway.queries import Queries
 from services.gateway.servicer import Servicer
@@ -55,9 +56,15 @@ class Gateway:
         PostgreSQL need not be up: the pool connects on demand, the projector
         creates (or rebuilds) the read models once it answers, and queries
         answer UNAVAILABLE meanwhile."""
-        store = await EventStore.connect(
-            settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
-        )
+        http_listener = _http_listener(settings)
+        try:
+            store = await EventStore.connect(
+                settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
+            )
+        except BaseException:
+            if http_listener is not None:
+                http_listener.close()
+            raise
         pool = await asyncpg.create_pool(
             settings.database_url, min_size=0, max_size=10, timeout=POSTGRES_CONNECT_TIMEOUT_S
         )
@@ -73,8 +80,10 @@ class Gateway:
             servicer = Servicer(settings, store, Queries(pool), projector, users)
             authenticator = Authenticator(settings.cluster_secret, users, allow_anonymous=settings.allow_anonymous)
             server, port = await _serve(servicer, authenticator, settings)
-            http = await _serve_http(servicer, authenticator, settings, server)
+            http = await _serve_http(servicer, authenticator, http_listener, server)
         except BaseException:
+            if http_listener is not None:
+                http_listener.close()
             await users.stop()
             await pool.close()
             await store.close()
@@ -121,19 +130,27 @@ async def _serve(
     return server, port
 
 
-async def _serve_http(
-    servicer: Servicer, authenticator: Authenticator, settings: GatewaySettings, grpc_server: grpc.aio.Server
-) -> HttpServer | None:
-    """The HTTP API on settings.http_port (None: none); stops the gRPC server when it cannot listen."""
+def _http_listener(settings: GatewaySettings) -> socket.socket | None:
+    """The HTTP API's socket on settings.http_port (None: no HTTP API)."""
     if settings.http_port is None:
         return None
     try:
-        http = await HttpServer.start(
-            http_api(servicer, authenticator.authenticate), settings.gateway_host, settings.http_port
-        )
+        return listen(settings.gateway_host, settings.http_port)
+    except OSError as error:
+        raise PortInUseError(f"cannot listen on HTTP port {settings.http_port}: {error}") from error
+
+
+async def _serve_http(
+    servicer: Servicer, authenticator: Authenticator, listener: socket.socket | None, grpc_server: grpc.aio.Server
+) -> HttpServer | None:
+    """The HTTP API on `listener` (None: none); stops the gRPC server when it cannot start."""
+    if listener is None:
+        return None
+    try:
+        http = await HttpServer.start(http_api(servicer, authenticator.authenticate), listener)
     except OSError as error:
         await grpc_server.stop(None)
-        raise PortInUseError(f"cannot listen on HTTP port {settings.http_port}: {error}") from error
+        raise PortInUseError(f"cannot serve the HTTP API: {error}") from error
     log.info("http_api_listening", port=http.port)
     return http
 

@@ -27,9 +27,8 @@ class HttpServer:
         self.port = port
 
     @classmethod
-    async def start(cls, app: ASGIApp, host: str, port: int) -> "HttpServer":
-        """Listens on host:port (0: any free port); OSError when it cannot."""
-        listener = socket.create_server((host, port), family=_family(host), reuse_port=False)
+    async def start(cls, app: ASGIApp, listener: socket.socket) -> "HttpServer":
+        """Serves on `listener` (from `listen`)."""
         config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1)
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")
@@ -45,6 +44,13 @@ class HttpServer:
         """Stops listening; open streams (followed logs) get a moment to end."""
         self._server.should_exit = True
         await self._task
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The HTTP API's listening socket on host:port (0: any free port); OSError when it cannot.
+    The gateway opens it before connecting to NATS and PostgreSQL, so that none of its own
+    outgoing connections takes the port as its ephemeral local port first."""
+    return socket.create_server((host, port), family=_family(host), reuse_port=False)
 
 
 def _family(host: str) -> socket.AddressFamily:
