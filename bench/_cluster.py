@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deploy.local.credentials import CREDENTIALS_FILE, credentials
 from deploy.local.servers import free_port
 
 TERMINAL_STATES = ("COMPLETED", "ERROR", "CANCELED")
@@ -30,7 +31,8 @@ class BenchCluster:
 
     @property
     def database_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.postgres_port}/determined"
+        """The gateway's role, with the password cluster-up made (deploy/local/credentials.py)."""
+        return credentials(self.data_dir).database_url(self.postgres_port, "determined")
 
     @property
     def nats_url(self) -> str:
@@ -44,16 +46,16 @@ class BenchCluster:
 
     def stub(self) -> Any:
         """A gRPC stub on the gateway, to poll cheaply (one CLI process per poll
-        would load the 2 cores the cluster runs on)."""
-        import grpc
+        would load the 2 cores the cluster runs on); its calls act as the operator
+        cluster-up logged in."""
+        from determined.cli._client import Gateway
 
-        from determined.proto import api_pb2_grpc
-
-        return api_pb2_grpc.DeterminedStub(grpc.insecure_channel(self.env["DET_MASTER"]))
+        return Gateway(self.env["DET_MASTER"], environ=self.env).stub
 
     def events(self, *kinds: str) -> list[dict[str, Any]]:
         """The event log as `python -m services.eventlog` prints it (one dict an event)."""
-        args = [sys.executable, "-m", "services.eventlog", "--nats-url", self.nats_url]
+        args = [sys.executable, "-m", "services.eventlog", "--nats-url", self.nats_url,
+                "--credentials", str(self.data_dir / CREDENTIALS_FILE)]
         for kind in kinds:
             args += ["--kind", kind]
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -93,8 +95,11 @@ def _raise_on_sigterm(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def local_cluster(cpu_slots: int | None = None, up_args: Sequence[str] = ()) -> Iterator[BenchCluster]:
-    """`up_args`: more `cluster-up` flags (e.g. --fork-trials)."""
+def local_cluster(
+    cpu_slots: int | None = None, up_args: Sequence[str] = (), gpu: bool = False
+) -> Iterator[BenchCluster]:
+    """`up_args`: more `cluster-up` flags (e.g. --fork-trials); `gpu`: the agent offers this
+    machine's GPUs (else CPU slots only)."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)  # so that `finally` stops the cluster
     data_dir = Path("/tmp") / f"det-bench-{uuid.uuid4().hex[:8]}"
     master_port, postgres_port, nats_port = free_port(), free_port(), free_port()
@@ -102,6 +107,8 @@ def local_cluster(cpu_slots: int | None = None, up_args: Sequence[str] = ()) -> 
     up = ["deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--no-gpu",
           "--master-port", str(master_port), "--nats-port", str(nats_port),
           "--postgres-port", str(postgres_port)]
+    if gpu:
+        up.remove("--no-gpu")
     if cpu_slots is not None:
         up += ["--cpu-slots", str(cpu_slots)]
     up += up_args

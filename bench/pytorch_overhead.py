@@ -13,8 +13,12 @@ first epoch's data generation and the final validation/checkpoint are outside it
 The plain loop shuffles with torch's own DataLoader; the Trainer with det.pytorch.DataLoader.
 Reps alternate plain and Trainer runs; the figures are medians.
 
-Starts its own cluster (2 CPU slots) in a temporary folder and stops it afterwards.
-Usage: python bench/pytorch_overhead.py [--reps 3] [--batches 1000] [--threads 1]
+With --gpu both train on the GPU: the plain loop on cuda:0 (synchronised before each
+stamp), the trial with `resources.slots_per_trial: 1` on the agent's GPU slot.
+
+Starts its own cluster (2 CPU slots, or this machine's GPUs with --gpu) in a temporary
+folder and stops it afterwards.
+Usage: python bench/pytorch_overhead.py [--reps 3] [--batches 1000] [--threads 1] [--gpu]
 """
 
 import argparse
@@ -35,7 +39,7 @@ from _report import emit, log, wait_for_quiet
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mnist_pytorch"
 
 
-def plain_loop(batches: int, first: int) -> float:
+def plain_loop(batches: int, first: int, gpu: bool) -> float:
     """Batches/s of a plain torch loop over batches first+1..batches (run in a subprocess,
     with cwd a scratch folder: the data set is written under ./data)."""
     import torch
@@ -50,6 +54,8 @@ def plain_loop(batches: int, first: int) -> float:
     model = build_model(
         hparams["n_filters1"], hparams["n_filters2"], hparams["dropout1"], hparams["dropout2"]
     )
+    device = torch.device("cuda:0" if gpu else "cpu")
+    model = model.to(device)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=hparams["learning_rate"])
     dataset = data.get_dataset("data", train=True, data_config=config["data"])
     loader = torch.utils.data.DataLoader(dataset, batch_size=hparams["global_batch_size"], shuffle=True)
@@ -57,34 +63,47 @@ def plain_loop(batches: int, first: int) -> float:
     trained, started = 0, 0.0
     while trained < batches:
         for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
             loss = torch.nn.functional.nll_loss(model(images), labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             trained += 1
             if trained == first:
+                _synchronize(gpu)
                 started = time.perf_counter()
             if trained == batches:
                 break
+    _synchronize(gpu)
     return (batches - first) / (time.perf_counter() - started)
 
 
-def run_plain(batches: int, first: int, threads: int) -> float:
+def _synchronize(gpu: bool) -> None:
+    """Waits for the GPU's queued work, so that a stamp counts it."""
+    if gpu:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def run_plain(batches: int, first: int, threads: int, gpu: bool) -> float:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     with tempfile.TemporaryDirectory() as scratch:
         out = subprocess.run(
-            [sys.executable, __file__, "--plain-loop", str(batches), str(first)],
+            [sys.executable, __file__, "--plain-loop", str(batches), str(first), str(int(gpu))],
             env=env, cwd=scratch, capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
     return float(out.strip().splitlines()[-1])
 
 
-def trainer_config(batches: int, reporting_period: int, threads: int) -> str:
+def trainer_config(batches: int, reporting_period: int, threads: int, gpu: bool) -> str:
     document: dict[str, Any] = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
     document["name"] = "pytorch-overhead"
     document["entrypoint"] = f"python3 train.py --batches {batches} --reporting-period {reporting_period}"
     document["environment"] = {"environment_variables": [f"OMP_NUM_THREADS={threads}"]}
     document["max_restarts"] = 0
+    if gpu:
+        document["resources"] = {"slots_per_trial": 1}
     return json.dumps(document)
 
 
@@ -110,24 +129,26 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--reporting-period", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of both loops")
-    parser.add_argument("--plain-loop", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--gpu", action="store_true", help="train on this machine's GPU (both loops)")
+    parser.add_argument("--plain-loop", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_loop:
-        print(plain_loop(*args.plain_loop))
+        batches, first, gpu = args.plain_loop
+        print(plain_loop(batches, first, bool(gpu)))
         return
     first = args.batches // 10
     if first % args.reporting_period or args.batches % args.reporting_period:
         raise SystemExit("--batches and --batches/10 must be multiples of --reporting-period")
     runs = []
-    with local_cluster(cpu_slots=2) as cluster, tempfile.TemporaryDirectory() as tmp:
+    with local_cluster(cpu_slots=2, gpu=args.gpu) as cluster, tempfile.TemporaryDirectory() as tmp:
         context = Path(tmp) / "mnist_pytorch"
         shutil.copytree(EXAMPLE, context, ignore=shutil.ignore_patterns("data", "__pycache__"))
         (context / "config.yaml").write_text(
-            trainer_config(args.batches, args.reporting_period, args.threads)
+            trainer_config(args.batches, args.reporting_period, args.threads, args.gpu)
         )
         for rep in range(args.reps):
             wait_for_quiet()
-            plain = run_plain(args.batches, first, args.threads)
+            plain = run_plain(args.batches, first, args.threads, args.gpu)
             wait_for_quiet()
             trainer = run_trainer(cluster, context, args.batches, first)
             run = {
@@ -136,6 +157,7 @@ def main() -> None:
                 "trainer_slower_pct": round(100 * (1 - trainer["trainer_batches_per_s"] / plain), 2),
                 "batches_timed": args.batches - first,
                 "threads": args.threads,
+                "device": "cuda" if args.gpu else "cpu",
                 "experiment_id": trainer["experiment_id"],
             }
             log(f"rep {rep + 1}/{args.reps}: {json.dumps(run)}")

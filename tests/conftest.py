@@ -4,6 +4,13 @@ started once on free ports in temporary folders. Tests
 are kept apart by namespace (stream and subject names) and database name,
 never by starting a server per test (buckets for S3). Never a mock of any."""
 
+import os
+
+# Before anything imports grpc: with fork support on, a child forked (not vforked: PostgreSQL
+# started as another user when running as root) while a gRPC server or channel lives in this
+# process restarts gRPC's poller, which `close_fds` then breaks before exec (grpc/grpc#43055).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import uuid
 from collections.abc import AsyncIterator, Iterator
 

@@ -15,7 +15,10 @@ what the `det deploy local` commands do.
                        nats-server), postgres.log, supervisor.log
         run/           cluster.json (options, pids), status.json (every part, by the
                        supervisor), requests/ (to the supervisor), ready files
-        cluster.secret signs allocation and session tokens; never in the event log
+        cluster.secret signs allocation and session tokens, and holds the nats-server password
+                       of the agents (a remote agent's operator copies it); never in the event log
+        credentials.json (0600) every nats-server user's and PostgreSQL role's password
+                       (credentials.py); each part gets its own only
         initial-user-password  (0600) until cluster-up has logged the operator in (initial_password.py)
 """
 
@@ -28,8 +31,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from deploy.local.credentials import credentials, nats_user_of, write_private
 from deploy.local.decisions import part_names
 from deploy.local.status import write_atomically
+from deploy.local.tls import tls_environment
 from services.common.processes import process_alive
 
 DATABASE = "determined"
@@ -94,6 +99,16 @@ class RemoteCluster:
     namespace: str
     cluster_id: str
     secret: str
+    # The nats-server user `agent`'s password (from the cluster's cluster.secret).
+    nats_password: str = ""
+    # How its agents and their trials check the cluster's TLS certificate (agent-up's
+    # DET_MASTER_CERT_FILE, made absolute, and DET_MASTER_CERT_NAME); "": not given.
+    master_cert_file: str = ""
+    master_cert_name: str = ""
+
+    def certificate_environment(self) -> dict[str, str]:
+        given = {"DET_MASTER_CERT_FILE": self.master_cert_file, "DET_MASTER_CERT_NAME": self.master_cert_name}
+        return {name: value for name, value in given.items() if value}
 
 
 def default_data_dir() -> Path:
@@ -123,6 +138,10 @@ class ClusterOptions:
     settings: dict[str, str] = field(default_factory=dict)
     # The address the gateway listens on: loopback unless cluster-up --listen.
     listen: str = "127.0.0.1"
+    # PEM files (absolute paths) the master serves TLS with (cluster-up --tls-cert/--tls-key;
+    # checked by deploy/local/tls.py); "": plaintext.
+    tls_cert: str = ""
+    tls_key: str = ""
 
 
 @dataclass
@@ -157,6 +176,8 @@ class ClusterRecord:
     # Set when the folder runs only agents, for the cluster it describes (RemoteCluster fields).
     remote: dict[str, str] = field(default_factory=dict)
     listen: str = "127.0.0.1"
+    tls_cert: str = ""
+    tls_key: str = ""
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
@@ -166,13 +187,14 @@ class ClusterRecord:
             gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
             fork_trials=options.fork_trials, preload=options.preload, agents=[asdict(a) for a in agents],
             advertise_host=options.advertise_host, settings=dict(options.settings), listen=options.listen,
+            tls_cert=options.tls_cert, tls_key=options.tls_key,
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
         return ClusterOptions(
             data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
             self.json_logs, self.agent_id, self.fork_trials, self.preload, len(self.agent_specs()),
-            self.advertise_host, dict(self.settings), self.listen,
+            self.advertise_host, dict(self.settings), self.listen, self.tls_cert, self.tls_key,
         )
 
     def agent_specs(self) -> list[AgentSpec]:
@@ -207,7 +229,8 @@ class ClusterRecord:
     def save(self, data_dir: Path) -> None:
         path = self.path(data_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, json.dumps(asdict(self), indent=2))
+        # An agents-only folder's record holds its cluster's secret and the agents' password.
+        (write_private if self.remote else write_atomically)(path, json.dumps(asdict(self), indent=2))
 
     def running(self) -> dict[str, int]:
         return {name: pid for name, pid in self.pids.items() if process_alive(pid)}
@@ -230,12 +253,16 @@ def recorded_cluster_id(data_dir: Path) -> str | None:
 
 
 def cluster_identity(data_dir: Path) -> tuple[str, str]:
-    """The cluster id and token secret, made once and kept with the data."""
+    """The cluster id and token secret, made once and kept with the data. The file
+    (cluster.secret, 0600) also holds the agents' nats-server user and password, so that
+    the one file a remote agent's operator copies suffices; an older file gets them now."""
     secret_file = data_dir / "cluster.secret"
     if not secret_file.exists():
-        secret_file.write_text(json.dumps({"cluster_id": str(uuid.uuid4()), "secret": secrets.token_hex(32)}))
-        secret_file.chmod(0o600)
+        write_private(secret_file, json.dumps({"cluster_id": str(uuid.uuid4()), "secret": secrets.token_hex(32)}))
     identity = json.loads(secret_file.read_text())
+    agent = credentials(data_dir).nats_user("agent")
+    if identity.get("nats_user") != agent.name or identity.get("nats_password") != agent.password:
+        write_private(secret_file, json.dumps(dict(identity, nats_user=agent.name, nats_password=agent.password)))
     return identity["cluster_id"], identity["secret"]
 
 
@@ -249,9 +276,10 @@ TUNING_SETTINGS = (
 )
 
 
-def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str, pg_url: str) -> dict[str, str]:
+def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str) -> dict[str, str]:
     """What every service gets: the DET_ settings made from the options, the caller's
-    TUNING_SETTINGS, and the caller's variables that are not DET_ ones."""
+    TUNING_SETTINGS, and the caller's variables that are not DET_ ones. No credentials:
+    each part gets its own (`part_credentials`)."""
     cluster_id, secret = cluster_identity(data_dir)
     environment = _inherited(options.settings)
     if options.advertise_host:
@@ -262,16 +290,28 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str, 
         DET_LOG_JSON="1" if options.json_logs else "0",
         DET_CLUSTER_SECRET=secret,
         DET_CLUSTER_ID=cluster_id,
-        DET_DATABASE_URL=pg_url.rsplit("/", 1)[0] + f"/{DATABASE}",
         DET_GATEWAY_PORT=str(options.master_port),
         DET_GATEWAY_HOST=options.listen,
         DET_HTTP_PORT=str(http_port(options.master_port, options.settings)),
         DET_CHECKPOINT_PATH=str(data_dir / "checkpoints"),
-        DET_MASTER_ADDRESS=f"{_reachable(options.listen)}:{options.master_port}",
+        DET_MASTER_ADDRESS=master_url(options),
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
         PYTHONUNBUFFERED="1",
     )
     _agent_options(environment, options)
+    environment.update(tls_environment(options.tls_cert, options.tls_key, _reachable(options.listen)))
+    return environment
+
+
+def part_credentials(part: str, data_dir: Path, postgres_port: int) -> dict[str, str]:
+    """What one part of this machine's cluster gets to log in with, and nothing of the
+    others': its nats-server user (`agent` for every agent part) and, for the gateway,
+    the database URL with its role's password."""
+    found = credentials(data_dir)
+    user = found.nats_user(part)
+    environment = {"DET_NATS_USER": user.name, "DET_NATS_PASSWORD": user.password}
+    if part == "gateway":
+        environment["DET_DATABASE_URL"] = found.database_url(postgres_port, DATABASE)
     return environment
 
 
@@ -279,6 +319,13 @@ def http_port(master_port: int, settings: dict[str, str]) -> int:
     """The gateway's HTTP API (and web UI) port: DET_HTTP_PORT given to cluster-up, else the
     master's port + 1."""
     return int(settings.get("DET_HTTP_PORT") or master_port + 1)
+
+
+def master_url(options: ClusterOptions) -> str:
+    """Where the services and trials on this machine reach the gateway: host:port, or
+    https://host:port when it serves TLS."""
+    address = f"{_reachable(options.listen)}:{options.master_port}"
+    return f"https://{address}" if options.tls_cert else address
 
 
 def _reachable(listen: str) -> str:
@@ -334,9 +381,12 @@ def remote_environment(options: ClusterOptions, data_dir: Path, remote: RemoteCl
         DET_LOG_JSON="1" if options.json_logs else "0",
         DET_CLUSTER_SECRET=remote.secret,
         DET_CLUSTER_ID=remote.cluster_id,
+        DET_NATS_USER=nats_user_of("agent"),
+        DET_NATS_PASSWORD=remote.nats_password,
         DET_MASTER_ADDRESS=remote.master_address,
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
         PYTHONUNBUFFERED="1",
     )
+    environment.update(remote.certificate_environment())
     _agent_options(environment, options)
     return environment

@@ -30,6 +30,7 @@ from deploy.local.parts import STOP_SIGNALS, last_words
 from deploy.local.postgres_home import postgres_data_dir, postgres_os_user, prune_orphans
 from deploy.local.servers import port_is_taken
 from deploy.local.status import ClusterStatus, PartStatus, read_status, status_path
+from deploy.local.tls import TlsError, check_pair
 from services.common.processes import (
     ProcessRecordError,
     kill_recorded_process_group,
@@ -56,7 +57,8 @@ class UpResult:
 
 def cluster_up(options: ClusterOptions) -> UpResult:
     """Starts a cluster, repairs one, or finds it running: UpResult.outcome
-    says which. DeployError names the part that failed and shows its log."""
+    says which. DeployError names the part that failed and shows its log.
+    The options' TLS files are checked already (check_tls)."""
     data_dir = options.data_dir.expanduser().resolve()
     record = ClusterRecord.load(data_dir)
     leftovers = _leftovers(record) if record is not None else {}
@@ -120,6 +122,19 @@ def _postgres_place(data_dir: Path) -> Path:
         for removed in prune_orphans(recorded_cluster_id):
             print(f"Removed {removed}: the read models of a cluster whose data folder is gone")
     return postgres_data_dir(data_dir, cluster_identity(data_dir)[0], user)
+
+
+def check_tls(options: ClusterOptions) -> None:
+    """DeployError unless the TLS files are given together, exist, parse and match: checked
+    before cluster-up changes anything."""
+    if bool(options.tls_cert) != bool(options.tls_key):
+        raise DeployError("--tls-cert and --tls-key go together: give both or neither")
+    if not options.tls_cert:
+        return
+    try:
+        check_pair(Path(options.tls_cert), Path(options.tls_key))
+    except TlsError as error:
+        raise DeployError(str(error)) from None
 
 
 def _check_ports(options: ClusterOptions) -> None:

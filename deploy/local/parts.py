@@ -4,8 +4,10 @@ that hold its logs and the paths its disk use counts.
 
     part          ready when                        stop signal   output file
     nats-server   its port answers                  SIGTERM       logs/nats-server.out
-    postgres      it accepts connections and the    SIGINT (fast  logs/postgres.log
-                  `determined` database exists      shutdown)
+    postgres      it accepts connections, the       SIGINT (fast  logs/postgres.log
+                  gateway's role and the            shutdown)
+                  `determined` database exist and
+                  every connection needs a password
     a service     it wrote run/<name>.ready         SIGTERM       logs/<name>.out
     an agent      it wrote run/<part>.ready         SIGTERM       logs/<part>.out
                   (python -m services.agent, with its AgentSpec's id, slots, pool and folder)
@@ -14,6 +16,11 @@ nats-server writes its own log (logs/nats-server.log, rotated by itself) and
 each service its own (logs/<name>.log, DET_LOG_FILE, rotated by itself); the
 output files get what they print besides (start-up errors, tracebacks) and
 are rotated by the supervisor (logrotate.py).
+
+Each part logs in to nats-server as its own user and the gateway to PostgreSQL
+as its own role (credentials.py); the database step (`_database_ready`) makes
+that role and, in a folder made before credentials, sets the superuser's
+password and stops trusting connections.
 """
 
 import asyncio
@@ -23,6 +30,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deploy.local import initial_password
 from deploy.local.cluster import (
@@ -31,12 +39,28 @@ from deploy.local.cluster import (
     ClusterRecord,
     agent_environment,
     agent_work_dir,
+    part_credentials,
     remote_environment,
     service_environment,
 )
+from deploy.local.credentials import (
+    DATABASE_ROLE,
+    SUPERUSER,
+    Credentials,
+    authorization_config,
+    credentials,
+    scram_verifier,
+)
 from deploy.local.servers import NatsServer, PostgresServer, tail
+from deploy.local.tls import nats_tls
+
+if TYPE_CHECKING:
+    import asyncpg
 
 STOP_SIGNALS = {"postgres": signal.SIGINT}
+# The gateway's schema (services/gateway/tables.py); named here so that the supervisor
+# does not import the gateway.
+READ_MODEL_SCHEMA = "read_model"
 LAST_ERROR_LINES = 10
 
 
@@ -48,13 +72,21 @@ class PartRunner:
         self.logs = data_dir / "logs"
         self.postgres_data = record.postgres_folder(data_dir)
         listen = "0.0.0.0" if record.advertise_host else "127.0.0.1"
-        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log", listen)
-        self.postgres = PostgresServer(self.postgres_data, record.postgres_port, self.logs / "postgres.log")
         remote = record.remote_cluster()
+        # A folder of agents for a cluster elsewhere logs in with what cluster.secret gave it.
+        self.credentials = credentials(data_dir) if remote is None else None
+        users = self.credentials.nats if self.credentials is not None else {}
+        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log", listen,
+                               authorization=authorization_config(users),
+                               tls=nats_tls(record.tls_cert, record.tls_key, listen))
+        self.postgres = PostgresServer(
+            self.postgres_data, record.postgres_port, self.logs / "postgres.log",
+            superuser_password=self.credentials.postgres_password if self.credentials is not None else "",
+        )
         options = record.options(data_dir)
         self.environment = (
             remote_environment(options, data_dir, remote) if remote is not None
-            else service_environment(options, data_dir, self.nats.url, self.postgres.url)
+            else service_environment(options, data_dir, self.nats.url)
         )
         # Where a gang's other workers reach this machine's agents: the advertised
         # address; else, in a cluster of this machine only, loopback; else (an agent
@@ -78,6 +110,8 @@ class PartRunner:
             if name == "postgres":
                 return self.postgres.spawn(output)
             environment, module = self.environment, name
+            if self.credentials is not None:
+                environment = dict(environment, **part_credentials(name, self.data_dir, self.postgres.port))
             if name == "gateway":
                 environment = dict(environment, **initial_password.gateway_environment(self.data_dir))
             if name in self.agents:
@@ -96,7 +130,8 @@ class PartRunner:
         if name == "nats-server":
             return port_answers(self.nats.port)
         if name == "postgres":
-            return self.postgres.accepting() and _database_ready(self.postgres.url)
+            return (self.postgres.accepting() and self.credentials is not None
+                    and _database_ready(self.postgres, self.credentials))
         return self.ready_file(name).exists()
 
     def ready_file(self, name: str) -> Path:
@@ -149,22 +184,62 @@ def port_answers(port: int) -> bool:
         return False
 
 
-def _database_ready(server_url: str) -> bool:
-    """Creates the cluster's database if missing; False when PostgreSQL does
-    not answer yet."""
+def _database_ready(postgres: PostgresServer, found: Credentials) -> bool:
+    """Makes the gateway's role and the cluster's database if missing and has every
+    connection give a password; False when PostgreSQL does not answer yet."""
     import asyncpg
 
-    async def create() -> None:
-        connection = await asyncpg.connect(server_url, timeout=2.0)
-        try:
-            exists = await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
-            if not exists:
-                await connection.execute(f'CREATE DATABASE "{DATABASE}"')
-        finally:
-            await connection.close()
-
     try:
-        asyncio.run(create())
+        asyncio.run(_prepare_database(postgres, found))
     except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
     return True
+
+
+async def _prepare_database(postgres: PostgresServer, found: Credentials) -> None:
+    """As the superuser. Passwords are given as SCRAM verifiers, so that no statement
+    (logged by PostgreSQL when it fails) holds one. A folder made before credentials
+    (pg_hba `trust`) lets the superuser in without its password: it is set first, and
+    pg_hba is changed after, so the supervisor is never locked out."""
+    import asyncpg
+
+    server = await asyncpg.connect(postgres.url, password=found.postgres_password, timeout=2.0)
+    try:
+        await server.execute(f"ALTER ROLE {SUPERUSER} PASSWORD '{scram_verifier(found.postgres_password)}'")
+        await _ensure_gateway_role(server, found.gateway_password)
+        owner = await server.fetchval("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", DATABASE)
+        if owner is None:
+            await server.execute(f'CREATE DATABASE "{DATABASE}" OWNER {DATABASE_ROLE}')
+        elif owner != DATABASE_ROLE:
+            await server.execute(f'ALTER DATABASE "{DATABASE}" OWNER TO {DATABASE_ROLE}')
+        await _drop_foreign_read_models(postgres, found)
+        if postgres.require_passwords():
+            await server.execute("SELECT pg_reload_conf()")
+    finally:
+        await server.close()
+
+
+async def _ensure_gateway_role(server: "asyncpg.Connection", password: str) -> None:
+    verifier = scram_verifier(password)
+    if await server.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", DATABASE_ROLE):
+        await server.execute(f"ALTER ROLE {DATABASE_ROLE} LOGIN NOSUPERUSER PASSWORD '{verifier}'")
+    else:
+        await server.execute(f"CREATE ROLE {DATABASE_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                             f"PASSWORD '{verifier}'")
+
+
+async def _drop_foreign_read_models(postgres: PostgresServer, found: Credentials) -> None:
+    """The read models an older version made as the superuser, which the gateway's role
+    could neither change nor drop: dropped, so that the gateway rebuilds them from the log."""
+    import asyncpg
+
+    url = postgres.url.rsplit("/", 1)[0] + f"/{DATABASE}"
+    database = await asyncpg.connect(url, password=found.postgres_password, timeout=2.0)
+    try:
+        owner = await database.fetchval(
+            "SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = $1", READ_MODEL_SCHEMA
+        )
+        if owner not in (None, DATABASE_ROLE):
+            await database.execute(f"DROP SCHEMA {READ_MODEL_SCHEMA} CASCADE")
+    finally:
+        await database.close()

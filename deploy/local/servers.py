@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
+from deploy.local.credentials import write_private
 from deploy.local.postgres_home import SYSTEM_HOME, OsUser, closed_folder, postgres_os_user, runnable_bin_dir
 
 # Each server log is rotated at this size, keeping this many files in all.
@@ -87,6 +88,12 @@ class NatsServer:
     log_file: Path
     # "0.0.0.0" when agents on other machines connect (cluster-up --advertise-host).
     listen_host: str = "127.0.0.1"
+    # nats-server's `authorization` block (credentials.authorization_config): a cluster's
+    # users; none (tests' bare servers): every connection is let in.
+    authorization: str = ""
+    # (certificate, key) files its client port serves TLS with, required of every client
+    # (tls.nats_tls); None: plaintext.
+    tls: tuple[str, str] | None = None
 
     @property
     def url(self) -> str:
@@ -107,6 +114,9 @@ class NatsServer:
             f"logfile_size_limit: {LOG_FILE_BYTES}\n"
             f"logfile_max_num: {LOG_FILES}\n"
             f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always, max_file_store: 100TB }}\n'
+            f"{self.authorization}"
+            # timeout: the handshake's, 0.5 s by default, too short for a loaded machine.
+            + (f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}", timeout: 5 }}\n' if self.tls else "")
         )
 
     def spawn(self, output: IO[bytes]) -> "subprocess.Popen[bytes]":
@@ -114,7 +124,7 @@ class NatsServer:
         `log_file`, rotated by itself, and `output` gets what it prints before."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
-        config.write_text(self.config_text())
+        write_private(config, self.config_text())
         return subprocess.Popen(
             [nats_server_binary(), "-c", str(config)],
             stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
@@ -133,6 +143,15 @@ class NatsServer:
 
 # -- PostgreSQL -----------------------------------------------------------------
 
+# A cluster's pg_hba.conf: a password (SCRAM) from every connection. The server listens on
+# loopback only and opens no Unix socket (-k ""): the supervisor, too, logs in with the
+# superuser's password.
+PASSWORD_RULES = (
+    "# Made by det deploy local (deploy/local/servers.py): every connection gives a password.\n"
+    "host all all 127.0.0.1/32 scram-sha-256\n"
+    "host all all ::1/128 scram-sha-256\n"
+)
+
 
 def postgres_bin_dir() -> Path:
     configured = os.environ.get("DET_PG_BIN")
@@ -149,13 +168,19 @@ class PostgresServer:
     """One PostgreSQL server, run in the foreground as a child of whoever
     calls `spawn` (the supervisor) or `start` (the test fixtures). As root it
     runs as PG_OS_USER, which must reach `data_dir`; a `data_dir` that does
-    not exist is created for it (0700). Its output goes to `log_file`."""
+    not exist is created for it (0700). Its output goes to `log_file`.
+
+    With a `superuser_password` (a cluster's), a new server is made with it and
+    asks every connection for a password (SCRAM); `require_passwords` makes an
+    older one (made with `trust`) do so too, once the superuser has a password.
+    Without (the test fixtures), every local connection is trusted."""
 
     data_dir: Path
     port: int
     log_file: Path
     # Where binaries its user cannot reach are copied (as root only).
     binaries_home: Path = SYSTEM_HOME
+    superuser_password: str = field(default="", repr=False)
     _process: "subprocess.Popen[bytes] | None" = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -218,9 +243,34 @@ class PostgresServer:
             raise ServerError(f"PostgreSQL runs as {user.name} but its data folder {self.data_dir} "
                               f"belongs to uid {owner}: remove it or give it to {user.name}")
 
+    def require_passwords(self) -> bool:
+        """Makes pg_hba.conf ask every connection for a password (PASSWORD_RULES);
+        True when it changed, and the server must reload its configuration."""
+        rules = self.data_dir / "pg_hba.conf"
+        if rules.read_text() == PASSWORD_RULES:
+            return False
+        write_private(rules, PASSWORD_RULES)
+        user = self._launch[0]
+        if user is not None:
+            os.chown(rules, user.uid, user.gid)
+        return True
+
     def _initdb(self, user: OsUser | None, bin_dir: Path, output: IO[bytes]) -> None:
-        command = [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                   "--encoding=UTF8", "--no-sync"]
+        command = [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--encoding=UTF8", "--no-sync"]
+        if not self.superuser_password:
+            self._run_initdb([*command, "--auth=trust"], user, output)
+            return
+        # The password reaches initdb in a file of its user's only, removed at once.
+        password_file = self.data_dir.parent / f".{self.data_dir.name}.password"
+        write_private(password_file, self.superuser_password)
+        try:
+            if user is not None:
+                os.chown(password_file, user.uid, user.gid)
+            self._run_initdb([*command, "--auth=scram-sha-256", f"--pwfile={password_file}"], user, output)
+        finally:
+            password_file.unlink(missing_ok=True)
+
+    def _run_initdb(self, command: list[str], user: OsUser | None, output: IO[bytes]) -> None:
         result = subprocess.run(command, check=False, stdout=output, stderr=subprocess.STDOUT,
                                 cwd=self.data_dir, **_as_user(user))
         if result.returncode != 0:

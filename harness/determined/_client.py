@@ -19,10 +19,12 @@ What a failed call means (`failure_kind`, by status code):
 
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
 logger = logging.getLogger("determined.core")
@@ -115,6 +117,40 @@ def grpc_target(master: str) -> str:
     return master.split("://", 1)[-1].rstrip("/")
 
 
+def uses_tls(master: str, environ: Mapping[str, str]) -> bool:
+    """Whether clients reach the master at `master` with TLS (see master_channel)."""
+    return master.lower().startswith("https://") or bool(environ.get("DET_MASTER_CERT_FILE"))
+
+
+class MasterCertError(Exception):
+    """The certificate DET_MASTER_CERT_FILE names cannot be read."""
+
+
+def master_channel(master: str, options: Sequence[tuple[str, Any]], environ: Mapping[str, str] | None = None) -> Any:
+    """A gRPC channel to the master at `master` (`host:port`, `http://...` or `https://...`).
+
+    TLS (Determined's variables) when the address is https:// or DET_MASTER_CERT_FILE is set:
+    the certificate (or CA bundle) in DET_MASTER_CERT_FILE is what the master's certificate
+    must chain to (a self-signed one: that certificate itself), else the system's CAs;
+    DET_MASTER_CERT_NAME is the name checked in it instead of the address's host.
+    Plaintext otherwise."""
+    import grpc
+
+    env = os.environ if environ is None else environ
+    cert_file = env.get("DET_MASTER_CERT_FILE", "")
+    target = grpc_target(master)
+    if not uses_tls(master, env):
+        return grpc.insecure_channel(target, options=list(options))
+    try:
+        roots = Path(cert_file).read_bytes() if cert_file else None
+    except OSError as error:
+        raise MasterCertError(f"cannot read DET_MASTER_CERT_FILE {cert_file}: {error.strerror or error}") from None
+    name = env.get("DET_MASTER_CERT_NAME", "")
+    named = [("grpc.ssl_target_name_override", name)] if name else []
+    credentials = grpc.ssl_channel_credentials(root_certificates=roots)
+    return grpc.secure_channel(target, credentials, options=[*options, *named])
+
+
 class TrialClient:
     """The calls a trial makes, authenticated with its allocation token."""
 
@@ -128,9 +164,9 @@ class TrialClient:
         self._grpc = grpc
         self._api = api_pb2
         self._events = events_pb2
-        self._channel = grpc.insecure_channel(
-            grpc_target(master),
-            options=[
+        self._channel = master_channel(
+            master,
+            [
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 # Reconnect quickly once a restarted gateway listens again.

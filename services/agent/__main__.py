@@ -3,7 +3,10 @@
 Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_AGENT_ID (default: the host
 name), DET_AGENT_WORK_DIR, DET_AGENT_CPU_SLOTS (when NVML finds no GPU, or
 DET_AGENT_GPUS=0 says not to look),
-DET_MASTER_ADDRESS (given to trials as DET_MASTER), DET_CLUSTER_ID,
+DET_MASTER_ADDRESS (given to trials as DET_MASTER; https://host:port when the
+master serves TLS), DET_MASTER_CERT_FILE and DET_MASTER_CERT_NAME (given to
+trials as they are: the certificate the master's must chain to, the name to
+check in it), DET_CLUSTER_ID,
 DET_CLUSTER_SECRET, DET_AGENT_KILL_GRACE_S, DET_AGENT_STOP_GRACE_S,
 DET_AGENT_KEEP_FAILED_S (how long the folder of an allocation that ended
 badly is kept, for debugging; default 24 h), DET_AGENT_LOG_MEMORY_BYTES (how
@@ -38,7 +41,7 @@ from services.common.decider import Shell
 from services.common.eventstore import EventStore
 from services.common.heartbeats import send_heartbeats
 from services.common.service import serve, write_ready
-from services.common.settings import CommonSettings
+from services.common.settings import CommonSettings, MasterCertificate
 
 ACTOR = "service:agent"
 
@@ -72,6 +75,7 @@ async def run(settings: AgentSettings) -> None:
     structlog.contextvars.bind_contextvars(agent_id=settings.agent_id)
     store = await EventStore.connect(settings.nats_url, settings.namespace, name=f"agent-{settings.agent_id}")
     slots = detect_slots(settings.agent_cpu_slots, settings.agent_gpus)
+    certificate = MasterCertificate()
     address = settings.agent_address or advertised_address(settings.nats_url)
     runner = Runner(
         store,
@@ -81,6 +85,8 @@ async def run(settings: AgentSettings) -> None:
             settings.master_address,
             str(Path(sys.executable).parent),
             address,
+            certificate.file,
+            certificate.name,
         ),
         work_dir=settings.agent_work_dir,
         cluster_secret=settings.cluster_secret,

@@ -50,6 +50,10 @@ class AgentIdentity:
     python_bin_dir: str
     # Where the other workers of a gang reach this agent's processes.
     address: str = "127.0.0.1"
+    # The master's TLS, for the trials' connections (DET_MASTER_CERT_FILE and
+    # DET_MASTER_CERT_NAME, see determined._client.master_channel); "": none given.
+    master_cert_file: str = ""
+    master_cert_name: str = ""
 
 
 def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
@@ -148,6 +152,13 @@ def trial_environment(
         DET_SEARCHER_LENGTH=str(launch.searcher_length),
         PYTHONUNBUFFERED="1",
     )
+    env.update(_master_tls(identity))
     if launch.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
     return env
+
+
+def _master_tls(identity: AgentIdentity) -> dict[str, str]:
+    """The variables that tell the trial's client how to check the master's certificate."""
+    tls = {"DET_MASTER_CERT_FILE": identity.master_cert_file, "DET_MASTER_CERT_NAME": identity.master_cert_name}
+    return {name: value for name, value in tls.items() if value}

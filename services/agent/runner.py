@@ -259,7 +259,8 @@ def _send_request(path: Path, request: bytes, out_w: int, err_w: int) -> socket.
             raise ForkServerUnavailable(f"cannot reach the fork server: {error}") from None
         data = struct.pack(">Q", len(request)) + request
         sent = socket.send_fds(sock, [data], [out_w, err_w])
-        sock.sendall(data[sent:])
+        if sent < len(data):  # sendall(b"") would still send: EPIPE once a quick child's status came and went
+            sock.sendall(data[sent:])
         return sock
     except BaseException:
         sock.close()

@@ -38,6 +38,7 @@ on the same store folder and port):
 """
 
 import asyncio
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -48,6 +49,8 @@ import nats.js.errors
 import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.client import Server
+
+from services.common.settings import MasterCertificate, NatsCredentials
 
 T = TypeVar("T")
 
@@ -119,12 +122,15 @@ class Connection:
         self._said_down = False
 
     @classmethod
-    async def open(cls, url: str, name: str = "") -> "Connection":
-        """Connects, waiting for nats-server for as long as it takes."""
+    async def open(cls, url: str, name: str = "", credentials: NatsCredentials | None = None) -> "Connection":
+        """Connects, waiting for nats-server for as long as it takes, as the user
+        `credentials` names (default: the process's DET_NATS_USER, if any)."""
         connection = cls(url)
         await connection.nc.connect(
             url,
             name=name or None,
+            **_login(credentials if credentials is not None else NatsCredentials()),
+            **_tls(MasterCertificate()),
             max_reconnect_attempts=-1,
             reconnect_time_wait=FIRST_CONNECT_WAIT_S,  # type: ignore[arg-type]  # a float works
             reconnect_to_server_handler=_next_attempt,
@@ -220,6 +226,29 @@ class Connection:
             self._said_down = False
         self._lost = asyncio.get_running_loop().create_future()
         self._up.set()
+
+
+def _login(credentials: NatsCredentials) -> dict[str, Any]:
+    """nats-py's connect arguments for the user: its password, and inboxes under
+    `_INBOX.<user>.`, the only ones its permissions let it subscribe to."""
+    if not credentials.user:
+        return {}
+    return {
+        "user": credentials.user,
+        "password": credentials.password.get_secret_value(),
+        "inbox_prefix": f"_INBOX.{credentials.user}",
+    }
+
+
+def _tls(certificate: MasterCertificate) -> dict[str, Any]:
+    """nats-py's TLS arguments, used when nats-server requires TLS (cluster-up --tls-cert
+    with agents on other machines): trust the cluster's certificate, check its name."""
+    options: dict[str, Any] = {}
+    if certificate.file:
+        options["tls"] = ssl.create_default_context(cafile=certificate.file)
+    if certificate.name:
+        options["tls_hostname"] = certificate.name
+    return options
 
 
 def _next_attempt(servers: list[Server], info: dict[str, Any]) -> tuple[Server | None, float]:

@@ -7,7 +7,7 @@ or malformed value stops the service at start-up with a message naming it.
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.common.logging import LOG_BACKUPS, LOG_MAX_BYTES
@@ -30,3 +30,27 @@ class CommonSettings(BaseSettings):
     cluster_id: str = ""
     # Written once the service is ready (connected, caught up, listening).
     ready_file: Path | None = None
+
+
+class MasterCertificate(BaseSettings):
+    """How a process checks the cluster's TLS certificate (Determined's DET_MASTER_CERT_FILE
+    and DET_MASTER_CERT_NAME): the master's, which nats-server's client port serves too when
+    agents on other machines connect (cluster-up --tls-cert). Unset: the system's CAs, and
+    the name of the host dialed."""
+
+    model_config = SettingsConfigDict(env_prefix="DET_MASTER_CERT_", extra="ignore")
+
+    file: str = ""
+    name: str = ""
+
+
+class NatsCredentials(BaseSettings):
+    """The nats-server user a process connects as (DET_NATS_USER, DET_NATS_PASSWORD): a
+    local cluster gives each part its own (deploy/local/credentials.py). Unset: none, as
+    the tests' bare nats-server wants. Read by services/common/connection.py for every
+    connection, so no service passes it along."""
+
+    model_config = SettingsConfigDict(env_prefix="DET_NATS_", extra="ignore")
+
+    user: str = ""
+    password: SecretStr = SecretStr("")

@@ -2,8 +2,14 @@
 sequence, to audit or debug a cluster (and to record the golden logs under
 tests/golden/). It reads JetStream directly: run it where NATS is reachable.
 
-    python -m services.eventlog [--nats-url URL] [--kind experiment --kind trial ...]
+    python -m services.eventlog [--nats-url URL] [--credentials FILE]
+                                [--kind experiment --kind trial ...]
                                 [--from-sequence N] [--follow]
+
+A local cluster's nats-server lets in its users only: `--credentials` names
+its <data dir>/credentials.json, and the tool logs in as `operator`, which
+may read the log and append nothing; else DET_NATS_USER and DET_NATS_PASSWORD
+say who it is.
 
 Each line is the envelope in protobuf's JSON form (field names as in
 events.proto) plus "sequence"; follow a chain with its correlation_id, and
@@ -16,12 +22,18 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import cast
 
 from google.protobuf import json_format
+from pydantic import SecretStr
 
+from services.common.connection import Connection
 from services.common.eventstore import EventStore, StoredEvent
 from services.common.logging import configure_logging
+from services.common.settings import NatsCredentials
+
+OPERATOR = "operator"
 
 
 def envelope_line(stored: StoredEvent) -> str:
@@ -39,8 +51,16 @@ async def print_events(store: EventStore, kinds: list[str] | None, start: int, f
             sys.stdout.flush()
 
 
+def operator_login(credentials_file: Path) -> NatsCredentials:
+    """The `operator` user of a cluster's credentials.json (deploy/local/credentials.py)."""
+    document = json.loads(credentials_file.expanduser().read_text())
+    return NatsCredentials(user=OPERATOR, password=SecretStr(document["nats"][OPERATOR]["password"]))
+
+
 async def run(options: argparse.Namespace) -> None:
-    store = await EventStore.connect(options.nats_url, options.namespace, name="eventlog")
+    login = operator_login(options.credentials) if options.credentials else None
+    # Not EventStore.connect: that makes missing streams, which a reader may not.
+    store = EventStore(await Connection.open(options.nats_url, "eventlog", login), options.namespace)
     try:
         await print_events(store, options.kind or None, options.from_sequence, options.follow)
     finally:
@@ -51,6 +71,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
     parser.add_argument("--namespace", default="det")
+    parser.add_argument("--credentials", type=Path, help="a cluster's <data dir>/credentials.json: log in as operator")
     parser.add_argument("--kind", action="append", help="only these aggregate kinds (experiment, trial, ...)")
     parser.add_argument("--from-sequence", type=int, default=1)
     parser.add_argument("--follow", action="store_true", help="keep printing new events")

@@ -23,11 +23,18 @@ unless a newer deletion (by its deletion_id) has named the checkpoint since,
 and an experiment's deletion requests are kept as the set of their event ids
 (their number numbers the next request), so a request applied twice counts once.
 
+An experiment's best metric (its searcher metric over the validations shown) is
+kept by the two metric statements instead of the fold: a stored validation
+raises it (min or max, so it too folds the same however often applied), and a
+resumed run that supersedes a validation has it counted again over the stored
+ones, which no fold over one row can do.
+
 State strings have no prefix (ACTIVE, STOPPING_KILLED, COMPLETED, ...). A
 trial's stored state is ACTIVE until it ends; the queries show RUNNING while
 its current allocation has started and not exited (see queries.py).
 """
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,23 +75,59 @@ ROW_TABLES: dict[str, Table] = {
     )
 }
 
+# The experiment's searcher metric in a validation's metrics (`{metrics}`): a
+# number, or NULL ("NaN" as stored, a missing or non-numeric metric).
+_SEARCHER_VALUE = (
+    "CASE WHEN jsonb_typeof({metrics} -> e.searcher_metric) = 'number'"
+    " THEN ({metrics} ->> e.searcher_metric)::double precision END"
+)
 # unnest() makes one statement of a whole batch of metric points (INFRA-NOTES:
 # ~215,000 rows/s); ON CONFLICT keeps a replayed point absolute, and a point
-# once superseded stays so.
-METRICS_UPSERT = (
-    f'INSERT INTO {S}.metrics (trial_id, "group", steps_completed, trial_run_id, metrics,'
-    " reported_at_ns, superseded) SELECT t, g, s, r, m::jsonb, a, x FROM unnest($1::bigint[], $2::text[],"
-    " $3::bigint[], $4::int[], $5::text[], $6::bigint[], $7::boolean[]) AS u(t, g, s, r, m, a, x)"
-    ' ON CONFLICT (trial_id, "group", steps_completed, trial_run_id) DO UPDATE SET'
-    " metrics = excluded.metrics, reported_at_ns = excluded.reported_at_ns,"
-    f" superseded = {S}.metrics.superseded OR excluded.superseded"
+# once superseded stays so. The same statement raises the best metric of the
+# experiments whose shown validations it stored (min or max: idempotent, in any
+# batches). It runs after the rows and the supersessions of its batch.
+METRICS_UPSERT = f"""
+WITH stored AS (
+  INSERT INTO {S}.metrics (trial_id, "group", steps_completed, trial_run_id, metrics, reported_at_ns, superseded)
+  SELECT t, g, s, r, m::jsonb, a, x FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $5::text[],
+    $6::bigint[], $7::boolean[]) AS u(t, g, s, r, m, a, x)
+  ON CONFLICT (trial_id, "group", steps_completed, trial_run_id) DO UPDATE SET
+    metrics = excluded.metrics, reported_at_ns = excluded.reported_at_ns,
+    superseded = {S}.metrics.superseded OR excluded.superseded
+  RETURNING trial_id, CASE WHEN "group" = 'validation' AND NOT superseded THEN metrics END AS validation
+), shown AS (
+  SELECT e.id, {_SEARCHER_VALUE.format(metrics="v.validation")} AS value
+  FROM stored v JOIN {S}.trials t ON t.id = v.trial_id JOIN {S}.experiments e ON e.id = t.experiment_id
+  WHERE v.validation IS NOT NULL
 )
+UPDATE {S}.experiments e SET best_metric = CASE WHEN e.smaller_is_better
+  THEN least(e.best_metric, b.low) ELSE greatest(e.best_metric, b.high) END
+FROM (SELECT id, min(value) AS low, max(value) AS high FROM shown GROUP BY id) b
+WHERE e.id = b.id AND b.low IS NOT NULL
+"""
 # Determined archives the metrics a resumed run reports again; here they stay,
-# marked, so that every step is shown once.
-METRICS_SUPERSEDED = (
-    f"UPDATE {S}.metrics SET superseded = true"
-    " WHERE trial_id = $1 AND trial_run_id < $2 AND steps_completed > $3 AND NOT superseded"
+# marked, so that every step is shown once. When that hides a validation, the
+# experiment's best metric is counted again over the validations still shown
+# (the statement's own marks are not visible to it: they are excluded by the
+# same condition).
+METRICS_SUPERSEDED = f"""
+WITH marked AS (
+  UPDATE {S}.metrics SET superseded = true
+  WHERE trial_id = $1 AND trial_run_id < $2 AND steps_completed > $3 AND NOT superseded
+  RETURNING "group"
 )
+UPDATE {S}.experiments e SET best_metric = (
+  SELECT CASE WHEN e.smaller_is_better THEN min(v.value) ELSE max(v.value) END
+  FROM {S}.trials t CROSS JOIN LATERAL (
+    SELECT {_SEARCHER_VALUE.format(metrics="m.metrics")} AS value FROM {S}.metrics m
+    WHERE m.trial_id = t.id AND m."group" = 'validation' AND NOT m.superseded
+      AND NOT (m.trial_id = $1 AND m.trial_run_id < $2 AND m.steps_completed > $3)
+  ) v
+  WHERE t.experiment_id = e.id
+)
+WHERE e.id = (SELECT experiment_id FROM {S}.trials WHERE id = $1)
+  AND EXISTS (SELECT FROM marked WHERE "group" = 'validation')
+"""
 # The columns of a metric row after its key: metrics, reported_at_ns, superseded.
 _SUPERSEDED = 6
 
@@ -704,6 +747,13 @@ _ENVELOPE_RULES: dict[str, Callable[[Plan, Envelope], None]] = {
 
 
 def watched(envelopes: Iterable[Envelope]) -> set[str]:
+    """What the projector wakes once these events are stored (Projector.watching):
+    the long polls' aggregates (`polled`) and the web UI's pages (`shown`)."""
+    events = list(envelopes)
+    return polled(events) | shown(events)
+
+
+def polled(envelopes: Iterable[Envelope]) -> set[str]:
     """The aggregates whose watched state these events change: an allocation's
     stop request or its end, a trial's searcher length or stop. The projector
     wakes the WatchAllocation calls waiting on them once they are stored."""
@@ -719,6 +769,72 @@ def watched(envelopes: Iterable[Envelope]) -> set[str]:
 
 _WATCHED_ALLOCATION_EVENTS = ("allocation_stop_requested", "allocation_canceled", "allocation_exited")
 _WATCHED_TRIAL_EVENTS = ("trial_length_set", "trial_stop_requested")
+
+# What the web UI's pages show, as the names a live page waits on (the HTTP
+# API's streams): the experiments list, one experiment's page (its row, its
+# trials' rows, metrics and checkpoints), one trial's page, the cluster page.
+SHOWN_EXPERIMENTS = "shown/experiments"
+SHOWN_CLUSTER = "shown/cluster"
+
+
+def shown_experiment(experiment_id: int) -> str:
+    return f"shown/experiment/{experiment_id}"
+
+
+def shown_trial(trial_id: int) -> str:
+    return f"shown/trial/{trial_id}"
+
+
+def shown(envelopes: Iterable[Envelope]) -> set[str]:
+    """The pages these events change: an event naming an experiment or a
+    trial changes their pages (an allocation's, its trial's: its id is
+    `<trial id>.<run>`); those that change an experiment's row in the list,
+    or the agents, slots and job queue, change those pages too."""
+    found: set[str] = set()
+    for envelope in envelopes:
+        field_name = envelope.WhichOneof("payload")
+        if field_name is None:
+            continue
+        payload = getattr(envelope, field_name)
+        names_experiment, names_trial, names_allocation, pages = _page_rule(field_name, payload.DESCRIPTOR)
+        if field_name == "allocation_requested":
+            experiment_id, trial_id = payload.trial.experiment_id, payload.trial.trial_id
+        else:
+            experiment_id = payload.experiment_id if names_experiment else 0
+            trial_id = payload.trial_id if names_trial else 0
+            if names_allocation and not trial_id:
+                task_id = payload.allocation_id.partition(".")[0]
+                trial_id = int(task_id) if task_id.isdigit() else 0
+        if experiment_id:
+            found.add(shown_experiment(experiment_id))
+        if trial_id:
+            found.add(shown_trial(trial_id))
+        found.update(pages)
+    return found
+
+
+@functools.cache
+def _page_rule(field_name: str, descriptor: Any) -> tuple[bool, bool, bool, tuple[str, ...]]:
+    """For an event type: whether it names an experiment, a trial, an
+    allocation, and the pages it changes whatever it names."""
+    fields = descriptor.fields_by_name
+    pages: tuple[str, ...] = (SHOWN_EXPERIMENTS,) if field_name in _LISTED_EVENTS else ()
+    if field_name in _CLUSTER_EVENTS or field_name.startswith(("agent_", "allocation_")):
+        pages += (SHOWN_CLUSTER,)
+    return "experiment_id" in fields, "trial_id" in fields, "allocation_id" in fields, pages
+
+
+# The events that change what the experiments list shows of an experiment (its
+# row, its number of trials, its progress, its best metric).
+_LISTED_EVENTS = frozenset({
+    "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed",
+    "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "trial_created",
+    "trial_ended", "trial_progress_reported", "trial_validation_reported",
+})
+# Besides agent and allocation events: what changes the job queue.
+_CLUSTER_EVENTS = frozenset({
+    "experiment_created", "experiment_state_changed", "experiment_kill_requested", "job_resources_changed",
+})
 
 
 def state_name(enum_name: str) -> str:
@@ -755,6 +871,7 @@ def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
         "progress": None,
         "delete_requests": "[]",
         "delete_error": "",
+        "best_metric": None,
     }
 
 

@@ -39,7 +39,7 @@ import structlog
 from services.common.eventstore import EventStore, StoredEvent
 from services.gateway import projection, replay
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
-from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ConnectionLostError, ensure_schema
+from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ensure_schema, transaction
 
 BATCH_SIZE = 5000
 # Lists of events (each at most the store's READ_BUFFER) read ahead of the applier.
@@ -121,8 +121,7 @@ class Projector:
         try:
             await self._apply_from(queue)
         finally:
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            await _stopped(reader)
 
     async def _set_available(self, available: bool) -> None:
         self.available = available
@@ -218,8 +217,7 @@ class Projector:
                 await self.apply(*batch)
             await planner
         finally:
-            planner.cancel()
-            await asyncio.gather(planner, return_exceptions=True)
+            await _stopped(planner)
 
     async def _plan_ahead(
         self, queue: asyncio.Queue[Queued], planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None]
@@ -274,14 +272,8 @@ class Projector:
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
-        async with self.pool.acquire() as connection:
-            try:
-                async with connection.transaction():
-                    yield connection
-            except asyncpg.InterfaceError as error:
-                if _lost(connection):
-                    raise ConnectionLostError(str(error)) from error
-                raise
+        async with self.pool.acquire() as connection, transaction(connection):
+            yield connection
 
     async def _advance(self, position: int, watched: set[str]) -> None:
         """Records what is applied, and wakes those waiting on it."""
@@ -338,14 +330,24 @@ async def _store_position(connection: asyncpg.Connection, name: str, sequence: i
     )
 
 
+async def _stopped(task: asyncio.Task[None]) -> None:
+    """Cancels `task` and waits for its end, cancelling it again while it runs
+    on. A cancellation can be lost on its way: Python 3.11's asyncio.wait_for
+    returns the result that arrived together with it (the event store's pulls
+    and nats-py's requests use wait_for). The reader then went on into a full
+    queue that nobody read any more, and the projector waited for it forever,
+    still "available": the error that stopped the applier (PostgreSQL gone)
+    never reached `run`, so it neither logged the outage nor tried again."""
+    while not task.done():
+        task.cancel()
+        try:
+            await asyncio.wait({task}, timeout=RETRY_FIRST_S)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller's own error is the one to report
+
+
 def _described(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _lost(connection: asyncpg.Connection) -> bool:
-    """Whether the connection is gone; asyncpg detaches a lost pooled connection, and
-    then even asking it raises."""
-    try:
-        return bool(connection.is_closed())
-    except asyncpg.InterfaceError:
-        return True

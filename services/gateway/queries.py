@@ -30,7 +30,7 @@ from determined.proto import api_pb2
 from services.gateway.downsample import Point
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
 from services.gateway.projection import TERMINAL_STATES
-from services.gateway.tables import POSTGRES_DOWN
+from services.gateway.tables import POSTGRES_DOWN, transaction
 from services.gateway.tables import SCHEMA as S
 
 _EXPERIMENTS = f"""
@@ -161,20 +161,6 @@ SELECT a.allocation_id, a.trial_id, t.experiment_id, t.current_allocation_id, a.
        a.canceled, a.stop_requested, a.stop_reason, t.searcher_length, t.stop_reason AS searcher_stop
 FROM {S}.allocations a JOIN {S}.trials t ON t.id = a.trial_id
 WHERE a.allocation_id = $1
-"""
-# The searcher metric's best value over the experiment's shown validations
-# (a metric that is not a number, e.g. "NaN" as stored, is left out).
-_BEST_VALIDATION = f"""
-SELECT CASE WHEN e.smaller_is_better THEN min(v.value) ELSE max(v.value) END
-FROM {S}.experiments e
-JOIN {S}.trials t ON t.experiment_id = e.id
-CROSS JOIN LATERAL (
-  SELECT (m.metrics ->> e.searcher_metric)::double precision AS value FROM {S}.metrics m
-  WHERE m.trial_id = t.id AND m."group" = 'validation' AND NOT m.superseded
-    AND jsonb_typeof(m.metrics -> e.searcher_metric) = 'number'
-) v
-WHERE e.id = $1
-GROUP BY e.smaller_is_better
 """
 
 
@@ -314,7 +300,7 @@ class ReadModels:
         million rows into a few thousand groups would otherwise be sorted
         (spilling to disk) whenever the statistics underestimate them."""
         with _unavailable_while_down():
-            async with self._pool.acquire() as connection, connection.transaction():
+            async with self._pool.acquire() as connection, transaction(connection):
                 await connection.execute("SET LOCAL enable_sort = off")
                 return list(await connection.fetch(sql, *args))
 
@@ -383,6 +369,10 @@ class Queries:
         rows = await self.pool.fetch(_TRIALS + " WHERE t.experiment_id = $1 ORDER BY t.id", experiment_id)
         return [trial_message(row) for row in rows]
 
+    async def trial_ids(self, experiment_id: int) -> list[int]:
+        rows = await self.pool.fetch(f"SELECT id FROM {S}.trials WHERE experiment_id = $1 ORDER BY id", experiment_id)
+        return [row["id"] for row in rows]
+
     async def trial(self, trial_id: int) -> api_pb2.Trial | None:
         row = await self.pool.fetchrow(_TRIALS + " WHERE t.id = $1", trial_id)
         return None if row is None else trial_message(row)
@@ -410,7 +400,7 @@ class Queries:
     async def best_validation(self, experiment_id: int) -> float | None:
         """The best value of the experiment's searcher metric over its shown
         validations, honouring smaller_is_better; None when there is none."""
-        best = await self.pool.fetchval(_BEST_VALIDATION, experiment_id)
+        best = await self.pool.fetchval(f"SELECT best_metric FROM {S}.experiments WHERE id = $1", experiment_id)
         return None if best is None else float(best)
 
     async def runs(self, trial_id: int) -> list[api_pb2.TrialRun]:
@@ -498,6 +488,7 @@ def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
         context_hash=row["context_hash"],
         # A failed deletion says why files are left (the end reason shows again once it is asked again).
         end_reason=row["delete_error"] if row["state"] == "DELETE_FAILED" else row["end_reason"],
+        best_trial_searcher_metric=row["best_metric"],
     )
 
 

@@ -4,6 +4,7 @@ projector and the gRPC server, and stops them in the reverse order."""
 import asyncio
 import contextlib
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -49,21 +50,21 @@ class Gateway:
 
     @classmethod
     async def start(cls, settings: GatewaySettings) -> "Gateway":
-        """Connects to the event log, starts projecting and listening. Raises
-        PortInUseError when the port is taken, InitialPasswordError when a new
+        """Binds its ports (see _Ports), connects to the event log, then serves
+        (with TLS when settings name a certificate) and projects. Raises
+        PortInUseError when a port is taken, InitialPasswordError when a new
         cluster has no initial password for its built-in users.
 
         PostgreSQL need not be up: the pool connects on demand, the projector
         creates (or rebuilds) the read models once it answers, and queries
         answer UNAVAILABLE meanwhile."""
-        http_listener = _http_listener(settings)
+        ports = _bind(settings)
         try:
             store = await EventStore.connect(
                 settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
             )
         except BaseException:
-            if http_listener is not None:
-                http_listener.close()
+            await ports.close()
             raise
         pool = await asyncpg.create_pool(
             settings.database_url, min_size=0, max_size=10, timeout=POSTGRES_CONNECT_TIMEOUT_S
@@ -79,19 +80,17 @@ class Gateway:
             projector = Projector(store, pool)
             servicer = Servicer(settings, store, Queries(pool), projector, users)
             authenticator = Authenticator(settings.cluster_secret, users, allow_anonymous=settings.allow_anonymous)
-            server, port = await _serve(servicer, authenticator, settings)
-            http = await _serve_http(servicer, authenticator, http_listener, server)
+            http = await ports.serve(servicer, authenticator, settings)
         except BaseException:
-            if http_listener is not None:
-                http_listener.close()
+            await ports.close()
             await users.stop()
             await pool.close()
             await store.close()
             raise
         task = asyncio.create_task(projector.run(), name="projector")
         task.add_done_callback(_report_projector_end)
-        log.info("gateway_listening", port=port, namespace=settings.namespace)
-        return cls(settings, store, pool, projector, servicer, server, users, port, task, http)
+        log.info("gateway_listening", port=ports.grpc_port, namespace=settings.namespace, tls=ports.tls)
+        return cls(settings, store, pool, projector, servicer, ports.grpc_server, users, ports.grpc_port, task, http)
 
     async def stop(self) -> None:
         if self.http is not None:
@@ -107,27 +106,95 @@ class Gateway:
         log.info("gateway_stopped")
 
 
-async def _serve(
-    servicer: Servicer, authenticator: Authenticator, settings: GatewaySettings
-) -> tuple[grpc.aio.Server, int]:
+class _LateAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
+    """The gRPC server's interceptors are fixed when it is made, before the gateway has
+    connected (see _Ports); this one hands every call to the AuthInterceptor set when the
+    servicer is added. Before that, no call is served (UNIMPLEMENTED)."""
+
+    def __init__(self) -> None:
+        self.inner: AuthInterceptor | None = None
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        if self.inner is None:
+            return None
+        return await self.inner.intercept_service(continuation, handler_call_details)
+
+
+@dataclass
+class _Ports:
+    """The gRPC port and the HTTP API's socket, bound before the gateway connects to NATS
+    and PostgreSQL so that none of its own outgoing connections takes one of them as its
+    ephemeral local port first; served once the servicer exists."""
+
+    grpc_server: grpc.aio.Server
+    grpc_port: int
+    auth: _LateAuthInterceptor
+    # None: no HTTP API.
+    http_listener: socket.socket | None
+    # Whether both serve TLS.
+    tls: bool
+    serving: bool = False
+
+    async def serve(
+        self, servicer: Servicer, authenticator: Authenticator, settings: GatewaySettings
+    ) -> HttpServer | None:
+        """Starts answering on both ports."""
+        self.auth.inner = AuthInterceptor(authenticator)
+        api_pb2_grpc.add_DeterminedServicer_to_server(servicer, self.grpc_server)  # type: ignore[no-untyped-call]
+        await self.grpc_server.start()
+        self.serving = True
+        return await _serve_http(servicer, authenticator, self.http_listener, settings)
+
+    async def close(self) -> None:
+        """Frees both ports. grpcio frees a port only when its server stops after starting:
+        one that never served starts (answering nothing, see _LateAuthInterceptor) to stop."""
+        if self.http_listener is not None:
+            self.http_listener.close()
+        if not self.serving:
+            await self.grpc_server.start()
+        await self.grpc_server.stop(None)
+
+
+def _bind(settings: GatewaySettings) -> _Ports:
+    """Binds the gateway's ports (PortInUseError when one is taken)."""
+    http_listener = _http_listener(settings)
+    try:
+        server, port, auth = _grpc_server(settings)
+    except BaseException:
+        if http_listener is not None:
+            http_listener.close()
+        raise
+    return _Ports(server, port, auth, http_listener, settings.tls_files() is not None)
+
+
+def _grpc_server(settings: GatewaySettings) -> tuple[grpc.aio.Server, int, _LateAuthInterceptor]:
+    """A gRPC server bound to the gateway's port, with TLS when settings name a certificate."""
+    auth = _LateAuthInterceptor()
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(authenticator)],
+        interceptors=[auth],
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
     )
-    api_pb2_grpc.add_DeterminedServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     address = f"{settings.gateway_host}:{settings.gateway_port}"
+    tls = settings.tls_files()
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            cert, key = (path.read_bytes() for path in tls)
+            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
     except RuntimeError as error:
         raise PortInUseError(f"cannot listen on port {settings.gateway_port}: {error}") from error
     if port == 0:
         raise PortInUseError(f"cannot listen on port {settings.gateway_port}: it is in use")
-    await server.start()
-    return server, port
+    return server, port, auth
 
 
 def _http_listener(settings: GatewaySettings) -> socket.socket | None:
@@ -141,15 +208,14 @@ def _http_listener(settings: GatewaySettings) -> socket.socket | None:
 
 
 async def _serve_http(
-    servicer: Servicer, authenticator: Authenticator, listener: socket.socket | None, grpc_server: grpc.aio.Server
+    servicer: Servicer, authenticator: Authenticator, listener: socket.socket | None, settings: GatewaySettings
 ) -> HttpServer | None:
-    """The HTTP API on `listener` (None: none); stops the gRPC server when it cannot start."""
+    """The HTTP API on `listener` (None: none), with TLS when settings name a certificate."""
     if listener is None:
         return None
     try:
-        http = await HttpServer.start(http_api(servicer, authenticator.authenticate), listener)
+        http = await HttpServer.start(http_api(servicer, authenticator.authenticate), listener, settings.tls_files())
     except OSError as error:
-        await grpc_server.stop(None)
         raise PortInUseError(f"cannot serve the HTTP API: {error}") from error
     log.info("http_api_listening", port=http.port)
     return http

@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from determined.common.expconf import CheckpointStorage
 from services.common.eventstore import LOGS_MAX_BYTES
@@ -47,6 +47,10 @@ class GatewaySettings(CommonSettings):
     allow_blank_password: bool = False
     # How long a login's session (its token) lasts.
     session_ttl_s: float = Field(7 * 24 * 3600.0, gt=0)
+    # PEM files of the certificate (its chain) and private key the gRPC and HTTP ports serve
+    # TLS with (cluster-up --tls-cert/--tls-key); both unset: plaintext.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
 
     @field_validator("checkpoint_storage")
     @classmethod
@@ -54,6 +58,18 @@ class GatewaySettings(CommonSettings):
         if storage is not None and storage.type is None:
             raise ValueError("the cluster's default checkpoint storage needs a type")
         return storage
+
+    @model_validator(mode="after")
+    def _tls_files_together(self) -> "GatewaySettings":
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("DET_TLS_CERT_FILE and DET_TLS_KEY_FILE go together: set both or neither")
+        return self
+
+    def tls_files(self) -> tuple[Path, Path] | None:
+        """The (certificate, private key) files to serve TLS with; None: plaintext."""
+        if self.tls_cert_file is None or self.tls_key_file is None:
+            return None
+        return self.tls_cert_file, self.tls_key_file
 
     def scheduler_config(self) -> "SchedulerConfig":
         """The scheduler's configuration, from the same DET_SCHEDULER_* settings

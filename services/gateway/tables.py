@@ -9,7 +9,9 @@ trial put in the event), never the clock of the projector, so a rebuild gives
 identical rows.
 """
 
+import contextlib
 import hashlib
+from collections.abc import AsyncIterator
 
 import asyncpg
 from sqlalchemy import (
@@ -33,7 +35,7 @@ SCHEMA = "read_model"
 
 class ConnectionLostError(Exception):
     """The connection closed under a transaction (asyncpg says only
-    InterfaceError: "the underlying connection is closed")."""
+    InterfaceError: "the underlying connection is closed"; see `transaction`)."""
 
 
 # What asyncpg raises when PostgreSQL cannot be reached or went away, as
@@ -84,6 +86,10 @@ experiments = Table(
     Column("delete_requests", JSONB, nullable=False, server_default="[]"),
     # Why the last deletion left files behind (DELETE_FAILED); "" otherwise.
     Column("delete_error", Text, nullable=False, server_default=""),
+    # The best value of the searcher metric (by smaller_is_better) over the
+    # validations shown (not superseded); NULL before the first one. Kept by
+    # the metric statements of projection.py, not by the row fold.
+    Column("best_metric", Double),
 )
 
 trials = Table(
@@ -287,7 +293,7 @@ schema_fingerprint = Table(
 
 # Bump when the rows built from the same events change (a projection rule),
 # so that existing read models are rebuilt; a change of tables needs no bump.
-PROJECTION_RULES_VERSION = 5
+PROJECTION_RULES_VERSION = 6
 
 
 def ddl() -> list[str]:
@@ -308,7 +314,7 @@ def fingerprint() -> str:
 
 
 async def create_schema(connection: asyncpg.Connection) -> None:
-    async with connection.transaction():
+    async with transaction(connection):
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
         await _create(connection)
 
@@ -317,7 +323,7 @@ async def ensure_schema(connection: asyncpg.Connection) -> bool:
     """Creates the read models; when they were built in another shape (an
     older version of this code), drops them first, so the projector replays
     the log from sequence 1 into the new shape. True when it dropped them."""
-    async with connection.transaction():
+    async with transaction(connection):
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
         stored = await _stored_fingerprint(connection)
         outdated = stored is not None and stored != fingerprint()
@@ -347,3 +353,29 @@ async def _stored_fingerprint(connection: asyncpg.Connection) -> str | None:
 
 async def drop_schema(connection: asyncpg.Connection) -> None:
     await connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+
+
+@contextlib.asynccontextmanager
+async def transaction(connection: asyncpg.Connection) -> AsyncIterator[None]:
+    """`connection.transaction()`, raising ConnectionLostError (one of
+    POSTGRES_DOWN) when the connection was lost under it. When PostgreSQL goes
+    away mid-transaction, asyncpg's rollback on the way out finds the
+    connection closed and raises InterfaceError in place of the error that
+    said so (AdminShutdownError, ConnectionDoesNotExistError, ...); left as
+    it is, that InterfaceError would pass for a bug and end the projector."""
+    try:
+        async with connection.transaction():
+            yield
+    except asyncpg.InterfaceError as error:
+        if _lost(connection):
+            raise ConnectionLostError(str(error)) from error
+        raise
+
+
+def _lost(connection: asyncpg.Connection) -> bool:
+    """Whether the connection is gone; asyncpg detaches a lost pooled connection, and
+    then even asking it raises."""
+    try:
+        return bool(connection.is_closed())
+    except asyncpg.InterfaceError:
+        return True

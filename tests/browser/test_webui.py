@@ -3,7 +3,9 @@
 shows up and changes state on the experiments page, its page draws the
 learning curves of all its trials with every reported point, the trial's page
 tails its logs, the kill button cancels a running experiment, and the cluster
-page lists the agent. Each page leaves a screenshot in tests/browser/screenshots/.
+page lists the agent. The pages hear of changes through their server-sent
+events (the header's #live shows the stream open), so a change shows within
+seconds, long before their fallback poll (30 s). Each page leaves a screenshot in tests/browser/screenshots/.
 
 The element ids are the contract between the UI and these tests (see
 services/gateway/http/ui/)."""
@@ -286,16 +288,20 @@ def test_the_experiments_page_follows_an_experiment_from_active_to_completed(
     assert css_all(row, ".progress"), "the row has a progress bar"
     assert css_all(row, "button.kill") and css_all(row, "button.pause"), "the row has kill and pause buttons"
     assert "webui-watched" in row.text
+    until(browser, lambda d: css(d, "#live").get_attribute("data-state") == "open", "the page's live stream")
     screenshot(browser, "2-experiments")
 
     gate.touch()  # the trials end: the same page, never reloaded, shows COMPLETED
+    wait_for(lambda: cluster.experiment_state(watched) == "COMPLETED", "the experiment to complete", 90)
     until(
         browser,
         lambda d: row_state(d, watched) == "COMPLETED",
-        f"experiment {watched}'s row to show COMPLETED",
-        90,
+        f"experiment {watched}'s row to show COMPLETED, told by its stream (the fallback poll is every 30 s)",
+        10,
     )
-    assert cluster.experiment_state(watched) == "COMPLETED"
+    # The best validation_loss: the narrower trial's last, 2 * 1 / TRAINING_POINTS.
+    best = css(browser, f'tr[data-experiment-id="{watched}"] td.best').text.strip()
+    assert float(best) == pytest.approx(2 / TRAINING_POINTS, rel=1e-3), best
 
 
 def test_the_experiment_page_draws_the_learning_curves_of_all_trials(

@@ -57,22 +57,22 @@ def read_models_match_rebuild(cluster: Cluster) -> bool:
     """Rebuilds the read models from the log into a new database and compares every table
     with the cluster's own, once the cluster's projector has caught up with the same log."""
     check_db = f"check_{uuid.uuid4().hex[:8]}"
-    server = f"postgresql://postgres@127.0.0.1:{cluster.postgres_port}"
-    asyncio.run(_execute(f"{server}/postgres", f'CREATE DATABASE "{check_db}"'))
+    asyncio.run(_execute(cluster.superuser_url("postgres"), f'CREATE DATABASE "{check_db}"'))
     try:
-        _rebuild_into(cluster, f"{server}/{check_db}")
-        rebuilt = asyncio.run(_tables(f"{server}/{check_db}"))
-        wait_for(lambda: asyncio.run(_tables(f"{server}/determined")) == rebuilt,
+        _rebuild_into(cluster, cluster.superuser_url(check_db))
+        rebuilt = asyncio.run(_tables(cluster.superuser_url(check_db)))
+        wait_for(lambda: asyncio.run(_tables(cluster.superuser_url("determined"))) == rebuilt,
                  "the cluster's read models to equal a fresh rebuild", 30)
     finally:
-        asyncio.run(_execute(f"{server}/postgres", f'DROP DATABASE "{check_db}"'))
+        asyncio.run(_execute(cluster.superuser_url("postgres"), f'DROP DATABASE "{check_db}"'))
     return True
 
 
 def _rebuild_into(cluster: Cluster, database_url: str) -> None:
     environment = dict(
         os.environ, DET_DATABASE_URL=database_url, DET_NATS_URL=f"nats://127.0.0.1:{cluster.nats_port}",
-        DET_NAMESPACE="det",
+        DET_NAMESPACE="det", DET_NATS_USER="gateway",
+        DET_NATS_PASSWORD=cluster.nats_login("gateway").password.get_secret_value(),
     )
     subprocess.run([sys.executable, "-m", "services.gateway.rebuild"], env=environment, check=True,
                    capture_output=True, timeout=300)

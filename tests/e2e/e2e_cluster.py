@@ -19,11 +19,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import SecretStr
 
+from deploy.local.credentials import credentials
 from deploy.local.servers import free_port
 from determined.proto import events_pb2
+from services.common.connection import Connection
 from services.common.envelope import payload_of
 from services.common.eventstore import EventStore
+from services.common.settings import NatsCredentials
 
 T = TypeVar("T")
 
@@ -94,8 +98,7 @@ class Cluster:
         """Rows of the cluster's read models."""
 
         async def fetch() -> list[asyncpg.Record]:
-            url = f"postgresql://postgres@127.0.0.1:{self.postgres_port}/determined"
-            connection = await asyncpg.connect(url)
+            connection = await asyncpg.connect(self.superuser_url("determined"))
             try:
                 return list(await connection.fetch(sql, *args))
             finally:
@@ -103,11 +106,27 @@ class Cluster:
 
         return asyncio.run(fetch())
 
+    def superuser_url(self, database: str) -> str:
+        """The cluster's PostgreSQL as its superuser, with the password cluster-up made."""
+        password = credentials(self.data_dir).postgres_password
+        return f"postgresql://postgres:{password}@127.0.0.1:{self.postgres_port}/{database}"
+
+    def nats_login(self, user: str) -> NatsCredentials:
+        """One of the cluster's nats-server users (deploy/local/credentials.py)."""
+        return NatsCredentials(user=user, password=SecretStr(credentials(self.data_dir).nats[user].password))
+
+    def permission_violations(self) -> list[str]:
+        """nats-server's log lines about a publish or subscription a user may not make."""
+        lines = (self.data_dir / "logs" / "nats-server.log").read_text(errors="replace").splitlines()
+        return [line for line in lines if "Violation" in line]
+
     def metric_events(self, trial_id: int) -> list[events_pb2.TrialMetricsReported]:
         """The trial's TrialMetricsReported events, read from the log itself."""
 
         async def read() -> list[events_pb2.TrialMetricsReported]:
-            store = await EventStore.connect(f"nats://127.0.0.1:{self.nats_port}", "det")
+            operator = self.nats_login("operator")
+            connection = await Connection.open(f"nats://127.0.0.1:{self.nats_port}", "e2e", operator)
+            store = EventStore(connection, "det")  # operator may read, not make streams
             try:
                 payloads = [payload_of(s.envelope) async for s in store.read(["metrics"], follow=False)]
             finally:
@@ -131,6 +150,8 @@ def started_cluster(prefix: str, up_args: Sequence[str] = ()) -> Iterator[Cluste
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         yield running
+        refused = running.permission_violations()
+        assert not refused, "nats-server refused a part of the cluster:\n" + "\n".join(refused)
     finally:
         running.down()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -92,7 +92,8 @@ def main() -> None:
     with started_cluster("det-golden") as cluster, tempfile.TemporaryDirectory() as context:
         record(cluster, Path(context))
         log = subprocess.run(
-            [sys.executable, "-m", "services.eventlog", "--nats-url", f"nats://127.0.0.1:{cluster.nats_port}"],
+            [sys.executable, "-m", "services.eventlog", "--nats-url", f"nats://127.0.0.1:{cluster.nats_port}",
+             "--credentials", str(cluster.data_dir / "credentials.json")],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
     (GOLDEN / "adaptive_pause_kill.jsonl").write_text(log)

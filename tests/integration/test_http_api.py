@@ -4,14 +4,18 @@ Determined's paths and field names, filters, downsampled metrics and
 followed logs."""
 
 import asyncio
+import base64
+import contextlib
+import io
 import json
+import tarfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
 import httpx
 import pytest
-from integration.test_gateway import SECRET, given_trial, trial_metadata
+from integration.test_gateway import SECRET, given_trial, stored, trial_metadata
 
 from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
@@ -33,6 +37,7 @@ PROTECTED = [
     ("POST", "/api/v1/auth/logout"),
     ("GET", "/api/v1/me"),
     ("GET", "/api/v1/experiments"),
+    ("POST", "/api/v1/experiments"),
     ("GET", "/api/v1/experiments/1"),
     ("POST", "/api/v1/experiments/1/kill"),
     ("POST", "/api/v1/experiments/1/pause"),
@@ -47,6 +52,10 @@ PROTECTED = [
     ("GET", "/api/v1/checkpoints/c-1/files/model.pt"),
     ("GET", "/api/v1/agents"),
     ("GET", "/api/v1/job-queues"),
+    ("GET", "/api/v1/experiments/stream"),
+    ("GET", "/api/v1/experiments/1/stream"),
+    ("GET", "/api/v1/trials/1/stream"),
+    ("GET", "/api/v1/cluster/stream"),
 ]
 
 
@@ -319,3 +328,169 @@ async def test_a_checkpoint_file_downloads(
     for path in ("nope.pt", "../../etc/passwd"):
         assert (await http.get(f"/api/v1/checkpoints/c-1/files/{path}", headers=headers)).status_code == 404
     assert (await http.get("/api/v1/checkpoints/c-9/files/x", headers=headers)).status_code == 404
+
+
+async def test_the_experiments_list_shows_the_best_metric(
+    http: httpx.AsyncClient, gateway: Gateway, api: api_pb2_grpc.DeterminedStub, event_store: EventStore, token: str
+) -> None:
+    experiment_id = await create(api, token, "best")
+    assert await gateway.projector.catch_up()
+    [listed] = (await http.get("/api/v1/experiments", headers=bearer(token))).json()["experiments"]
+    assert listed["bestTrialSearcherMetric"] is None
+    created = events_pb2.TrialCreated(trial_id=1, experiment_id=experiment_id)
+    await event_store.append(Append("trial/1", created, "best-trial"), actor="service:searcher")
+    validated = events_pb2.TrialValidationReported(
+        trial_id=1, experiment_id=experiment_id, trial_run_id=1, steps_completed=5, metrics_json='{"loss": 0.25}'
+    )
+    await event_store.append(Append("validation/1", validated, "best-validation"), actor="service:gateway")
+    assert await gateway.projector.catch_up()
+    [listed] = (await http.get("/api/v1/experiments", headers=bearer(token))).json()["experiments"]
+    assert listed["bestTrialSearcherMetric"] == 0.25
+    shown = (await http.get(f"/api/v1/experiments/{experiment_id}", headers=bearer(token))).json()
+    assert shown["experiment"]["bestTrialSearcherMetric"] == 0.25
+    answer = await api.GetExperiments(api_pb2.GetExperimentsRequest(), metadata=(("authorization", f"Bearer {token}"),))
+    assert [e.best_trial_searcher_metric for e in answer.experiments] == [0.25]
+
+
+async def test_an_experiment_is_created_with_determineds_body(
+    http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str
+) -> None:
+    headers = bearer(token)
+    train_py = base64.b64encode(b"print('hello')\n").decode()
+    body = {
+        "config": CONFIG.format(name="over-http"),
+        "activate": True,
+        "modelDefinition": [
+            {"path": "pkg", "type": "FILE_TYPE_DIRECTORY", "mode": 0o755},
+            {"path": "pkg/train.py", "type": "FILE_TYPE_FILE", "content": train_py, "mode": 0o644, "mtime": "7"},
+        ],
+        "requestId": "http-create-1",
+    }
+    answer = await http.post("/api/v1/experiments", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    created = answer.json()
+    assert (created["experiment"]["name"], created["experiment"]["state"]) == ("over-http", "STATE_ACTIVE")
+    assert created["experiment"]["username"] == "admin"
+    assert created["config"]["searcher"]["metric"] == "loss"
+    assert any("max_length is deprecated" in warning for warning in created["warnings"])
+    again = await http.post("/api/v1/experiments", json=body, headers=headers)  # a retry: the same experiment
+    assert again.json()["experiment"]["id"] == created["experiment"]["id"]
+
+    [event] = [e.experiment_created for e in await stored(event_store, "experiment")]
+    with tarfile.open(fileobj=io.BytesIO(await event_store.get_context(event.context_hash))) as tar:
+        pkg = tar.extractfile("pkg/train.py")
+        assert pkg is not None and pkg.read() == b"print('hello')\n"
+        assert tar.getmember("pkg").isdir()
+
+    paused = await http.post("/api/v1/experiments", json={"config": CONFIG.format(name="paused")}, headers=headers)
+    assert paused.json()["experiment"]["state"] == "STATE_PAUSED"  # Determined's default: not activated
+    checked = await http.post(
+        "/api/v1/experiments", json={"config": CONFIG.format(name="checked"), "validateOnly": True}, headers=headers
+    )
+    assert checked.status_code == 200 and checked.json()["experiment"] is None
+    listed = (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
+    assert [e["name"] for e in listed] == ["over-http", "paused"]
+
+
+async def test_a_bad_experiment_body_is_refused_saying_what_is_wrong(
+    http: httpx.AsyncClient, token: str
+) -> None:
+    bad_config = CONFIG.format(name="bad").replace("metric: loss, ", "")
+    for body, words in [
+        ({}, "config is required"),
+        ({"config": bad_config}, "searcher"),
+        ({"config": "name: [unclosed"}, "invalid experiment config"),
+        ({"config": CONFIG.format(name="x"), "activate": "yes"}, "activate must be true or false"),
+        ({"config": CONFIG.format(name="x"), "parentId": 3}, "parentId"),
+        ({"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "../up.py", "content": ""}]},
+         "modelDefinition[0] (../up.py)"),
+        ({"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "a.py", "content": "%%"}]},
+         "not base64"),
+    ]:
+        answer = await http.post("/api/v1/experiments", json=body, headers=bearer(token))
+        assert answer.status_code == 400, (body, answer.text)
+        assert words in answer.json()["message"], (words, answer.json()["message"])
+    listed = (await http.get("/api/v1/experiments", headers=bearer(token))).json()["experiments"]
+    assert listed == []
+
+
+class Notices:
+    """A page's server-sent events, read as the browser's EventSource would: the
+    events' names, in order, read by a task of their own."""
+
+    def __init__(self) -> None:
+        self.events: asyncio.Queue[str] = asyncio.Queue()
+
+    async def read(self, lines: AsyncIterator[str]) -> None:
+        async for line in lines:
+            if line.startswith("event: "):
+                await self.events.put(line.removeprefix("event: "))
+
+    async def next_event(self, timeout_s: float = 10.0) -> str:
+        return await asyncio.wait_for(self.events.get(), timeout_s)
+
+    async def quiet(self, for_s: float) -> bool:
+        """Whether no event comes within `for_s`."""
+        try:
+            await self.next_event(for_s)
+        except TimeoutError:
+            return True
+        return False
+
+
+@contextlib.asynccontextmanager
+async def notices(http: httpx.AsyncClient, path: str, token: str) -> AsyncIterator[Notices]:
+    async with http.stream("GET", path, params={"token": token}) as answer:
+        assert answer.status_code == 200, await answer.aread()
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        lines = answer.aiter_lines()
+        assert await anext(lines) == "retry: 2000"  # the stream is open: the page's watch is in place
+        heard = Notices()
+        reader = asyncio.create_task(heard.read(lines))
+        try:
+            yield heard
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+
+async def test_live_pages_hear_of_the_changes_they_show(
+    http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str
+) -> None:
+    headers = bearer(token)
+
+    async def append(subject: str, payload: object, msg_id: str) -> None:
+        await event_store.append(Append(subject, payload, msg_id), actor="service:test")
+
+    async with notices(http, "/api/v1/experiments/stream", token) as experiments:
+        created = await http.post("/api/v1/experiments", json={"config": CONFIG.format(name="live")}, headers=headers)
+        experiment_id = created.json()["experiment"]["id"]
+        assert await experiments.next_event() == "changed"
+        assert await experiments.quiet(1.0)  # one change, one notice
+
+    async with (
+        notices(http, f"/api/v1/experiments/{experiment_id}/stream", token) as experiment,
+        notices(http, "/api/v1/cluster/stream", token) as cluster,
+    ):
+        await append("trial/1", events_pb2.TrialCreated(trial_id=1, experiment_id=experiment_id), "t1")
+        assert await experiment.next_event() == "changed"
+        assert await cluster.quiet(1.0)  # a new trial is not on the cluster page
+        # An allocation's start names only its trial: the experiment's page waits on its trials too.
+        await append("allocation/1.1", events_pb2.AllocationStarted(allocation_id="1.1"), "s1")
+        assert await experiment.next_event() == "changed"
+        assert await cluster.next_event() == "changed"
+
+    async with notices(http, "/api/v1/trials/1/stream", token) as trial:
+        metrics = events_pb2.TrialMetricsReported(
+            trial_id=1, experiment_id=experiment_id, trial_run_id=1,
+            reports=[events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')],
+        )
+        await append("metrics/1", metrics, "m1")
+        assert await trial.next_event() == "changed"
+        await append("trial/2", events_pb2.TrialCreated(trial_id=2, experiment_id=experiment_id), "t2")
+        assert await trial.quiet(1.0)  # another trial's change
+
+    assert (await http.get("/api/v1/trials/9/stream", headers=headers)).status_code == 404
+    assert (await http.get("/api/v1/experiments/9/stream", headers=headers)).status_code == 404
+    # The token as a query parameter is taken on the streams only.
+    assert (await http.get("/api/v1/experiments", params={"token": token})).status_code == 401

@@ -7,6 +7,7 @@ Each test runs its own PostgreSQL (the session's is shared), so that it can
 stop and start it."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,9 +27,10 @@ from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.common.tokens import mint_allocation_token
 from services.gateway.errors import ReadModelsUnavailableError
+from services.gateway.projector import _stopped
 from services.gateway.server import Gateway
 from services.gateway.settings import GatewaySettings
-from services.gateway.tables import SCHEMA
+from services.gateway.tables import POSTGRES_DOWN, SCHEMA, transaction
 
 SECRET = "test-secret"
 CONFIG = """
@@ -168,9 +170,64 @@ async def test_the_projector_follows_across_outages(
         await asyncio.sleep(0.5)
         postgres.start()
     await asyncio.wait_for(gateway.projector.wait_available(), 30.0)
-    assert await gateway.projector.catch_up(timeout_s=30.0)
+    assert await gateway.projector.catch_up(timeout_s=30.0), _where_the_projector_waits(gateway)
     assert await gateway.pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.trials") == 20
     assert await gateway.pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.allocations") == 20
+
+
+async def test_a_connection_closed_inside_a_transaction_counts_as_postgres_down(database_url: str) -> None:
+    """When PostgreSQL closes the connection under a transaction, asyncpg's
+    rollback on the way out raises InterfaceError in place of the error that
+    said so; left that way, it ended the projector (an outage that struck
+    while it created the read models, seen on a loaded machine)."""
+    connection = await asyncpg.connect(database_url)
+    killer = await asyncpg.connect(database_url)
+    try:
+        with pytest.raises(POSTGRES_DOWN):
+            async with transaction(connection):
+                await killer.execute("SELECT pg_terminate_backend($1)", connection.get_server_pid())
+                await connection.execute("SELECT 1")
+    finally:
+        await killer.close()
+        await connection.close()
+
+
+async def test_a_reader_that_lost_its_cancellation_is_stopped_all_the_same() -> None:
+    """Python 3.11's asyncio.wait_for drops a cancellation that comes together
+    with its result: the projector's reader then went on into a full queue,
+    and the projector, stopping it after PostgreSQL went away, waited for it
+    forever (no log line, still "available"; seen on a loaded CI machine)."""
+    queue: asyncio.Queue[int] = asyncio.Queue(1)
+
+    async def reader() -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # as wait_for does then
+            await asyncio.sleep(3600)
+        while True:
+            await queue.put(1)
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(_stopped(task), CALL_S)
+    assert task.cancelled()
+
+
+def _where_the_projector_waits(gateway: Gateway) -> str:
+    """What the projector has applied and what its tasks await, coroutine by
+    coroutine: a failed wait's message (a stall on a loaded CI machine left
+    no other trace)."""
+    projector = gateway.projector
+    tasks = [task for task in asyncio.all_tasks() if getattr(task.get_coro(), "__qualname__", "").startswith("Projector.")]
+    awaiting = "; ".join(f"{task.get_name()}: {_awaited(task.get_coro())}" for task in tasks)
+    return f"projector at {projector.position}, available: {projector.available}; {awaiting}"
+
+
+def _awaited(coroutine: object) -> str:
+    steps = []
+    while coroutine is not None:
+        frame = getattr(coroutine, "cr_frame", None) or getattr(coroutine, "ag_frame", None)
+        steps.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}" if frame is not None else repr(coroutine))
+        coroutine = getattr(coroutine, "cr_await", None) or getattr(coroutine, "ag_await", None)
+    return " -> ".join(steps)
 
 
 def test_a_gateway_started_while_postgres_is_down_becomes_ready_once_it_is_back(

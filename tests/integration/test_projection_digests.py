@@ -10,7 +10,9 @@ lost (issue 8): the other tables' rows did not change. The experiments' and
 checkpoints' digests were recorded again when they gained their deletion
 columns (issue 10: delete_requests and delete_error; deletion_id and
 delete_error): their other columns still hash to the digests recorded before.
-The users' tables (issue 11) are empty: these logs hold no user event.
+The users' tables (issue 11) are empty: these logs hold no user event. The
+experiments' digests were recorded again when they gained best_metric (issue 11):
+their other columns still hash to the digests recorded before.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -32,7 +34,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "agents": (1, "edea389c2065221bd44ecd206df00fde"),
         "allocations": (4, "f266fa571dd3e83b57446b0fd7c0a7cf"),
         "checkpoints": (1, "40072548bae3bdd4db8e2365914b45c1"),
-        "experiments": (3, "c5ac9f5b82c17fad3ff341ec54c95617"),
+        "experiments": (3, "652f335fcdb479bd9323e3e91055ffee"),
         "metrics": (101, "36eb4dd3f2243dab165aec2b99e67edc"),
         "model_versions": (0, None),
         "models": (0, None),
@@ -45,7 +47,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "agents": (1, "e14a4ea1ef27af99f64f731ea3c7472f"),
         "allocations": (8, "87aa23cb030e90774c6844f4137aa9a1"),
         "checkpoints": (2, "cbb1d41b28266f09185d7765ec8ecd7e"),
-        "experiments": (3, "ac5aecebcb877b77382d27e09cc9b5a6"),
+        "experiments": (3, "c6bd7d10ed4d494ade82b49cf4ecb84e"),
         "metrics": (111, "734bd62a8d6e71c17be03e4877154748"),
         "model_versions": (0, None),
         "models": (0, None),
@@ -58,7 +60,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "agents": (4, "2dc6b8851a7b4ef1f81f5335f4ca6d09"),
         "allocations": (164, "ee9a1aec914b197499a3c6b9bbf1a55b"),
         "checkpoints": (130, "b6a831b6e9b00c09f4919f01f2149a97"),
-        "experiments": (8, "a4c99d88c7b2e934dd751ee3f13dda9e"),
+        "experiments": (8, "5db5de84df998dfd7dc74e9a316285c1"),
         "metrics": (1336, "3abf328d828f3cc9631d3fa41002848b"),
         "model_versions": (0, None),
         "models": (0, None),

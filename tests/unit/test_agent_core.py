@@ -664,6 +664,20 @@ def test_trial_environment_follows_the_contract() -> None:
     )
 
 
+def test_a_trial_gets_what_checks_the_masters_certificate() -> None:
+    identity = AgentIdentity("a", "c", "https://gw:8080", "/venv/bin", master_cert_file="/etc/det/cert.pem",
+                             master_cert_name="master.example")
+    env = trial_environment(allocation_of("1.1"), identity, session_token="t", slot_type="cpu", inherited={})
+    assert (env["DET_MASTER"], env["DET_MASTER_CERT_FILE"], env["DET_MASTER_CERT_NAME"]) == (
+        "https://gw:8080", "/etc/det/cert.pem", "master.example"
+    )
+    plain = trial_environment(
+        allocation_of("1.1"), AgentIdentity("a", "c", "gw:8080", "/venv/bin"), session_token="t", slot_type="cpu",
+        inherited={"DET_MASTER_CERT_FILE": "/agent/only.pem"},
+    )
+    assert "DET_MASTER_CERT_FILE" not in plain and "DET_MASTER_CERT_NAME" not in plain
+
+
 def test_every_part_of_a_gang_gets_the_same_layout_and_ports_and_its_own_rank_and_slots() -> None:
     envs = {
         agent_id: trial_environment(

@@ -77,10 +77,10 @@ def test_a_startup_hook_or_an_interpreter_variable_rules_forking_out() -> None:
 def test_cluster_up_fork_trials_reaches_the_agents_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plain = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x", "postgresql://x/y")
+    plain = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x")
     assert "DET_AGENT_FORK_SERVER" not in plain
     options = ClusterOptions(tmp_path, fork_trials=True, preload="torch,sklearn.datasets")
-    environment = service_environment(options, tmp_path, "nats://x", "postgresql://x/y")
+    environment = service_environment(options, tmp_path, "nats://x")
     for key, value in environment.items():
         monkeypatch.setenv(key, value)
     settings = AgentSettings()

@@ -162,18 +162,18 @@ def test_the_initial_password_file_is_private_and_goes_to_the_gateway_only(tmp_p
     assert mode(initial_password.path(tmp_path)) == 0o600
     assert initial_password.load(tmp_path) == InitialPassword(generated, generated=True)
     assert initial_password.gateway_environment(tmp_path) == {"DET_INITIAL_USER_PASSWORD": generated}
-    assert generated not in json.dumps(service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x", "pg://x"))
+    assert generated not in json.dumps(service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x"))
 
     initial_password.forget(tmp_path)
     assert initial_password.gateway_environment(tmp_path) == {}
 
 
 def test_a_local_master_listens_on_loopback_unless_told(tmp_path: Path) -> None:
-    default = service_environment(ClusterOptions(tmp_path, master_port=8123), tmp_path, "nats://x", "pg://x")
+    default = service_environment(ClusterOptions(tmp_path, master_port=8123), tmp_path, "nats://x")
     assert (default["DET_GATEWAY_HOST"], default["DET_MASTER_ADDRESS"]) == ("127.0.0.1", "127.0.0.1:8123")
-    opened = service_environment(ClusterOptions(tmp_path, listen="0.0.0.0"), tmp_path, "nats://x", "pg://x")
+    opened = service_environment(ClusterOptions(tmp_path, listen="0.0.0.0"), tmp_path, "nats://x")
     assert (opened["DET_GATEWAY_HOST"], opened["DET_MASTER_ADDRESS"]) == ("0.0.0.0", "127.0.0.1:8080")
-    one = service_environment(ClusterOptions(tmp_path, listen="10.1.2.3"), tmp_path, "nats://x", "pg://x")
+    one = service_environment(ClusterOptions(tmp_path, listen="10.1.2.3"), tmp_path, "nats://x")
     assert one["DET_MASTER_ADDRESS"] == "10.1.2.3:8080"
     assert (master_host("127.0.0.1"), master_host("0.0.0.0"), master_host("10.1.2.3")) == (
         "localhost", "localhost", "10.1.2.3"

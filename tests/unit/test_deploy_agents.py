@@ -88,7 +88,7 @@ def test_each_agent_gets_its_id_slots_pool_folder_and_address(tmp_path: Path) ->
     options = ClusterOptions(
         tmp_path, advertise_host="10.0.0.1", nats_port=4333, settings={"DET_AGENT_LOST_S": "5.0"}
     )
-    base = service_environment(options, tmp_path, "nats://127.0.0.1:4333", "postgresql://x/y")
+    base = service_environment(options, tmp_path, "nats://127.0.0.1:4333")
     assert base["DET_ADVERTISED_NATS_URL"] == "nats://10.0.0.1:4333" and base["DET_AGENT_LOST_S"] == "5.0"
     first = agent_environment(base, AgentSpec("agent", "box", 2), tmp_path, "127.0.0.1")
     other = agent_environment(base, AgentSpec("agent-2", "agent-2", 3, "gpu"), tmp_path, "10.0.0.1")

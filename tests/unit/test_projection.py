@@ -69,6 +69,7 @@ def test_experiment_created_reads_its_config() -> None:
     )
     assert row["smaller_is_better"] is False
     assert (row["ended_at_ns"], row["end_reason"], row["progress"]) == (None, "", None)
+    assert row["best_metric"] is None  # raised by the metric statements (test_projection_best_metric.py)
 
 
 def test_a_creation_keeps_the_stored_row_and_a_change_needs_one() -> None:
@@ -298,8 +299,25 @@ def test_watched_aggregates_are_those_whose_stop_or_length_changed() -> None:
         training(5, 1, 10),
         ev.AllocationStarted(allocation_id="6.1"),
     ]
-    watched = projection.watched([envelope(payload) for payload in batch])
-    assert watched == {"allocation/1.1", "allocation/2.1", "trial/3", "trial/4"}
+    polled = projection.polled([envelope(payload) for payload in batch])
+    assert polled == {"allocation/1.1", "allocation/2.1", "trial/3", "trial/4"}
+    assert projection.watched([envelope(payload) for payload in batch]) >= polled
+
+
+def test_the_pages_a_batch_changes_are_those_that_show_what_it_names() -> None:
+    def shown(*payloads: object) -> set[str]:
+        return projection.shown([envelope(payload) for payload in payloads])
+
+    experiment, trial = projection.shown_experiment, projection.shown_trial
+    listed, cluster = projection.SHOWN_EXPERIMENTS, projection.SHOWN_CLUSTER
+    assert shown(ev.ExperimentCreated(experiment_id=1)) == {experiment(1), listed, cluster}
+    assert shown(ev.TrialCreated(trial_id=3, experiment_id=1)) == {experiment(1), trial(3), listed}
+    assert shown(training(3, 1, 10)) == {trial(3)}  # no experiment id in this batch's event: its trial's page
+    assert shown(ev.TrialValidationReported(trial_id=3, experiment_id=1)) == {experiment(1), trial(3), listed}
+    assert shown(ev.AllocationStarted(allocation_id="3.2")) == {trial(3), cluster}
+    assert shown(requested(3, 2)) == {trial(3), cluster}
+    assert shown(ev.AgentRegistered(agent_id="a")) == {cluster}
+    assert shown(ev.UserCreated(user_id=5), ev.ModelCreated(name="m")) == set()
 
 
 def test_early_exits_keep_the_first_reason_and_metadata_is_replaced_whole() -> None:

@@ -9,8 +9,9 @@ import atexit
 import contextlib
 import os
 import queue
+import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 DEFAULT_MASTER = "localhost:8080"
@@ -20,6 +21,10 @@ RETRY_INTERVAL_S = 0.5
 UNAUTHENTICATED_METHODS = frozenset({"GetMaster", "Login"})
 # The channel tells its state at once when asked; this is only a safety net.
 STATE_WAIT_S = 1.0
+# What grpcio says when the master's certificate is not trusted or does not name the host.
+TLS_FAILURES = re.compile(r"handshake failed|verification check failed", re.IGNORECASE)
+TLS_REFUSED = ("its TLS certificate is not trusted here or names another host: DET_MASTER_CERT_FILE names the "
+               "certificate (or CA) to trust, DET_MASTER_CERT_NAME the name to check in it")
 
 T = TypeVar("T")
 
@@ -40,15 +45,17 @@ class MasterUnavailableError(CliError):
 
 def master_address(flag: str | None) -> str:
     """host:port of the gateway from -m/--master, DET_MASTER or the default
-    (port 8080 when none is given); CliError when the port is not one."""
+    (port 8080 when none is given), https://host:port when it says https (TLS, see
+    determined._client.master_channel); CliError when the port is not one."""
     raw = flag or os.environ.get("DET_MASTER") or os.environ.get("DET_MASTER_ADDR") or DEFAULT_MASTER
-    address = raw.split("://", 1)[-1].rstrip("/")
+    scheme, separator, rest = raw.partition("://")
+    address = (rest if separator else raw).rstrip("/")
     if ":" not in address or address.endswith("]"):  # no port ("[::1]" has colons of its own)
         address += ":8080"
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise CliError(f"the master address {raw!r} is not host:port with a port from 1 to 65535")
-    return address
+    return f"https://{address}" if scheme.lower() == "https" and separator else address
 
 
 def connect(args: argparse.Namespace) -> "Gateway":
@@ -57,28 +64,39 @@ def connect(args: argparse.Namespace) -> "Gateway":
 
 
 class Gateway:
-    """A stub of the Determined gRPC service bound to one master address. Each
-    call but GetMaster and Login carries the session token of `user` (see
-    _auth for who acts when it is None), logged in on the first such call."""
+    """A stub of the Determined gRPC service bound to one master address (as
+    master_address gives it). Each call but GetMaster and Login carries the
+    session token of `user` (see _auth for who acts when it is None), logged in
+    on the first such call."""
 
-    def __init__(self, address: str, user: str | None = None, password: str | None = None) -> None:
+    def __init__(
+        self, address: str, user: str | None = None, password: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         import grpc
 
+        from determined._client import MasterCertError, grpc_target, master_channel, uses_tls
         from determined.cli._auth import BearerToken, Session, TokenStore
         from determined.proto import api_pb2_grpc
 
-        self.address = address
+        # host:port: tokens are cached per master whether it is reached by https:// or not.
+        self.address = grpc_target(address)
+        self.tls = uses_tls(address, os.environ if environ is None else environ)
         self._grpc = grpc
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        try:
+            self._channel = master_channel(
+                address,
+                [
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ],
+                environ,
+            )
+        except MasterCertError as error:
+            raise CliError(str(error)) from None
         # Login and GetMe with a token of their own, on the channel without the session's.
         self.bare_stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
-        self.session: Session = Session(TokenStore(address), self.login, self.token_valid, user, password)
+        self.session: Session = Session(TokenStore(self.address), self.login, self.token_valid, user, password)
         channel = grpc.intercept_channel(self._channel, BearerToken(self.session.token))
         self.stub = api_pb2_grpc.DeterminedStub(channel)  # type: ignore[no-untyped-call]
         # Closed before the interpreter tears down: a channel left to its finalizer after a
@@ -146,9 +164,9 @@ class Gateway:
                 )
             from determined.cli._cluster_status import read_reason
 
-            return MasterUnavailableError(
-                f"could not reach the master at {self.address}: {read_reason(self.address)}", code.name
-            )
+            details = error.details() or ""
+            reason = TLS_REFUSED if TLS_FAILURES.search(details) else read_reason(self.address, self.tls)
+            return MasterUnavailableError(f"could not reach the master at {self.address}: {reason}", code.name)
         return CliError(error.details() or str(code), code.name)
 
     def _connected(self) -> bool:

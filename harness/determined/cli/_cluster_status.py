@@ -28,15 +28,17 @@ class LocalCluster:
     status: dict[str, Any] | None
     master_port: int | None
     supervisor_alive: bool
+    # cluster.json's tls_cert: the master serves TLS with it ("": it does not).
+    tls_cert: str = ""
 
 
-def read_reason(address: str) -> str:
-    """Why the master at `address` does not answer, as precisely as the
-    local data folder tells."""
-    return unreachable_reason(address, _read_local_cluster() if _is_local(address) else None)
+def read_reason(address: str, tls: bool = False) -> str:
+    """Why the master at `address` does not answer (the client used `tls` or not), as
+    precisely as the local data folder tells."""
+    return unreachable_reason(address, _read_local_cluster() if _is_local(address) else None, tls)
 
 
-def unreachable_reason(address: str, local: LocalCluster | None) -> str:
+def unreachable_reason(address: str, local: LocalCluster | None, tls: bool = False) -> str:
     generic = f"is a cluster running there? ({START})"
     if local is None:
         return generic
@@ -48,6 +50,9 @@ def unreachable_reason(address: str, local: LocalCluster | None) -> str:
         return f"no cluster is running: its supervisor has exited ({START})"
     parts = {str(part.get("name")): part for part in local.status.get("parts", [])}
     gateway = parts.get("gateway")
+    if (gateway is None or gateway.get("state") == "running") and local.tls_cert and not tls:
+        return (f"the gateway serves TLS only: DET_MASTER=https://{address} (and, for a self-signed "
+                f"certificate, DET_MASTER_CERT_FILE={local.tls_cert})")
     if gateway is None or gateway.get("state") == "running":
         return f"the gateway is running but does not answer (yet?){_others_down(parts)}"
     return f"the gateway is down ({_part_state(gateway)}){_others_down(parts)}"
@@ -97,7 +102,8 @@ def _read_local_cluster() -> LocalCluster:
     cluster = _read_json(run / "cluster.json")
     port = cluster.get("master_port") if cluster else None
     pid = int(status.get("supervisor_pid") or 0) if status else 0
-    return LocalCluster(status, int(port) if port else None, _alive(pid))
+    tls_cert = str(cluster.get("tls_cert") or "") if cluster else ""
+    return LocalCluster(status, int(port) if port else None, _alive(pid), tls_cert)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

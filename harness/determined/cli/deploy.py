@@ -12,11 +12,14 @@ cluster on another machine, under a supervisor of its own in its own data folder
 Users: a new cluster's built-in users admin and determined get the password
 --initial-user-password, else one cluster-up generates and shows once; then
 cluster-up logs whoever ran it in as admin (a token in their CLI cache). The
-master listens on 127.0.0.1 unless --listen says otherwise.
+master listens on 127.0.0.1 unless --listen says otherwise; with --tls-cert and
+--tls-key it serves TLS (deploy/local/tls.py), and warns when it listens beyond
+loopback without.
 """
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +29,8 @@ from determined.cli._client import CliError
 from determined.cli._output import print_json, print_table
 
 if TYPE_CHECKING:
-    from deploy.local.control import ClusterReport
+    from deploy.local.cluster import ClusterRecord
+    from deploy.local.control import ClusterReport, UpResult
     from deploy.local.status import PartStatus
 
 PARTS_HELP = "nats-server, postgres, gateway, searcher, scheduler, checkpoint, or an agent's part (agent, agent-1, ...)"
@@ -86,7 +90,9 @@ def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]
                     help="default: the first free agent-<n> (with --master-host: the host name)")
     up.add_argument("--cpu-slots", type=_positive, default=1, help="slots it offers when it finds no GPU (default 1)")
     up.add_argument("--pool", default="", help="its resource pool (default: default)")
-    up.add_argument("--master-host", default="", help="the host of a cluster's master on another machine")
+    up.add_argument("--master-host", default="",
+                    help="the host of a cluster's master on another machine (https://HOST when it serves TLS; "
+                         "with a certificate the system's CAs do not vouch for, set DET_MASTER_CERT_FILE instead)")
     up.add_argument("--master-port", type=_port, default=8080, help="that master's port (default 8080)")
     up.add_argument("--secret-file", type=Path, default=None,
                     help="with --master-host: a copy of the cluster's <data dir>/cluster.secret "
@@ -155,8 +161,13 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
                          "then have no password")
     up.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
                     help="the address the master listens on (default 127.0.0.1: this machine only; 0.0.0.0: "
-                         "every network, e.g. for agents on other machines). Calls are not encrypted: TLS "
-                         "comes in a later version, so open it to trusted networks only")
+                         "every network, e.g. for agents on other machines); without --tls-cert, calls and "
+                         "passwords then cross the network in clear")
+    up.add_argument("--tls-cert", type=Path, default=None, metavar="CERT.pem",
+                    help="serve the master's gRPC and HTTP ports (and NATS's, for agents on other machines) with "
+                         "TLS, with this PEM certificate (chain); needs --tls-key")
+    up.add_argument("--tls-key", type=Path, default=None, metavar="KEY.pem",
+                    help="the certificate's PEM private key (with --tls-cert)")
     up.set_defaults(run=cluster_up)
 
 
@@ -174,7 +185,6 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 def cluster_up(args: argparse.Namespace) -> int:
     from deploy.local import cluster, control
-    from deploy.local.decisions import UpOutcome
 
     if args.docker:
         raise CliError("--docker is not available yet: the cluster runs as processes for now")
@@ -184,6 +194,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise CliError("--preload needs --fork-trials")
     if args.initial_user_password == "" and not args.allow_blank_password:
         raise CliError("a blank --initial-user-password needs --allow-blank-password")
+    _warn_if_in_clear(args)
     data_dir = _data_dir(args)
     settings = scheduler_settings(args)
     if args.allow_blank_password:
@@ -193,17 +204,29 @@ def cluster_up(args: argparse.Namespace) -> int:
         postgres_port=args.postgres_port, cpu_slots=args.cpu_slots, gpu=args.gpu,
         json_logs=args.json_logs, agent_id=args.agent_name, fork_trials=args.fork_trials,
         preload=args.preload, agents=args.agents, advertise_host=args.advertise_host,
-        settings=settings, listen=args.listen,
+        settings=settings, listen=args.listen, tls_cert=_absolute(args.tls_cert), tls_key=_absolute(args.tls_key),
     )
     print(f"Local cluster with its data in {data_dir} ...", flush=True)
-    _keep_initial_password(args, data_dir)
     try:
+        control.check_tls(options)
+        _keep_initial_password(args, data_dir)
         result = control.cluster_up(options)
     except cluster.DeployError as failure:
         raise CliError(str(failure)) from None
+    master = _announce(result, data_dir, options.settings)
+    _log_in_operator(data_dir, master, _certificate_environment(result.record))
+    return int(result.outcome)
+
+
+def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str]) -> str:
+    """Says what cluster-up did and where the cluster is; returns the master's address
+    (https://host:port with TLS: that tells the CLI to use it, see determined._client)."""
+    from deploy.local.cluster import http_port
+    from deploy.local.decisions import UpOutcome
+
     record = result.record
-    master = f"{record.master_host()}:{record.master_port}"
-    web = f"http://{record.master_host()}:{cluster.http_port(record.master_port, options.settings)}"
+    master = f"{'https://' if record.tls_cert else ''}{record.master_host()}:{record.master_port}"
+    web = f"{'https' if record.tls_cert else 'http'}://{record.master_host()}:{http_port(record.master_port, settings)}"
     where = (f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
              f"PostgreSQL data in {record.postgres_folder(data_dir)}")
     if result.outcome == UpOutcome.STARTED:
@@ -212,8 +235,31 @@ def cluster_up(args: argparse.Namespace) -> int:
         print(f"Cluster repaired: {result.done}. It is up: {where}")
     else:
         print(f"Cluster already running: {result.done} ({where})")
-    _log_in_operator(data_dir, master)
-    return int(result.outcome)
+    if record.tls_cert:
+        variables = "".join(f" {name}={value}" for name, value in _certificate_environment(record).items())
+        print(f"The master serves TLS: the CLI reaches it with DET_MASTER={master}{variables}")
+    return master
+
+
+def _warn_if_in_clear(args: argparse.Namespace) -> None:
+    from deploy.local.tls import is_loopback
+
+    if not is_loopback(args.listen) and args.tls_cert is None:
+        print(f"warning: the master listens on {args.listen} without TLS: calls, session tokens and passwords "
+              "cross the network in clear (give --tls-cert and --tls-key)", file=sys.stderr)
+
+
+def _absolute(path: Path | None) -> str:
+    return str(path.expanduser().resolve()) if path is not None else ""
+
+
+def _certificate_environment(record: "ClusterRecord") -> dict[str, str]:
+    """DET_MASTER_CERT_FILE and DET_MASTER_CERT_NAME, where this machine's CLI needs them to
+    check the master's certificate (none without TLS)."""
+    from deploy.local.tls import tls_environment
+
+    environment = tls_environment(record.tls_cert, record.tls_key, record.master_host())
+    return {name: value for name, value in environment.items() if name.startswith("DET_MASTER_CERT_")}
 
 
 def _keep_initial_password(args: argparse.Namespace, data_dir: Path) -> None:
@@ -228,11 +274,11 @@ def _keep_initial_password(args: argparse.Namespace, data_dir: Path) -> None:
         initial_password.save(data_dir, InitialPassword(initial_password.generate(), generated=True))
 
 
-def _log_in_operator(data_dir: Path, master: str) -> None:
+def _log_in_operator(data_dir: Path, master: str, certificate: dict[str, str]) -> None:
     """Logs whoever ran cluster-up in as `admin` with the initial password (a
     token in their CLI cache), shows a generated password once, then removes
     the password's file. A cluster whose users had other passwords already
-    keeps them."""
+    keeps them. `certificate`: the DET_MASTER_CERT_ variables its TLS needs."""
     from deploy.local import initial_password
     from determined.cli._auth import TokenStore
     from determined.cli._client import Gateway, master_address
@@ -241,7 +287,7 @@ def _log_in_operator(data_dir: Path, master: str) -> None:
     initial = initial_password.load(data_dir)
     if initial is None:
         return
-    gateway = Gateway(master_address(master))
+    gateway = Gateway(master_address(master), environ=dict(os.environ, **certificate))
     try:
         token = gateway.login("admin", salted_hash(initial.password))
     except CliError as refused:
@@ -390,19 +436,24 @@ def _remote_agent_up(args: argparse.Namespace) -> int:
     from determined.cli._client import Gateway
     from determined.proto import api_pb2
 
-    master = f"{args.master_host}:{args.master_port}"
+    master, host = _remote_master(args.master_host, args.master_port)
     gateway = Gateway(master)
     info = gateway.call(gateway.stub.GetMaster, api_pb2.GetMasterRequest())
     if not info.nats_url:
         raise CliError(f"the master at {master} does not say where its NATS is (an older version?)")
-    if _loopback(info.nats_url) and not _loopback(f"nats://{args.master_host}"):
+    if _loopback(info.nats_url) and not _loopback(f"nats://{host}"):
         raise CliError(f"the cluster at {master} offers NATS at {info.nats_url} only, which other machines cannot "
                        "reach: start it with det deploy local cluster-up --advertise-host <its address>")
-    secret = _secret(args.secret_file) if args.secret_file else os.environ.get("DET_CLUSTER_SECRET", "")
+    secret, nats_password = (_secret(args.secret_file) if args.secret_file
+                             else (os.environ.get("DET_CLUSTER_SECRET", ""), os.environ.get("DET_NATS_PASSWORD", "")))
     if not secret:
         raise CliError("an agent for another machine's cluster needs the cluster's secret: copy that machine's "
                        "<data dir>/cluster.secret here and pass --secret-file, or set DET_CLUSTER_SECRET")
-    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, secret)
+    if not nats_password:
+        raise CliError("the cluster's secret has no password for the agents' nats-server user: copy that machine's "
+                       "<data dir>/cluster.secret again (cluster-up of this version adds it), or set DET_NATS_PASSWORD")
+    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, secret,
+                                   nats_password, **_certificate_of_master())
     agent_id = args.agent_id or socket.gethostname()
     agent = cluster.added_agent([], agent_id, args.cpu_slots, args.pool)
     data_dir = Path(args.data_dir or cluster.default_data_dir().with_name("determined-es-agent")).expanduser()
@@ -415,6 +466,22 @@ def _remote_agent_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote_master(master_host: str, port: int) -> tuple[str, str]:
+    """The address agent-up's agents and trials reach the master by (https:// when --master-host
+    says so or DET_MASTER_CERT_FILE is set: TLS, as every client decides) and its host."""
+    host = master_host.split("://", 1)[-1].rstrip("/")
+    tls = master_host.lower().startswith("https://") or bool(os.environ.get("DET_MASTER_CERT_FILE"))
+    return f"{'https://' if tls else ''}{host}:{port}", host
+
+
+def _certificate_of_master() -> dict[str, str]:
+    """RemoteCluster's master_cert_file (absolute: the agent's supervisor runs elsewhere) and
+    master_cert_name, from agent-up's environment."""
+    cert_file = os.environ.get("DET_MASTER_CERT_FILE", "")
+    return {"master_cert_file": str(Path(cert_file).expanduser().resolve()) if cert_file else "",
+            "master_cert_name": os.environ.get("DET_MASTER_CERT_NAME", "")}
+
+
 def _loopback(url: str) -> bool:
     from urllib.parse import urlsplit
 
@@ -422,15 +489,18 @@ def _loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _secret(path: Path) -> str:
-    """The secret in a copy of a cluster's cluster.secret (JSON), or a file holding the secret alone."""
+def _secret(path: Path) -> tuple[str, str]:
+    """The token secret and the agents' nats-server password in a copy of a cluster's
+    cluster.secret (JSON); a file holding the secret alone gives DET_NATS_PASSWORD with it."""
     import json
+    import os
 
     text = path.expanduser().read_text().strip()
     try:
-        return str(json.loads(text)["secret"])
+        identity = json.loads(text)
+        return str(identity["secret"]), str(identity.get("nats_password", ""))
     except (ValueError, KeyError, TypeError):
-        return text
+        return text, os.environ.get("DET_NATS_PASSWORD", "")
 
 
 def agent_down(args: argparse.Namespace) -> int:

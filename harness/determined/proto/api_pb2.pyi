@@ -88,7 +88,7 @@ class CreateExperimentResponse(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., config_json: _Optional[str] = ...) -> None: ...
 
 class Experiment(_message.Message):
-    __slots__ = ("id", "name", "owner", "state", "progress", "started_at_ns", "ended_at_ns", "description", "labels", "resource_pool", "searcher_name", "searcher_metric", "num_trials", "config_json", "context_hash", "end_reason")
+    __slots__ = ("id", "name", "owner", "state", "progress", "started_at_ns", "ended_at_ns", "description", "labels", "resource_pool", "searcher_name", "searcher_metric", "num_trials", "config_json", "context_hash", "end_reason", "best_trial_searcher_metric")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class Experiment(_message.Message):
     CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
+    BEST_TRIAL_SEARCHER_METRIC_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     owner: str
@@ -121,7 +122,8 @@ class Experiment(_message.Message):
     config_json: str
     context_hash: str
     end_reason: str
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., description: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., resource_pool: _Optional[str] = ..., searcher_name: _Optional[str] = ..., searcher_metric: _Optional[str] = ..., num_trials: _Optional[int] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., end_reason: _Optional[str] = ...) -> None: ...
+    best_trial_searcher_metric: float
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., description: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., resource_pool: _Optional[str] = ..., searcher_name: _Optional[str] = ..., searcher_metric: _Optional[str] = ..., num_trials: _Optional[int] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., end_reason: _Optional[str] = ..., best_trial_searcher_metric: _Optional[float] = ...) -> None: ...
 
 class MetricPoint(_message.Message):
     __slots__ = ("group", "steps_completed", "metrics_json", "reported_at_ns")

@@ -4,7 +4,9 @@ REST paths and field names under /api/v1, plus /info and /health.
     app      authentication and errors as JSON (the gRPC interceptor's rules)
     routes   the routes, over the servicer's own handlers and queries
     params   query parameters as Determined spells them
+    live     server-sent events that tell a web UI page what it shows has changed
     shapes   the API's messages in Determined's JSON shapes
+    model_definition  a created experiment's files (modelDefinition) as its context archive
     server   uvicorn inside the gateway's event loop (DET_HTTP_PORT)
 """
 

@@ -3,9 +3,9 @@ words them.
 
 Every route but /info, /health and login authenticates through the same
 check as the gRPC interceptor (auth.Authenticator: `Authorization: Bearer
-<token>` from login; without one the call is refused unless the gateway
-allows anonymous calls), then runs the handler acting as that user, as an
-RPC does. Domain errors
+<token>` from login, or on the live pages' streams only `?token=<token>`;
+without one the call is refused unless the gateway allows anonymous calls),
+then runs the handler acting as that user, as an RPC does. Domain errors
 become the HTTP status grpc-gateway gives their gRPC code, with a JSON body
 `{"code", "message", "details"}`; an error no layer explains is left to the
 server (500).
@@ -54,17 +54,21 @@ def error_response(error: GatewayError) -> JSONResponse:
     return JSONResponse(error_body(error), status_code=HTTP_STATUS.get(error.code, 500))
 
 
-def credentials(request: Request) -> dict[str, str]:
-    """The request's credentials as gRPC metadata."""
+def credentials(request: Request, *, token_parameter: bool = False) -> dict[str, str]:
+    """The request's credentials as gRPC metadata; with `token_parameter`, a
+    `?token=` query parameter stands for the header (a browser's EventSource
+    cannot send one)."""
     header = request.headers.get("authorization")
+    if header is None and token_parameter and request.query_params.get("token"):
+        header = f"Bearer {request.query_params['token']}"
     return {} if header is None else {"authorization": header}
 
 
-def authenticated(authenticate: Authenticate, handler: Handler) -> Handler:
+def authenticated(authenticate: Authenticate, handler: Handler, *, token_parameter: bool = False) -> Handler:
     """`handler`, run as the calling user; refused (401) without valid credentials."""
 
     async def as_caller(request: Request) -> Response:
-        with acting_as(await authenticate(credentials(request))):
+        with acting_as(await authenticate(credentials(request, token_parameter=token_parameter))):
             return await handler(request)
 
     return unauthenticated(as_caller)

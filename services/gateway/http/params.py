@@ -72,6 +72,13 @@ def experiment_listing(request: Request) -> ExperimentListing:
     )
 
 
+def body_flag(body: dict[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be true or false, not {value!r}")
+    return value
+
+
 async def json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"{}")

@@ -20,12 +20,20 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from determined.proto import api_pb2
+from services.gateway import projection
 from services.gateway.auth import Principal, acting_as, current_principal
 from services.gateway.downsample import lttb
-from services.gateway.errors import InvalidArgumentError, ReadModelsUnavailableError, as_gateway_error
-from services.gateway.http import shapes
+from services.gateway.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    ReadModelsUnavailableError,
+    as_gateway_error,
+)
+from services.gateway.http import live, shapes
 from services.gateway.http.app import Authenticate, authenticated, error_body, unauthenticated
+from services.gateway.http.model_definition import context_archive
 from services.gateway.http.params import (
+    body_flag,
     experiment_listing,
     flag,
     json_body,
@@ -62,14 +70,20 @@ class Routes:
 
     def routes(self) -> list[BaseRoute]:
         user = partial(authenticated, self.authenticate)
+        stream = partial(authenticated, self.authenticate, token_parameter=True)
         experiment = "/api/v1/experiments/{experiment_id:int}"
         return [
+            Route("/api/v1/experiments/stream", stream(self.experiments_stream)),
+            Route(experiment + "/stream", stream(self.experiment_stream)),
+            Route("/api/v1/trials/{trial_id:int}/stream", stream(self.trial_stream)),
+            Route("/api/v1/cluster/stream", stream(self.cluster_stream)),
             Route("/info", unauthenticated(self.info)),
             Route("/health", unauthenticated(self.health)),
             Route("/api/v1/auth/login", unauthenticated(self.login), methods=["POST"]),
             Route("/api/v1/auth/logout", user(self.logout), methods=["POST"]),
             Route("/api/v1/me", user(self.me)),
             Route("/api/v1/experiments", user(self.experiments)),
+            Route("/api/v1/experiments", user(self.create_experiment), methods=["POST"]),
             Route(experiment, user(self.experiment)),
             Route(experiment + "/kill", user(self.kill), methods=["POST"]),
             Route(experiment + "/pause", user(self.pause), methods=["POST"]),
@@ -164,6 +178,39 @@ class Routes:
             "experiments": [shapes.experiment(e) for e in found],
             "pagination": shapes.pagination(offset, limit, len(found), total),
         })
+
+    async def create_experiment(self, request: Request) -> Response:
+        """Determined's CreateExperiment body: `config` (the YAML text; a JSON
+        object is taken too), `activate` (default false: PAUSED, as Determined),
+        `validateOnly`, `modelDefinition` (the context's files, base64). Ours:
+        `requestId`, with which a retry answers with the first experiment. A
+        `parentId` (continuing or forking an experiment) is refused."""
+        body = await json_body(request)
+        if body.get("parentId"):
+            raise InvalidArgumentError("parentId (continuing or forking an experiment) is not supported")
+        config = body.get("config")
+        if isinstance(config, dict):
+            config = json.dumps(config)
+        if not isinstance(config, str) or not config.strip():
+            raise InvalidArgumentError("config is required: the experiment configuration as YAML text")
+        validate_only = body_flag(body, "validateOnly", False)
+        created = await self.servicer.CreateExperiment(
+            api_pb2.CreateExperimentRequest(
+                config_yaml=config,
+                context_tgz=context_archive(body.get("modelDefinition")),
+                activate=body_flag(body, "activate", False),
+                validate_only=validate_only,
+                request_id=str(body.get("requestId") or ""),
+            ),
+            NO_GRPC_CONTEXT,
+        )
+        answer: dict[str, Any] = {"config": json.loads(created.config_json), "warnings": list(created.warnings)}
+        if validate_only:
+            return JSONResponse({"experiment": None, **answer})
+        shown = await self.servicer.GetExperiment(
+            api_pb2.GetExperimentRequest(experiment_id=created.experiment_id), NO_GRPC_CONTEXT
+        )
+        return JSONResponse({"experiment": shapes.experiment(shown.experiment), **answer})
 
     async def experiment(self, request: Request) -> Response:
         answer = await self.servicer.GetExperiment(
@@ -273,6 +320,37 @@ class Routes:
                 if gateway_error is None:
                     raise
                 yield json.dumps({"error": error_body(gateway_error)}).encode() + b"\n"
+
+    # -- live pages: server-sent events (live.py) ------------------------------------------
+
+    async def experiments_stream(self, request: Request) -> Response:
+        return self._notices({projection.SHOWN_EXPERIMENTS})
+
+    async def experiment_stream(self, request: Request) -> Response:
+        """The experiment's page: its row and its trials'; the trials are asked
+        again after each notice, as the searcher creates more."""
+        experiment_id = request.path_params["experiment_id"]
+        queries = self.servicer.queries
+        if await queries.experiment_state(experiment_id) is None:
+            raise NotFoundError(f"experiment {experiment_id} not found")
+
+        async def names() -> set[str]:
+            trials = await queries.trial_ids(experiment_id)
+            return {projection.shown_experiment(experiment_id), *map(projection.shown_trial, trials)}
+
+        return self._notices(await names(), names)
+
+    async def trial_stream(self, request: Request) -> Response:
+        trial_id = request.path_params["trial_id"]
+        await self.servicer.trial_status(trial_id)  # NOT_FOUND for an unknown trial
+        return self._notices({projection.shown_trial(trial_id)})
+
+    async def cluster_stream(self, request: Request) -> Response:
+        return self._notices({projection.SHOWN_CLUSTER})
+
+    def _notices(self, names: set[str], renamed: live.Names | None = None) -> Response:
+        changes = live.notices(self.servicer.projector, names, renamed)
+        return StreamingResponse(changes, media_type=live.MEDIA_TYPE, headers=live.HEADERS)
 
     # -- checkpoints and the cluster ---------------------------------------------------
 

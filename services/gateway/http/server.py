@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -27,9 +28,15 @@ class HttpServer:
         self.port = port
 
     @classmethod
-    async def start(cls, app: ASGIApp, listener: socket.socket) -> "HttpServer":
-        """Serves on `listener` (from `listen`)."""
-        config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1)
+    async def start(
+        cls, app: ASGIApp, listener: socket.socket, tls: tuple[Path, Path] | None = None
+    ) -> "HttpServer":
+        """Serves on `listener` (from `listen`); with `tls` (certificate and key files), HTTPS."""
+        cert, key = tls or (None, None)
+        config = uvicorn.Config(
+            app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1,
+            ssl_certfile=cert, ssl_keyfile=key,
+        )
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")
         async with asyncio.timeout(STARTUP_TIMEOUT_S):

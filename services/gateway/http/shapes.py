@@ -39,6 +39,9 @@ def experiment(message: api_pb2.Experiment) -> JSON:
         "resourcePool": message.resource_pool,
         "searcherType": message.searcher_name,
         "searcherMetric": message.searcher_metric,
+        "bestTrialSearcherMetric": (
+            message.best_trial_searcher_metric if message.HasField("best_trial_searcher_metric") else None
+        ),
         "numTrials": message.num_trials,
         "archived": False,
         "jobId": f"experiment/{message.id}",

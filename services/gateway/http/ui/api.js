@@ -79,6 +79,57 @@ export async function stream(path, signal, onLine) {
   }
 }
 
+// Calls onChange each time the server says what a page shows has changed: the
+// page's server-sent events (`path`: e.g. "/experiments/stream"). EventSource
+// cannot send the Bearer header, so the token goes as ?token= (the streams
+// accept it; no other route does). It reconnects by itself after a drop, and
+// a reconnection calls onChange too (changes may have come meanwhile). A
+// hidden tab (or a page left for another) lets go of its stream and takes it up
+// again when shown: a browser keeps at most 6 connections to a server over
+// HTTP/1.1, and streams held open by background tabs would leave none for the
+// visible one. Returns a stop function. The pages keep a slow poll besides, in
+// case the stream is down. The header's #live shows whether the stream is
+// open (data-state "open" or "down").
+export function watch(path, onChange) {
+  const url = "/api/v1" + path + (path.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(session.token || "");
+  const live = document.getElementById("live");
+  const show = (state) => {
+    live.dataset.state = state;
+    live.textContent = state === "open" ? "● live" : "○ reconnecting";
+  };
+  let source = null;
+  const open = () => {
+    if (source) return;
+    source = new EventSource(url);
+    let opened = false;
+    source.addEventListener("open", () => { show("open"); if (opened) onChange(); opened = true; });
+    source.addEventListener("error", () => show("down"));
+    source.addEventListener("changed", () => onChange());
+  };
+  const close = () => {
+    if (source) source.close();
+    source = null;
+  };
+  const onVisibility = () => {
+    if (document.hidden) { close(); return; }
+    open();
+    onChange();  // what changed while hidden
+  };
+  const onShow = (event) => { if (event.persisted) onVisibility(); };
+  document.addEventListener("visibilitychange", onVisibility);
+  window.addEventListener("pagehide", close);
+  window.addEventListener("pageshow", onShow);
+  if (!document.hidden) open();
+  return () => {
+    close();
+    document.removeEventListener("visibilitychange", onVisibility);
+    window.removeEventListener("pagehide", close);
+    window.removeEventListener("pageshow", onShow);
+    live.textContent = "";
+    delete live.dataset.state;
+  };
+}
+
 // Saves a file the API serves (a checkpoint's file) under `name`: fetched with
 // the token, since a plain link cannot send it.
 export async function download(path, name) {

@@ -45,6 +45,28 @@ export function poll(refresh, periodMs = 2000, immediate = true) {
   return () => { stopped = true; clearTimeout(timer); };
 }
 
+// How often a live page asks again when no notice came (its stream may be down).
+export const FALLBACK_POLL_MS = 30000;
+
+// `refresh` that runs once at a time: a call while it runs makes it run once
+// more afterwards (so the last change is always fetched), however many calls came.
+export function coalesced(refresh) {
+  let running = null;
+  let again = false;
+  const run = async () => {
+    if (running) { again = true; return running; }
+    running = (async () => {
+      try {
+        do { again = false; await refresh(); } while (again);
+      } finally {
+        running = null;
+      }
+    })();
+    return running;
+  };
+  return run;
+}
+
 // Keeps tbody's rows in the order of `items`, one per key: `create(item)` makes
 // a row once, `update(row, item)` refreshes it; rows of vanished keys go.
 export function syncRows(tbody, items, key, create, update) {

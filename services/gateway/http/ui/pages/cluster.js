@@ -1,7 +1,7 @@
 // #/cluster: agents, their slots and what runs on each, and the job queue with
-// why each job waits; refreshed every 2 s.
-import { get } from "../api.js";
-import { el, errorBox, poll, setText, stateName, syncRows, when } from "../util.js";
+// why each job waits; fetched again when the server says they changed, else every 30 s.
+import { get, watch } from "../api.js";
+import { coalesced, el, errorBox, FALLBACK_POLL_MS, poll, setText, stateName, syncRows, when } from "../util.js";
 
 function table(id, titles) {
   const body = el("tbody");
@@ -61,5 +61,8 @@ export function clusterPage(view) {
       });
   }
 
-  return poll(refresh);
+  const changed = coalesced(refresh);
+  const unwatch = watch("/cluster/stream", changed);
+  const stop = poll(changed, FALLBACK_POLL_MS);
+  return () => { unwatch(); stop(); };
 }

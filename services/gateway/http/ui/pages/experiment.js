@@ -1,11 +1,12 @@
 // #/experiments/<id>: overview, trials, learning curves of every trial for a
 // chosen metric (training and validation), hyperparameter plots, checkpoints
-// (best first) and the config as YAML; refreshed every 2 s.
-import { get, post } from "../api.js";
+// (best first) and the config as YAML; fetched again when the server says the
+// experiment or one of its trials changed, else every 30 s.
+import { get, post, watch } from "../api.js";
 import { color, lineChart, parallelCoordinates, scatterPlot } from "../charts.js";
 import {
-  bytes, duration, el, errorBox, latestMetric, metricNames, number, poll, progressBar, setProgress, setText,
-  stateName, syncRows, TERMINAL, toYaml, when,
+  bytes, coalesced, duration, el, errorBox, FALLBACK_POLL_MS, latestMetric, metricNames, number, poll, progressBar,
+  setProgress, setText, stateName, syncRows, TERMINAL, toYaml, when,
 } from "../util.js";
 
 export function experimentPage(view, id) {
@@ -85,7 +86,8 @@ export function experimentPage(view, id) {
     kill.disabled = TERMINAL.has(name) || name === "STOPPING_KILLED";
     const rows = [
       ["Description", experiment.description], ["Owner", experiment.username],
-      ["Searcher", `${experiment.searcherType} (${experiment.searcherMetric})`], ["Trials", experiment.numTrials],
+      ["Searcher", `${experiment.searcherType} (${experiment.searcherMetric})`],
+      ["Best metric", number(experiment.bestTrialSearcherMetric)], ["Trials", experiment.numTrials],
       ["Resource pool", experiment.resourcePool], ["Started", when(experiment.startTime)],
       ["Duration", duration(experiment.startTime, experiment.endTime)], ["End reason", experiment.endReason],
     ].filter(([, value]) => value !== "" && value !== null && value !== undefined);
@@ -183,8 +185,10 @@ export function experimentPage(view, id) {
   }
 
   metricSelect.addEventListener("change", () => { drawnKey = ""; showTrials(); showCurves(); });
-  const stop = poll(refresh);
-  return () => { stop(); chart.destroy(); };
+  const changed = coalesced(refresh);
+  const unwatch = watch(`/experiments/${id}/stream`, changed);
+  const stop = poll(changed, FALLBACK_POLL_MS);
+  return () => { unwatch(); stop(); chart.destroy(); };
 }
 
 // Nested hyperparameters as dotted names ({optimizer: {lr: 1}} -> {"optimizer.lr": 1}).

@@ -1,12 +1,17 @@
 // #/experiments: every experiment, filtered, sorted and paged by the server,
-// refreshed every 2 s; kill/pause/activate per row.
-import { get, post } from "../api.js";
-import { duration, el, errorBox, poll, progressBar, setProgress, setText, stateName, syncRows, TERMINAL, when } from "../util.js";
+// fetched again when the server says one changed (its stream), else every 30 s;
+// kill/pause/activate per row.
+import { get, post, watch } from "../api.js";
+import {
+  coalesced, duration, el, errorBox, FALLBACK_POLL_MS, number, poll, progressBar, setProgress, setText, stateName,
+  syncRows, TERMINAL, when,
+} from "../util.js";
 
 const STATES = ["ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "COMPLETED", "CANCELED", "ERROR"];
 const COLUMNS = [  // [title, sortBy or null]
   ["ID", "SORT_BY_ID"], ["Name", "SORT_BY_NAME"], ["Owner", "SORT_BY_USER"], ["State", "SORT_BY_STATE"],
-  ["Progress", "SORT_BY_PROGRESS"], ["Searcher", null], ["Searcher metric", null], ["Trials", "SORT_BY_NUM_TRIALS"],
+  ["Progress", "SORT_BY_PROGRESS"], ["Searcher", null], ["Searcher metric", null], ["Best", null],
+  ["Trials", "SORT_BY_NUM_TRIALS"],
   ["Started", "SORT_BY_START_TIME"], ["Duration", null], ["", null],
 ];
 const PAGE_SIZES = [20, 50, 100, 1000];
@@ -79,7 +84,7 @@ export function experimentsPage(view) {
       el("td", {}, el("a", { href: `#/experiments/${id}` }, id)),
       el("td.name", {}, el("a", { href: `#/experiments/${id}` })),
       el("td.owner"), el("td.state"), el("td", {}, progressBar(0)), el("td.searcher"), el("td.metric"),
-      el("td.trials"), el("td.started"), el("td.duration"),
+      el("td.best"), el("td.trials"), el("td.started"), el("td.duration"),
       el("td.actions", {},
         el("button.pause", { type: "button", onclick: act("pause") }, "Pause"),
         el("button.activate", { type: "button", onclick: act("activate") }, "Activate"),
@@ -97,10 +102,11 @@ export function experimentsPage(view) {
     setProgress(cells[4].firstChild, state === "COMPLETED" ? 1 : e.progress);
     setText(cells[5], e.searcherType);
     setText(cells[6], e.searcherMetric);
-    setText(cells[7], e.numTrials);
-    setText(cells[8], when(e.startTime));
-    setText(cells[9], duration(e.startTime, e.endTime));
-    const [pause, activate, kill] = cells[10].children;
+    setText(cells[7], number(e.bestTrialSearcherMetric));
+    setText(cells[8], e.numTrials);
+    setText(cells[9], when(e.startTime));
+    setText(cells[10], duration(e.startTime, e.endTime));
+    const [pause, activate, kill] = cells[11].children;
     pause.disabled = state !== "ACTIVE";
     activate.disabled = state !== "PAUSED";
     kill.disabled = TERMINAL.has(state) || state === "STOPPING_KILLED";
@@ -127,7 +133,9 @@ export function experimentsPage(view) {
       table.dataset.loaded = "true";
     }));
   });
+  const changed = coalesced(refresh);
+  const unwatch = watch("/experiments/stream", changed);
   let stop = () => {};
-  first.then(() => { if (stop) stop = poll(refreshNow, 2000, false); });
-  return () => { stop(); stop = null; };
+  first.then(() => { if (stop) stop = poll(changed, FALLBACK_POLL_MS, false); });
+  return () => { unwatch(); stop(); stop = null; };
 }

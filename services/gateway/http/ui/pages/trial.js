@@ -1,10 +1,12 @@
 // #/trials/<id>: state, hyperparameters, a chart of any metric of any group
 // (log scale toggle), the logs (live tail over the follow stream, search) and
-// the checkpoints; the trial and its chart refresh every 2 s.
-import { download, get, stream } from "../api.js";
+// the checkpoints; the trial and its chart are fetched again when the server
+// says the trial changed, else every 30 s.
+import { download, get, stream, watch } from "../api.js";
 import { color, lineChart } from "../charts.js";
 import {
-  bytes, duration, el, errorBox, metricNames, number, poll, setText, stateName, syncRows, TERMINAL, when,
+  bytes, coalesced, duration, el, errorBox, FALLBACK_POLL_MS, metricNames, number, poll, setText, stateName,
+  syncRows, TERMINAL, when,
 } from "../util.js";
 
 const MAX_LOG_LINES = 20000;
@@ -170,6 +172,8 @@ export function trialPage(view, id) {
   groupSelect.addEventListener("change", redraw);
   metricSelect.addEventListener("change", redraw);
   logScale.addEventListener("change", redraw);
-  const stop = poll(refresh);
-  return () => { stop(); aborter.abort(); chart.destroy(); };
+  const changed = coalesced(refresh);
+  const unwatch = watch(`/trials/${id}/stream`, changed);
+  const stop = poll(changed, FALLBACK_POLL_MS);
+  return () => { unwatch(); stop(); aborter.abort(); chart.destroy(); };
 }
