@@ -211,6 +211,12 @@ class ClusterRecord:
     def master_host(self) -> str:
         return master_host(self.listen)
 
+    def master_address(self) -> str:
+        """What a user on this machine sets as DET_MASTER: host:port, or https://host:port
+        when the master serves TLS."""
+        address = f"{self.master_host()}:{self.master_port}"
+        return f"https://{address}" if self.tls_cert else address
+
     def postgres_folder(self, data_dir: Path) -> Path:
         return Path(self.postgres_data_dir) if self.postgres_data_dir else data_dir / "postgres"
 

@@ -273,7 +273,8 @@ class LogShipper:
             return
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), FLUSH_INTERVAL_S)
+            async with asyncio.timeout(FLUSH_INTERVAL_S):
+                await self._wake.wait()
 
     async def _ship(self, lines: list[events_pb2.LogLine], *, ended: bool) -> None:
         batch = events_pb2.LogBatch()

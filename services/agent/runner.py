@@ -574,11 +574,13 @@ class Runner:
         exit_code = await _exit_of(process, output)
         if not output.done():
             try:
-                await asyncio.wait_for(asyncio.shield(output), OUTPUT_DRAIN_S)
+                async with asyncio.timeout(OUTPUT_DRAIN_S):
+                    await asyncio.shield(output)
             except TimeoutError:
                 await asyncio.to_thread(workdir.kill_groups, self.work_dir, [folder.name])
                 try:
-                    await asyncio.wait_for(output, OUTPUT_DRAIN_S)  # cancelled at the deadline
+                    async with asyncio.timeout(OUTPUT_DRAIN_S):
+                        await output  # cancelled at the deadline
                 except TimeoutError:  # held by a process that left the group
                     log.warning("allocation_output_left_open", allocation_id=running.allocation.allocation_id)
         await shipper.close()
@@ -617,7 +619,8 @@ class Runner:
         """SIGTERM to the process group; SIGKILL after the grace period."""
         _signal_group(process.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_grace_s)
+            async with asyncio.timeout(self.kill_grace_s):
+                await asyncio.shield(process.wait())
         except TimeoutError:
             _signal_group(process.pid, signal.SIGKILL)
 

@@ -35,6 +35,9 @@ on the same store folder and port):
   the server is back). But when it had received nothing yet it starts over
   from sequence 1, not from the requested start: readers must drop what is
   below the sequence they expect (EventStore._read does).
+- A login that nats-server refuses ("Authorization Violation") goes to
+  `error_cb` like an outage and is tried again for ever. Waiting cannot help
+  there: the process ends instead (NatsLoginRefusedError), saying why.
 """
 
 import asyncio
@@ -69,6 +72,11 @@ _outage_wait: ContextVar[float | None] = ContextVar("outage_wait", default=None)
 
 class NatsUnavailableError(Exception):
     """nats-server stayed unreachable for as long as the caller would wait."""
+
+
+class NatsLoginRefusedError(SystemExit):
+    """nats-server refused this process's user: the process ends (exit status 1),
+    with the reason as its last words, for the supervisor to show."""
 
 
 class _ConnectionLost(Exception):
@@ -112,8 +120,9 @@ class Connection:
     """One connection to nats-server that knows whether it is up (nats-py's
     callbacks tell it) and says so in the log once per change."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, user: str = "") -> None:
         self.url = url
+        self.user = user
         self.nc = NatsClient()
         self._up = asyncio.Event()
         # Resolved when the connection drops; a new one each time it is back.
@@ -125,22 +134,30 @@ class Connection:
     async def open(cls, url: str, name: str = "", credentials: NatsCredentials | None = None) -> "Connection":
         """Connects, waiting for nats-server for as long as it takes, as the user
         `credentials` names (default: the process's DET_NATS_USER, if any)."""
-        connection = cls(url)
-        await connection.nc.connect(
-            url,
+        login = credentials if credentials is not None else NatsCredentials()
+        connection = cls(url, login.user)
+        try:
+            await connection._connect(name, login)
+        except NatsLoginRefusedError:
+            await connection.nc.close()
+            raise
+        connection._came_back("nats_connected")
+        return connection
+
+    async def _connect(self, name: str, login: NatsCredentials) -> None:
+        await self.nc.connect(
+            self.url,
             name=name or None,
-            **_login(credentials if credentials is not None else NatsCredentials()),
+            **_login(login),
             **_tls(MasterCertificate()),
             max_reconnect_attempts=-1,
             reconnect_time_wait=FIRST_CONNECT_WAIT_S,  # type: ignore[arg-type]  # a float works
             reconnect_to_server_handler=_next_attempt,
             ping_interval=PING_INTERVAL_S,
-            error_cb=connection._error,
-            disconnected_cb=connection._disconnected,
-            reconnected_cb=connection._reconnected,
+            error_cb=self._error,
+            disconnected_cb=self._disconnected,
+            reconnected_cb=self._reconnected,
         )
-        connection._came_back("nats_connected")
-        return connection
 
     async def close(self) -> None:
         if self.nc.is_connected:
@@ -176,7 +193,8 @@ class Connection:
             await self._up.wait()
             return
         try:
-            await asyncio.wait_for(self._up.wait(), max(deadline - time.monotonic(), 0.0))
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                await self._up.wait()
         except TimeoutError:
             raise NatsUnavailableError(f"nats-server at {self.url} is unreachable") from None
 
@@ -196,7 +214,10 @@ class Connection:
 
     async def _error(self, error: Exception) -> None:
         """The outage is told by one line when it starts and one when it ends;
-        what goes wrong in between is part of it."""
+        what goes wrong in between is part of it. A refused login ends the
+        process, whether at the first connection or at a reconnection."""
+        if _login_refused(error):
+            raise self._refused()
         if isinstance(error, OUTAGE_ERRORS):
             if not self.nc.is_connected and not self.nc.is_closed:
                 self._went_down("nats_unavailable")
@@ -210,6 +231,15 @@ class Connection:
 
     async def _reconnected(self) -> None:
         self._came_back("nats_reconnected")
+
+    def _refused(self) -> NatsLoginRefusedError:
+        reason = (
+            f"nats-server at {self.url} refused the login of user {self.user or '(none)'!r}: its password "
+            "(DET_NATS_USER/DET_NATS_PASSWORD, which a local cluster sets from <data dir>/credentials.json) "
+            "does not match nats-server's configuration"
+        )
+        log.error("nats_login_refused", url=self.url, user=self.user, reason=reason)
+        return NatsLoginRefusedError(reason)
 
     def _went_down(self, event: str) -> None:
         if self._up.is_set():
@@ -226,6 +256,12 @@ class Connection:
             self._said_down = False
         self._lost = asyncio.get_running_loop().create_future()
         self._up.set()
+
+
+def _login_refused(error: Exception) -> bool:
+    """nats-py reports a refused login as AuthorizationError on an open connection,
+    and as a plain Error with nats-server's words while connecting."""
+    return isinstance(error, nats.errors.AuthorizationError) or "authorization violation" in str(error).lower()
 
 
 def _login(credentials: NatsCredentials) -> dict[str, Any]:

@@ -619,7 +619,8 @@ class EventStore:
                     await self.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", request, inbox)
                     requested += size
                 try:
-                    await asyncio.wait_for(waiting.wait(), PULL_STALL_S)
+                    async with asyncio.timeout(PULL_STALL_S):
+                        await waiting.wait()
                 except TimeoutError:
                     raise _Stalled from None
                 waiting.clear()

@@ -57,7 +57,8 @@ async def _follow(
     stored_when_closed: int | None = None
     while True:
         try:
-            stored = await asyncio.wait_for(queue.get(), POLL_INTERVAL_S)
+            async with asyncio.timeout(POLL_INTERVAL_S):
+                stored = await queue.get()
         except TimeoutError:
             if reader.done() and queue.empty():
                 reader.result()  # the reading failed (e.g. nats-server down): the caller is told why

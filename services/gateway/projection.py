@@ -23,11 +23,12 @@ unless a newer deletion (by its deletion_id) has named the checkpoint since,
 and an experiment's deletion requests are kept as the set of their event ids
 (their number numbers the next request), so a request applied twice counts once.
 
-An experiment's best metric (its searcher metric over the validations shown) is
-kept by the two metric statements instead of the fold: a stored validation
-raises it (min or max, so it too folds the same however often applied), and a
-resumed run that supersedes a validation has it counted again over the stored
-ones, which no fold over one row can do.
+A trial's best metric (its experiment's searcher metric over the validations
+shown) and its experiment's (the best of its trials') are kept by the two
+metric statements instead of the fold: a stored validation raises them (min or
+max, so they too fold the same however often applied), and a resumed run that
+supersedes a validation has its trial's counted again over the stored ones,
+which no fold over one row can do.
 
 State strings have no prefix (ACTIVE, STOPPING_KILLED, COMPLETED, ...). A
 trial's stored state is ACTIVE until it ends; the queries show RUNNING while
@@ -81,11 +82,17 @@ _SEARCHER_VALUE = (
     "CASE WHEN jsonb_typeof({metrics} -> e.searcher_metric) = 'number'"
     " THEN ({metrics} ->> e.searcher_metric)::double precision END"
 )
+# The better of two values of the searcher metric (`{stored}` may be NULL) by
+# `{smaller}` (the experiment's smaller_is_better).
+_BETTER = "CASE WHEN {smaller} THEN least({stored}, {new}) ELSE greatest({stored}, {new}) END"
+# The best of a group's values (`{values}`), by the same rule.
+_BEST = "CASE WHEN {smaller} THEN min({values}) ELSE max({values}) END"
 # unnest() makes one statement of a whole batch of metric points (INFRA-NOTES:
 # ~215,000 rows/s); ON CONFLICT keeps a replayed point absolute, and a point
 # once superseded stays so. The same statement raises the best metric of the
-# experiments whose shown validations it stored (min or max: idempotent, in any
-# batches). It runs after the rows and the supersessions of its batch.
+# trials whose shown validations it stored, and of their experiments (min or
+# max: idempotent, in any batches). It runs after the rows and the
+# supersessions of its batch.
 METRICS_UPSERT = f"""
 WITH stored AS (
   INSERT INTO {S}.metrics (trial_id, "group", steps_completed, trial_run_id, metrics, reported_at_ns, superseded)
@@ -96,37 +103,54 @@ WITH stored AS (
     superseded = {S}.metrics.superseded OR excluded.superseded
   RETURNING trial_id, CASE WHEN "group" = 'validation' AND NOT superseded THEN metrics END AS validation
 ), shown AS (
-  SELECT e.id, {_SEARCHER_VALUE.format(metrics="v.validation")} AS value
+  SELECT t.id AS trial_id, e.id AS experiment_id, e.smaller_is_better,
+    {_SEARCHER_VALUE.format(metrics="v.validation")} AS value
   FROM stored v JOIN {S}.trials t ON t.id = v.trial_id JOIN {S}.experiments e ON e.id = t.experiment_id
   WHERE v.validation IS NOT NULL
+), trial_best AS (
+  SELECT trial_id, experiment_id, smaller_is_better,
+    {_BEST.format(smaller="smaller_is_better", values="value")} AS value
+  FROM shown GROUP BY trial_id, experiment_id, smaller_is_better
+), raised_trials AS (
+  UPDATE {S}.trials t SET best_metric = {_BETTER.format(smaller="b.smaller_is_better", stored="t.best_metric",
+                                                        new="b.value")}
+  FROM trial_best b WHERE t.id = b.trial_id AND b.value IS NOT NULL
 )
-UPDATE {S}.experiments e SET best_metric = CASE WHEN e.smaller_is_better
-  THEN least(e.best_metric, b.low) ELSE greatest(e.best_metric, b.high) END
-FROM (SELECT id, min(value) AS low, max(value) AS high FROM shown GROUP BY id) b
-WHERE e.id = b.id AND b.low IS NOT NULL
+UPDATE {S}.experiments e SET best_metric = {_BETTER.format(smaller="e.smaller_is_better", stored="e.best_metric",
+                                                           new="b.value")}
+FROM (SELECT experiment_id, {_BEST.format(smaller="smaller_is_better", values="value")} AS value
+      FROM trial_best GROUP BY experiment_id, smaller_is_better) b
+WHERE e.id = b.experiment_id AND b.value IS NOT NULL
 """
 # Determined archives the metrics a resumed run reports again; here they stay,
 # marked, so that every step is shown once. When that hides a validation, the
-# experiment's best metric is counted again over the validations still shown
-# (the statement's own marks are not visible to it: they are excluded by the
-# same condition).
+# trial's best metric is counted again over its validations still shown (the
+# statement's own marks are not visible to it: they are excluded by the same
+# condition), and its experiment's is the best of that and its other trials'.
 METRICS_SUPERSEDED = f"""
 WITH marked AS (
   UPDATE {S}.metrics SET superseded = true
   WHERE trial_id = $1 AND trial_run_id < $2 AND steps_completed > $3 AND NOT superseded
   RETURNING "group"
+), counted AS (
+  SELECT t.id, t.experiment_id, (
+    SELECT {_BEST.format(smaller="e.smaller_is_better", values="v.value")} FROM (
+      SELECT {_SEARCHER_VALUE.format(metrics="m.metrics")} AS value FROM {S}.metrics m
+      WHERE m.trial_id = t.id AND m."group" = 'validation' AND NOT m.superseded
+        AND NOT (m.trial_run_id < $2 AND m.steps_completed > $3)
+    ) v
+  ) AS value
+  FROM {S}.trials t JOIN {S}.experiments e ON e.id = t.experiment_id
+  WHERE t.id = $1 AND EXISTS (SELECT FROM marked WHERE "group" = 'validation')
+), recounted_trial AS (
+  UPDATE {S}.trials t SET best_metric = c.value FROM counted c WHERE t.id = c.id
 )
 UPDATE {S}.experiments e SET best_metric = (
-  SELECT CASE WHEN e.smaller_is_better THEN min(v.value) ELSE max(v.value) END
-  FROM {S}.trials t CROSS JOIN LATERAL (
-    SELECT {_SEARCHER_VALUE.format(metrics="m.metrics")} AS value FROM {S}.metrics m
-    WHERE m.trial_id = t.id AND m."group" = 'validation' AND NOT m.superseded
-      AND NOT (m.trial_id = $1 AND m.trial_run_id < $2 AND m.steps_completed > $3)
-  ) v
-  WHERE t.experiment_id = e.id
+  SELECT {_BETTER.format(smaller="e.smaller_is_better", stored="c.value",
+                         new=_BEST.format(smaller="e.smaller_is_better", values="o.best_metric"))}
+  FROM {S}.trials o WHERE o.experiment_id = e.id AND o.id <> c.id
 )
-WHERE e.id = (SELECT experiment_id FROM {S}.trials WHERE id = $1)
-  AND EXISTS (SELECT FROM marked WHERE "group" = 'validation')
+FROM counted c WHERE e.id = c.experiment_id
 """
 # The columns of a metric row after its key: metrics, reported_at_ns, superseded.
 _SUPERSEDED = 6
@@ -897,6 +921,7 @@ def trial_row(payload: events_pb2.TrialCreated, at: int) -> Row:
         "kill_requested": False,
         "early_exit_reason": None,
         "metadata_json": "{}",
+        "best_metric": None,
     }
 
 

@@ -143,9 +143,8 @@ class Projector:
         went on would answer from rows that miss what it waits for."""
         async with self._advanced:
             try:
-                await asyncio.wait_for(
-                    self._advanced.wait_for(lambda: self._applied(sequence) or not self.available), timeout_s
-                )
+                async with asyncio.timeout(timeout_s):
+                    await self._advanced.wait_for(lambda: self._applied(sequence) or not self.available)
             except TimeoutError:
                 return False
         if not self._applied(sequence):
@@ -333,8 +332,8 @@ async def _store_position(connection: asyncpg.Connection, name: str, sequence: i
 async def _stopped(task: asyncio.Task[None]) -> None:
     """Cancels `task` and waits for its end, cancelling it again while it runs
     on. A cancellation can be lost on its way: Python 3.11's asyncio.wait_for
-    returns the result that arrived together with it (the event store's pulls
-    and nats-py's requests use wait_for). The reader then went on into a full
+    returns the result that arrived together with it (nats-py's requests use
+    wait_for; our own waits use asyncio.timeout, which does not). The reader then went on into a full
     queue that nobody read any more, and the projector waited for it forever,
     still "available": the error that stopped the applier (PostgreSQL gone)
     never reached `run`, so it neither logged the outage nor tried again."""

@@ -185,6 +185,8 @@ _EXPERIMENT_SORTS = {
     "end_time": "e.ended_at_ns",
     "progress": "shown_progress",
     "num_trials": "num_trials",
+    # Those without one come last either way.
+    "best_trial_searcher_metric": "e.best_metric IS NULL, e.best_metric",
 }
 EXPERIMENT_SORTS = tuple(_EXPERIMENT_SORTS)
 
@@ -510,6 +512,7 @@ def trial_message(row: asyncpg.Record) -> api_pb2.Trial:
         searcher_length=row["searcher_length"],
         status=row["status"],
         runs=row["runs"],
+        searcher_metric_value=row["best_metric"],
     )
     if row["lt_steps"] is not None:
         trial.latest_training.CopyFrom(

@@ -541,7 +541,8 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
                 if not known or answer.searcher_stopped or remaining <= 0:
                     return answer
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await changed.wait()
                 changed.clear()
                 # The row is gone only while the read models are rebuilt: keep the last one seen.
                 allocation = await self.queries.allocation(principal.allocation_id) or allocation

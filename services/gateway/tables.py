@@ -124,6 +124,9 @@ trials = Table(
     # core_context.train.set_metadata(): a JSON object as text, so that it
     # reads back with the keys in the trial's order; "{}" until one is set.
     Column("metadata_json", Text, nullable=False, server_default="{}"),
+    # Its best value of the searcher metric over its validations shown, as the
+    # experiment's best_metric (the best of its trials'); kept the same way.
+    Column("best_metric", Double),
     Index("trials_by_experiment", "experiment_id", "id"),
 )
 
@@ -293,7 +296,7 @@ schema_fingerprint = Table(
 
 # Bump when the rows built from the same events change (a projection rule),
 # so that existing read models are rebuilt; a change of tables needs no bump.
-PROJECTION_RULES_VERSION = 6
+PROJECTION_RULES_VERSION = 7
 
 
 def ddl() -> list[str]:

@@ -71,9 +71,8 @@ class UserDirectory:
             return True
         async with self._advanced:
             try:
-                await asyncio.wait_for(
-                    self._advanced.wait_for(lambda: self.current.position >= sequence), timeout_s
-                )
+                async with asyncio.timeout(timeout_s):
+                    await self._advanced.wait_for(lambda: self.current.position >= sequence)
             except TimeoutError:
                 return False
         return True

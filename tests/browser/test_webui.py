@@ -319,6 +319,11 @@ def test_the_experiment_page_draws_the_learning_curves_of_all_trials(
         lambda d: len(css_all(d, "#trials-table tr[data-trial-id]")) == TRIALS,
         f"{TRIALS} trial rows",
     )
+    # Each trial's best validation_loss: its last, 2 * width / TRAINING_POINTS.
+    titles = [th.text.strip() for th in css_all(browser, "#trials-table thead th")]
+    column = titles.index("Best validation_loss") + 1
+    bests = [float(td.text) for td in css_all(browser, f"#trials-table tbody td:nth-child({column})")]
+    assert sorted(bests) == pytest.approx([2 / TRAINING_POINTS, 4 / TRAINING_POINTS], rel=1e-3), bests
 
     choose_metric(browser, is_validation_loss)
     validations = TRIALS * (TRAINING_POINTS // VALIDATION_EVERY)
@@ -465,6 +470,25 @@ def test_the_experiments_page_filters_by_name_and_state(
     assert all(state.text.strip() == "CANCELED" for state in css_all(browser, "#experiments-table td.state"))
     states.select_by_value("")
     until(browser, lambda d: css_all(d, row), "all states again")
+
+    for descending in (False, True):  # one click sorts ascending, the next descending
+        css(browser, BEST_HEADER).click()
+        until(browser, lambda d, down=descending: sorted_by_best(d, down),
+              f"the rows by best metric ({'descending' if descending else 'ascending'}), those without one last")
+
+
+BEST_HEADER = '#experiments-table th[data-sort="SORT_BY_BEST_TRIAL_SEARCHER_METRIC"]'
+
+
+def sorted_by_best(driver: Any, descending: bool) -> bool:
+    """The experiments page shows the server's answer sorted by best metric
+    (the header says so once it has drawn it): by value, those without last."""
+    classes = (css(driver, BEST_HEADER).get_attribute("class") or "").split()
+    if "sorted" not in classes or ("descending" in classes) != descending:
+        return False
+    texts = [td.text.strip() for td in css_all(driver, "#experiments-table td.best")]
+    valued = sorted((t for t in texts if t), key=float, reverse=descending)
+    return bool(valued) and texts == valued + [t for t in texts if not t]
 
 
 def test_the_cluster_page_lists_the_agent_and_its_slots(

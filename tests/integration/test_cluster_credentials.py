@@ -18,13 +18,16 @@ import nats
 import nats.errors
 import pytest
 from nats.aio.client import Client as NatsClient
+from pydantic import SecretStr
 
 from deploy.local.cluster import DATABASE
 from deploy.local.credentials import CREDENTIALS_FILE, Credentials, authorization_config, credentials
 from deploy.local.parts import _database_ready
 from deploy.local.servers import NatsServer, PostgresServer, free_port
+from services.common.connection import Connection, NatsLoginRefusedError
 from services.common.envelope import Envelope
 from services.common.eventstore import EventStore
+from services.common.settings import NatsCredentials
 
 
 @dataclass
@@ -72,6 +75,19 @@ async def test_a_connection_without_credentials_or_with_a_wrong_password_is_refu
     config = tmp_path / "nats" / "nats-server.conf"
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert guarded_nats.credentials.nats["agent"].password not in config.read_text()
+
+
+async def test_a_part_whose_login_is_refused_ends_saying_why(guarded_nats: GuardedNats) -> None:
+    wrong = NatsCredentials(user="agent", password=SecretStr("wrong"))
+    with pytest.raises(NatsLoginRefusedError, match="user 'agent'.*DET_NATS_PASSWORD.*credentials.json") as ended:
+        async with asyncio.timeout(10):
+            await Connection.open(guarded_nats.url, "agent", wrong)
+    assert ended.value.code == str(ended.value)  # printed on exit, with status 1
+
+
+async def test_a_closed_port_is_still_waited_for() -> None:
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(Connection.open(f"nats://127.0.0.1:{free_port()}", "agent"), 2)
 
 
 @pytest.mark.parametrize("user", ["scheduler", "searcher", "checkpoint", "agent"])

@@ -352,6 +352,44 @@ async def test_the_experiments_list_shows_the_best_metric(
     assert [e.best_trial_searcher_metric for e in answer.experiments] == [0.25]
 
 
+async def validated(event_store: EventStore, experiment_id: int, trial_id: int, losses: list[float]) -> None:
+    """Trial `trial_id` of the experiment, with one validation per loss."""
+    created = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=experiment_id)
+    await event_store.append(Append(f"trial/{trial_id}", created, f"t-{trial_id}"), actor="service:searcher")
+    for steps, loss in enumerate(losses, start=1):
+        validation = events_pb2.TrialValidationReported(
+            trial_id=trial_id, experiment_id=experiment_id, trial_run_id=1, steps_completed=steps,
+            metrics_json=json.dumps({"loss": loss}),
+        )
+        await event_store.append(
+            Append(f"validation/{trial_id}", validation, f"v-{trial_id}-{steps}"), actor="service:gateway"
+        )
+
+
+async def test_trials_show_their_best_metric_and_the_list_sorts_by_it(
+    http: httpx.AsyncClient, gateway: Gateway, api: api_pb2_grpc.DeterminedStub, event_store: EventStore, token: str
+) -> None:
+    first, second, unvalidated = [await create(api, token, name) for name in ("first", "second", "unvalidated")]
+    await validated(event_store, first, 1, [0.5, 0.25, 0.75])
+    await validated(event_store, first, 2, [])
+    await validated(event_store, second, 3, [0.125])
+    assert await gateway.projector.catch_up()
+    headers = bearer(token)
+    trials = (await http.get(f"/api/v1/experiments/{first}/trials", headers=headers)).json()["trials"]
+    assert [(t["id"], t["searcherMetricValue"]) for t in trials] == [(1, 0.25), (2, None)]
+    assert (await http.get("/api/v1/trials/3", headers=headers)).json()["trial"]["searcherMetricValue"] == 0.125
+    answer = await api.GetTrial(api_pb2.GetTrialRequest(trial_id=1), metadata=(("authorization", f"Bearer {token}"),))
+    assert answer.trial.searcher_metric_value == 0.25
+
+    async def sorted_ids(order: str) -> list[int]:
+        params = {"sortBy": "SORT_BY_BEST_TRIAL_SEARCHER_METRIC", "orderBy": order}
+        listed = (await http.get("/api/v1/experiments", params=params, headers=headers)).json()["experiments"]
+        return [e["id"] for e in listed]
+
+    assert await sorted_ids("ORDER_BY_ASC") == [second, first, unvalidated]
+    assert await sorted_ids("ORDER_BY_DESC") == [first, second, unvalidated]  # none still last
+
+
 async def test_an_experiment_is_created_with_determineds_body(
     http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str
 ) -> None:

@@ -11,8 +11,9 @@ checkpoints' digests were recorded again when they gained their deletion
 columns (issue 10: delete_requests and delete_error; deletion_id and
 delete_error): their other columns still hash to the digests recorded before.
 The users' tables (issue 11) are empty: these logs hold no user event. The
-experiments' digests were recorded again when they gained best_metric (issue 11):
-their other columns still hash to the digests recorded before.
+experiments' digests were recorded again when they gained best_metric (issue 11),
+and the trials' when they gained theirs: their other columns still hash to the
+digests recorded before.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -41,7 +42,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "user_sessions": (0, None),
         "users": (0, None),
         "projection_position": (1, "bc96f7f7df8a92b93ad6d1791afe9729"),
-        "trials": (3, "0759864209f274dd1b98afa52d8ec0d3"),
+        "trials": (3, "6cf08c660b0364f0abdc1218091b69ef"),
     },
     "adaptive_pause_kill.jsonl": {
         "agents": (1, "e14a4ea1ef27af99f64f731ea3c7472f"),
@@ -54,7 +55,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "user_sessions": (0, None),
         "users": (0, None),
         "projection_position": (1, "6ead220b76f2627ac6ca61197e6d73a1"),
-        "trials": (7, "0d093b3b2e143e500529645ed404a369"),
+        "trials": (7, "710cb06a12f20c24ed4d29b88d6f45ce"),
     },
     "generated_cluster.jsonl.gz": {
         "agents": (4, "2dc6b8851a7b4ef1f81f5335f4ca6d09"),
@@ -67,7 +68,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "user_sessions": (0, None),
         "users": (0, None),
         "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
-        "trials": (134, "0049e57080b58b57f5336b3981e1b975"),
+        "trials": (134, "4081942308b8a073f621aff40e9c8f16"),
     },
 }
 

@@ -8,6 +8,7 @@ import pytest
 from self_signed import write_self_signed
 
 from deploy.local.cluster import ClusterOptions, ClusterRecord, master_url
+from deploy.local.control import ClusterReport
 from deploy.local.tls import (
     MasterCertificate,
     TlsError,
@@ -19,6 +20,7 @@ from deploy.local.tls import (
 )
 from determined.cli._client import master_address
 from determined.cli._cluster_status import LocalCluster, unreachable_reason
+from determined.cli.deploy import status_heading
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +108,13 @@ def test_trials_dial_https_when_the_master_serves_tls(tmp_path: Path) -> None:
     assert master_url(options) == "127.0.0.1:8123"
     options.tls_cert, options.tls_key = "/c.pem", "/k.pem"
     assert master_url(options) == "https://127.0.0.1:8123"
+
+
+def test_status_shows_the_det_master_to_set(tmp_path: Path) -> None:
+    record = ClusterRecord.of(ClusterOptions(tmp_path, master_port=8123))
+    assert "master at localhost:8123;" in status_heading(ClusterReport(tmp_path, record, None, True))
+    record.tls_cert, record.tls_key = "/c.pem", "/k.pem"
+    assert "master at https://localhost:8123;" in status_heading(ClusterReport(tmp_path, record, None, True))
 
 
 def test_nats_serves_tls_when_it_listens_beyond_loopback() -> None:

@@ -1,8 +1,8 @@
-"""An experiment's best metric: a read-model column the projector keeps per
-validation (projection.METRICS_UPSERT), following the searcher's metric and
-smaller_is_better, counted again when a resumed run supersedes a validation
-(METRICS_SUPERSEDED); the same however the log is cut into batches or
-duplicated. Against a real PostgreSQL: the rule lives in those statements."""
+"""A trial's and an experiment's best metric: read-model columns the projector
+keeps per validation (projection.METRICS_UPSERT), following the searcher's
+metric and smaller_is_better, counted again when a resumed run supersedes a
+validation (METRICS_SUPERSEDED); the same however the log is cut into batches
+or duplicated. Against a real PostgreSQL: the rule lives in those statements."""
 
 import json
 from collections.abc import AsyncIterator, Iterable
@@ -78,6 +78,12 @@ async def best(pool: asyncpg.Pool) -> dict[int, float | None]:
             for e in await Queries(pool).experiments()}
 
 
+async def trial_best(pool: asyncpg.Pool) -> dict[int, float | None]:
+    queries = Queries(pool)
+    trials = [t for experiment_id in (1, 2) for t in await queries.trials(experiment_id)]
+    return {t.id: (t.searcher_metric_value if t.HasField("searcher_metric_value") else None) for t in trials}
+
+
 async def fresh(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as connection:
         await drop_schema(connection)
@@ -91,11 +97,14 @@ async def test_the_best_metric_follows_validations_and_supersessions(
     projector = Projector(event_store, pool)
     await projector.apply(stored(BEFORE_RESUME))
     assert await best(pool) == {1: 0.2, 2: 0.9}
+    assert await trial_best(pool) == {1: 0.2, 2: 0.4, 3: 0.9}
     assert await Queries(pool).best_validation(1) == 0.2
     await projector.apply(stored(AFTER_RESUME[:1], first=len(BEFORE_RESUME) + 1))
     assert await best(pool) == {1: 0.4, 2: 0.9}  # 0.2 is no longer shown
+    assert await trial_best(pool) == {1: 0.5, 2: 0.4, 3: 0.9}
     await projector.apply(stored(AFTER_RESUME[1:], first=len(BEFORE_RESUME) + 2))
     assert await best(pool) == {1: 0.3, 2: 0.9}
+    assert await trial_best(pool) == {1: 0.3, 2: 0.4, 3: 0.9}
 
 
 async def test_the_best_metric_is_the_same_in_any_batches_and_with_duplicates(
@@ -115,8 +124,10 @@ async def test_the_best_metric_is_the_same_in_any_batches_and_with_duplicates(
             await projector.apply(stored(batch, first=sequence))
             sequence += len(batch)
         assert await best(pool) == {1: 0.3, 2: 0.9}, name
+        assert await trial_best(pool) == {1: 0.3, 2: 0.4, 3: 0.9}, name
     # A validation of the old run stored after the resume was asked is shown, and counts.
     await fresh(pool)
     late = [*BEFORE_RESUME[:6], requested(1, 2, 10), validation(1, 1, 20, '{"loss": 0.2}')]
     await Projector(event_store, pool).apply(stored(late))
     assert (await best(pool))[1] == 0.2
+    assert (await trial_best(pool))[1] == 0.2

@@ -225,7 +225,7 @@ def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str]) -> s
     from deploy.local.decisions import UpOutcome
 
     record = result.record
-    master = f"{'https://' if record.tls_cert else ''}{record.master_host()}:{record.master_port}"
+    master = record.master_address()
     web = f"{'https' if record.tls_cert else 'http'}://{record.master_host()}:{http_port(record.master_port, settings)}"
     where = (f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
              f"PostgreSQL data in {record.postgres_folder(data_dir)}")
@@ -572,7 +572,7 @@ def status_json(report: "ClusterReport") -> dict[str, Any]:
 
 
 def status_heading(report: "ClusterReport") -> str:
-    where = (f"Cluster in {report.data_dir}: master at {report.record.master_host()}:{report.record.master_port}; "
+    where = (f"Cluster in {report.data_dir}: master at {report.record.master_address()}; "
              f"PostgreSQL data in {report.record.postgres_folder(report.data_dir)}")
     if report.supervisor_alive:
         return f"{where}\nSupervisor pid {report.record.supervisor_pid}"

@@ -175,7 +175,7 @@ class Checkpoint(_message.Message):
     def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ..., state: _Optional[str] = ..., validation_metrics_json: _Optional[str] = ..., searcher_metric: _Optional[float] = ..., storage_json: _Optional[str] = ..., model_versions: _Optional[_Iterable[str]] = ..., delete_error: _Optional[str] = ...) -> None: ...
 
 class Trial(_message.Message):
-    __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason", "rung", "searcher_length", "status", "runs")
+    __slots__ = ("id", "experiment_id", "state", "hparams_json", "started_at_ns", "ended_at_ns", "progress", "restarts", "total_batches", "latest_training", "latest_validation", "latest_checkpoint", "num_checkpoints", "trial_seed", "end_reason", "rung", "searcher_length", "status", "runs", "searcher_metric_value")
     ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +195,7 @@ class Trial(_message.Message):
     SEARCHER_LENGTH_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    SEARCHER_METRIC_VALUE_FIELD_NUMBER: _ClassVar[int]
     id: int
     experiment_id: int
     state: str
@@ -214,7 +215,8 @@ class Trial(_message.Message):
     searcher_length: int
     status: str
     runs: int
-    def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ..., rung: _Optional[int] = ..., searcher_length: _Optional[int] = ..., status: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...
+    searcher_metric_value: float
+    def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ..., rung: _Optional[int] = ..., searcher_length: _Optional[int] = ..., status: _Optional[str] = ..., runs: _Optional[int] = ..., searcher_metric_value: _Optional[float] = ...) -> None: ...
 
 class GetExperimentsRequest(_message.Message):
     __slots__ = ("limit", "offset")

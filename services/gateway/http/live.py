@@ -62,7 +62,8 @@ async def notices(projector: Projector, names: set[str], renamed: Names | None =
 
 async def _set_within(event: asyncio.Event, timeout_s: float) -> bool:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
     return event.is_set()
 
 

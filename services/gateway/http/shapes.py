@@ -76,6 +76,9 @@ def trial(message: api_pb2.Trial) -> JSON:
         "rung": message.rung,
         "seed": message.trial_seed,
         "endReason": message.end_reason,
+        "searcherMetricValue": (
+            message.searcher_metric_value if message.HasField("searcher_metric_value") else None
+        ),
         "latestTraining": None,
         "latestValidation": None,
         "latestCheckpoint": None,

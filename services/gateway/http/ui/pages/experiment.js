@@ -111,7 +111,8 @@ export function experimentPage(view, id) {
     hpNames = [...new Set(trials.flatMap((t) => Object.keys(flatHparams(t.hparams))))].sort();
     const metric = metricSelect.value;
     const groups = [...(metricNames(trials).get(metric) || [])].sort();  // training, validation: those that have it
-    const titles = ["ID", "State", "Batches", ...hpNames, ...groups.map((g) => `${g} ${metric}`), "Checkpoints", "Duration"];
+    const titles = ["ID", "State", "Batches", ...hpNames, ...groups.map((g) => `${g} ${metric}`),
+      `Best ${experiment.searcherMetric}`, "Checkpoints", "Duration"];
     if ([...trialsHead.cells].map((c) => c.textContent).join("|") !== titles.join("|")) {
       trialsHead.replaceChildren(...titles.map((t) => el("th", {}, t)));
       trialsBody.replaceChildren();
@@ -122,7 +123,7 @@ export function experimentPage(view, id) {
       (row, t) => {
         const hps = flatHparams(t.hparams);
         const values = [stateName(t.state), t.totalBatchesProcessed, ...hpNames.map((n) => number(hps[n])),
-          ...groups.map((g) => number(latestMetric(t, g, metric))),
+          ...groups.map((g) => number(latestMetric(t, g, metric))), number(t.searcherMetricValue),
           t.totalCheckpoints, duration(t.startTime, t.endTime)];
         values.forEach((v, i) => setText(row.cells[i + 1], v));
         row.cells[1].className = "state";

@@ -10,8 +10,8 @@ import {
 const STATES = ["ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "COMPLETED", "CANCELED", "ERROR"];
 const COLUMNS = [  // [title, sortBy or null]
   ["ID", "SORT_BY_ID"], ["Name", "SORT_BY_NAME"], ["Owner", "SORT_BY_USER"], ["State", "SORT_BY_STATE"],
-  ["Progress", "SORT_BY_PROGRESS"], ["Searcher", null], ["Searcher metric", null], ["Best", null],
-  ["Trials", "SORT_BY_NUM_TRIALS"],
+  ["Progress", "SORT_BY_PROGRESS"], ["Searcher", null], ["Searcher metric", null],
+  ["Best", "SORT_BY_BEST_TRIAL_SEARCHER_METRIC"], ["Trials", "SORT_BY_NUM_TRIALS"],
   ["Started", "SORT_BY_START_TIME"], ["Duration", null], ["", null],
 ];
 const PAGE_SIZES = [20, 50, 100, 1000];
