@@ -1,14 +1,21 @@
 """nats-server and PostgreSQL for a benchmark that runs its own gateway in-process: free ports,
 one folder under /tmp (not mkdtemp's 0700 one: as root, PostgreSQL runs as its own user and must
-reach it), everything stopped and removed afterwards."""
+reach it), everything stopped and removed afterwards; and the settings of such a gateway."""
 
 import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import asyncpg
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
+from services.gateway.settings import GatewaySettings
+
+# Signs the benchmark gateway's session and allocation tokens.
+SECRET = "bench-secret"
 
 
 @contextmanager
@@ -28,3 +35,19 @@ def temporary_servers() -> Iterator[tuple[str, str]]:
         nats_process.terminate()
         nats_process.wait(10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def gateway_settings(nats_url: str, postgres_url: str, **settings: Any) -> GatewaySettings:
+    """A loopback gateway's settings on a database of its own (created here) and a namespace of
+    the same name; `settings` adds to them (an initial password, an HTTP port, ...)."""
+    database = f"bench_{uuid.uuid4().hex[:8]}"
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        await connection.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        await connection.close()
+    return GatewaySettings(
+        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
+        gateway_port=free_port(), gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
+        **settings,
+    )

@@ -21,12 +21,10 @@ import argparse
 import asyncio
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
-import asyncpg
 import grpc
-from _servers import temporary_servers
+from _servers import SECRET, gateway_settings, temporary_servers
 
 from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
@@ -35,9 +33,7 @@ from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.auth import Authenticator
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 
-SECRET = "bench-secret"
 PASSWORD = "bench-password"
 
 
@@ -57,15 +53,7 @@ async def timed(call: Callable[[], Awaitable[object]], count: int) -> list[float
 
 
 async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> None:
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    connection = await asyncpg.connect(postgres_url)
-    await connection.execute(f'CREATE DATABASE "{database}"')
-    await connection.close()
-    settings = GatewaySettings(
-        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
-        gateway_port=free_port(), gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
-        initial_user_password=PASSWORD,
-    )
+    settings = await gateway_settings(nats_url, postgres_url, initial_user_password=PASSWORD)
     gateway = await Gateway.start(settings)
     anonymous = await Gateway.start(settings.model_copy(update={"gateway_port": free_port(), "allow_anonymous": True}))
     try:

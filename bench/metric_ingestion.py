@@ -13,21 +13,16 @@ import asyncio
 import json
 import statistics
 import time
-import uuid
 
-import asyncpg
 import grpc
-from _servers import temporary_servers
+from _servers import SECRET, gateway_settings, temporary_servers
 
-from deploy.local.servers import free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
 from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 
-SECRET = "bench-secret"
 VALUES_PER_REPORT = 10
 
 
@@ -72,15 +67,7 @@ async def one_run(gateway: Gateway, trial_id: int, values: int, reports_per_batc
 
 
 async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> list[float]:
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    connection = await asyncpg.connect(postgres_url)
-    await connection.execute(f'CREATE DATABASE "{database}"')
-    await connection.close()
-    settings = GatewaySettings(
-        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
-        gateway_port=free_port(), gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
-        allow_blank_password=True,
-    )
+    settings = await gateway_settings(nats_url, postgres_url, allow_blank_password=True)
     gateway = await Gateway.start(settings)
     try:
         rates = []

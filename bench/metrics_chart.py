@@ -16,14 +16,11 @@ import json
 import math
 import statistics
 import time
-import uuid
 
-import asyncpg
 import grpc
 import httpx
-from _servers import temporary_servers
+from _servers import SECRET, gateway_settings, temporary_servers
 
-from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
@@ -31,9 +28,7 @@ from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.downsample import lttb
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 
-SECRET = "bench-secret"
 PASSWORD = "Bench-Password1"
 REPORTS_PER_BATCH = 1000
 
@@ -99,15 +94,7 @@ async def parts(gateway: Gateway, max_points: int) -> tuple[float, float]:
 
 
 async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> None:
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    connection = await asyncpg.connect(postgres_url)
-    await connection.execute(f'CREATE DATABASE "{database}"')
-    await connection.close()
-    settings = GatewaySettings(
-        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
-        gateway_port=free_port(), gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET,
-        grace_period_s=0.1, initial_user_password=PASSWORD,
-    )
+    settings = await gateway_settings(nats_url, postgres_url, http_port=0, initial_user_password=PASSWORD)
     gateway = await Gateway.start(settings)
     try:
         await given_trial(gateway, args.points)

@@ -17,26 +17,21 @@ import asyncio
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import grpc
 import httpx
-from _servers import temporary_servers
+from _servers import gateway_settings, temporary_servers
 
-from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.logging import configure_logging
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "browser"))
 from webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser
 
-SECRET = "bench-secret"
 PASSWORD = "Bench-Password1"
 CONFIG = """
 name: bench-{n:04d}
@@ -147,15 +142,7 @@ async def api_times(url: str, token: str, loads: int) -> dict[int, float]:
 
 
 async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> None:
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    connection = await asyncpg.connect(postgres_url)
-    await connection.execute(f'CREATE DATABASE "{database}"')
-    await connection.close()
-    settings = GatewaySettings(
-        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
-        gateway_port=free_port(), gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET,
-        grace_period_s=0.1, initial_user_password=PASSWORD,
-    )
+    settings = await gateway_settings(nats_url, postgres_url, http_port=0, initial_user_password=PASSWORD)
     gateway = await Gateway.start(settings)
     try:
         token = await create_experiments(gateway, args.experiments)
