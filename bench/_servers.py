@@ -2,18 +2,22 @@
 one folder under /tmp (not mkdtemp's 0700 one: as root, PostgreSQL runs as its own user and must
 reach it), everything stopped and removed afterwards; and the settings of such a gateway."""
 
+import argparse
+import asyncio
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
+from services.common.logging import configure_logging
 from services.gateway.settings import GatewaySettings
 
+T = TypeVar("T")
 # Signs the benchmark gateway's session and allocation tokens.
 SECRET = "bench-secret"
 
@@ -35,6 +39,15 @@ def temporary_servers() -> Iterator[tuple[str, str]]:
         nats_process.terminate()
         nats_process.wait(10)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_with_servers(
+    bench: Callable[[argparse.Namespace, str, str], Coroutine[Any, Any, T]], args: argparse.Namespace
+) -> T:
+    """Runs `bench(args, nats_url, postgres_url)` on temporary servers, logging warnings only."""
+    configure_logging("bench", json=False, log_file=None, level="WARNING")
+    with temporary_servers() as (nats_url, postgres_url):
+        return asyncio.run(bench(args, nats_url, postgres_url))
 
 
 async def gateway_settings(nats_url: str, postgres_url: str, **settings: Any) -> GatewaySettings:

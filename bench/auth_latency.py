@@ -18,18 +18,16 @@ Prints figures; asserts nothing.
 """
 
 import argparse
-import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 
 import grpc
-from _servers import SECRET, gateway_settings, temporary_servers
+from _servers import SECRET, gateway_settings, run_with_servers
 
 from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
-from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.auth import Authenticator
 from services.gateway.server import Gateway
@@ -102,9 +100,7 @@ def main() -> None:
     parser.add_argument("--checks", type=int, default=100_000)
     parser.add_argument("--logins", type=int, default=20)
     args = parser.parse_args()
-    configure_logging("bench", json=False, log_file=None, level="WARNING")
-    with temporary_servers() as (nats_url, postgres_url):
-        asyncio.run(bench(args, nats_url, postgres_url))
+    run_with_servers(bench, args)
 
 
 if __name__ == "__main__":

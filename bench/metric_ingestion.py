@@ -15,11 +15,10 @@ import statistics
 import time
 
 import grpc
-from _servers import SECRET, gateway_settings, temporary_servers
+from _servers import SECRET, gateway_settings, run_with_servers
 
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
-from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
 
@@ -86,9 +85,7 @@ def main() -> None:
     parser.add_argument("--values", type=int, default=200_000, help="metric values per run")
     parser.add_argument("--reports-per-batch", type=int, default=100)
     args = parser.parse_args()
-    configure_logging("bench", json=False, log_file=None, level="WARNING")
-    with temporary_servers() as (nats_url, postgres_url):
-        rates = asyncio.run(bench(args, nats_url, postgres_url))
+    rates = run_with_servers(bench, args)
     print(
         f"metric ingestion, end to end ({args.reports_per_batch} reports x {VALUES_PER_REPORT} values per "
         f"batch): median {statistics.median(rates):,.0f} metric values/s over {len(rates)} runs"

@@ -11,7 +11,6 @@ asserts nothing.
 """
 
 import argparse
-import asyncio
 import json
 import math
 import statistics
@@ -19,12 +18,11 @@ import time
 
 import grpc
 import httpx
-from _servers import SECRET, gateway_settings, temporary_servers
+from _servers import SECRET, gateway_settings, run_with_servers
 
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
-from services.common.logging import configure_logging
 from services.common.tokens import mint_allocation_token
 from services.gateway.downsample import lttb
 from services.gateway.server import Gateway
@@ -116,9 +114,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10)
     parser.add_argument("--max-points", type=int, default=1000)
     args = parser.parse_args()
-    configure_logging("bench", json=False, log_file=None, level="WARNING")
-    with temporary_servers() as (nats_url, postgres_url):
-        asyncio.run(bench(args, nats_url, postgres_url))
+    run_with_servers(bench, args)
 
 
 if __name__ == "__main__":

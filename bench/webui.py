@@ -22,11 +22,10 @@ from typing import Any
 
 import grpc
 import httpx
-from _servers import gateway_settings, temporary_servers
+from _servers import gateway_settings, run_with_servers
 
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
-from services.common.logging import configure_logging
 from services.gateway.server import Gateway
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "browser"))
@@ -175,9 +174,7 @@ def main() -> None:
     reason = missing_browser()
     if reason:
         sys.exit(reason)
-    configure_logging("bench", json=False, log_file=None, level="WARNING")
-    with temporary_servers() as (nats_url, postgres_url):
-        asyncio.run(bench(args, nats_url, postgres_url))
+    run_with_servers(bench, args)
 
 
 if __name__ == "__main__":

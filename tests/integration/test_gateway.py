@@ -42,12 +42,6 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
     await started.stop()
 
 
-@pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
 async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = "") -> tuple[tuple[str, str], ...]:
     """The metadata of calls made as `username` (the fixture's users have a blank password)."""
     response = await api.Login(api_pb2.LoginRequest(username=username, password=password))

@@ -39,12 +39,6 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
     await started.stop()
 
 
-@pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
 async def login(api: api_pb2_grpc.DeterminedStub, username: str, password: str = PASSWORD) -> Metadata:
     response = await api.Login(api_pb2.LoginRequest(username=username, password=salted_hash(password), is_hashed=True))
     return (("authorization", f"Bearer {response.token}"),)

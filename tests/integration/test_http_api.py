@@ -88,12 +88,6 @@ async def token(http: httpx.AsyncClient) -> str:
     return str(answer.json()["token"])
 
 
-@pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
 def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 

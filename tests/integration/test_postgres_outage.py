@@ -74,12 +74,6 @@ async def gateway(nats_url: str, namespace: str, own_database_url: str) -> Async
     await started.stop()
 
 
-@pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
 async def until(condition: Callable[[], Awaitable[bool]], deadline_s: float = 30.0) -> None:
     end = time.monotonic() + deadline_s
     while not await condition():
