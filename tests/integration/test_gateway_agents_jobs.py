@@ -17,9 +17,8 @@ from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
 
-# test_gateway's fixtures: a started gateway and a client of its API.
+# test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 
 async def append(store: EventStore, gateway: Gateway, aggregate: str, payload: Message, msg_id: str) -> str:

@@ -19,9 +19,8 @@ from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
 
-# test_gateway's fixtures: a started gateway and a client of its API.
+# test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT

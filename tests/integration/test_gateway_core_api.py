@@ -24,9 +24,8 @@ from services.gateway.rebuild import rebuild
 from services.gateway.server import Gateway
 from services.gateway.tables import create_schema, drop_schema
 
-# test_gateway's fixtures: a started gateway and a client of its API.
+# test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 

@@ -31,7 +31,6 @@ from services.gateway import commands, servicer
 from services.gateway.server import Gateway
 
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 
 def reports(group: str, steps: Iterable[int], run_id: int = 1) -> list[events_pb2.MetricReport]:

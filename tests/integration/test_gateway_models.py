@@ -20,9 +20,8 @@ from services.common.eventstore import EventStore
 from services.gateway.rebuild import rebuild
 from services.gateway.server import Gateway
 
-# test_gateway's fixtures: a started gateway and a client of its API.
+# test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 
 def register(checkpoint_uuid: str, model: str = "mnist", **fields: str) -> api_pb2.RegisterModelVersionRequest:

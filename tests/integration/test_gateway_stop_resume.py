@@ -21,9 +21,8 @@ from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
 
 Metadata = tuple[tuple[str, str], ...]
-# test_gateway's fixtures: a started gateway and a client of its API.
+# test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
-api = test_gateway.api
 
 
 def token_of(allocation_id: str) -> Metadata:
