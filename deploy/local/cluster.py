@@ -7,16 +7,16 @@ what the `det deploy local` commands do.
         nats/          JetStream store (the event log, logs, contexts)
         postgres/      PostgreSQL data (read models only: rebuilt from the log); as root it
                        lives under /var/lib/determined-es instead (see postgres_home.py)
-        checkpoints/   the default shared_fs checkpoint storage
-        agent-work/    one folder per allocation (of the agent part "agent")
-        agents/<part>/ the work folder of every other agent part (agent-1, agent-2, ...)
+        checkpoints/   the default shared_fs checkpoint storage (the trial user's, see
+                       trial_home.py, which also says where the agents' work folders are:
+                       not here, away from the secrets)
         logs/          <service>.log (rotated by the service), <part>.out (what a part prints
                        on stdout/stderr, rotated by the supervisor), nats-server.log (rotated by
                        nats-server), postgres.log, supervisor.log
         run/           cluster.json (options, pids), status.json (every part, by the
                        supervisor), requests/ (to the supervisor), ready files
-        cluster.secret signs allocation and session tokens, and holds the nats-server password
-                       of the agents (a remote agent's operator copies it); never in the event log
+        cluster.secret signs allocation and session tokens; never in the event log
+        agent-secrets/<agent id>.secret  what a remote agent's operator copies (agent_secret_file)
         credentials.json (0600) every nats-server user's and PostgreSQL role's password
                        (credentials.py); each part gets its own only
         initial-user-password  (0600) until cluster-up has logged the operator in (initial_password.py)
@@ -31,10 +31,19 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from deploy.local.credentials import credentials, nats_user_of, write_private
+from deploy.local.credentials import agent_user, credentials, write_private
 from deploy.local.decisions import part_names
 from deploy.local.status import write_atomically
 from deploy.local.tls import tls_environment
+from deploy.local.trial_home import (
+    TRIAL_USER_SETTING,
+    checkpoint_folder,
+    default_cache_home,
+    open_to_others,
+    trial_home,
+    trial_user_name,
+)
+from services.agent.trial_user import TRIAL_VENV_SUFFIX
 from services.common.processes import process_alive
 
 DATABASE = "determined"
@@ -99,8 +108,9 @@ class RemoteCluster:
     namespace: str
     cluster_id: str
     secret: str
-    # The nats-server user `agent`'s password (from the cluster's cluster.secret).
+    # The agent's nats-server user and password (from its secret file, agent_secret_file).
     nats_password: str = ""
+    nats_user: str = ""
     # How its agents and their trials check the cluster's TLS certificate (agent-up's
     # DET_MASTER_CERT_FILE, made absolute, and DET_MASTER_CERT_NAME); "": not given.
     master_cert_file: str = ""
@@ -259,17 +269,38 @@ def recorded_cluster_id(data_dir: Path) -> str | None:
 
 
 def cluster_identity(data_dir: Path) -> tuple[str, str]:
-    """The cluster id and token secret, made once and kept with the data. The file
-    (cluster.secret, 0600) also holds the agents' nats-server user and password, so that
-    the one file a remote agent's operator copies suffices; an older file gets them now."""
+    """The cluster id and token secret, made once and kept with the data (cluster.secret,
+    0600). An older file's password of the agents' shared nats-server user, which is no
+    more, is dropped."""
     secret_file = data_dir / "cluster.secret"
     if not secret_file.exists():
         write_private(secret_file, json.dumps({"cluster_id": str(uuid.uuid4()), "secret": secrets.token_hex(32)}))
     identity = json.loads(secret_file.read_text())
-    agent = credentials(data_dir).nats_user("agent")
-    if identity.get("nats_user") != agent.name or identity.get("nats_password") != agent.password:
-        write_private(secret_file, json.dumps(dict(identity, nats_user=agent.name, nats_password=agent.password)))
+    if "nats_user" in identity or "nats_password" in identity:
+        identity = {key: value for key, value in identity.items() if key not in ("nats_user", "nats_password")}
+        write_private(secret_file, json.dumps(identity))
     return identity["cluster_id"], identity["secret"]
+
+
+AGENT_SECRETS = "agent-secrets"
+
+
+def agent_secret_file(data_dir: Path, agent_id: str) -> Path:
+    """The file (0600) a remote agent's operator copies to run the agent `agent_id`
+    (agent-up --master-host --secret-file): the cluster's id and token secret and that
+    agent's own nats-server user and password, made now if new (credentials.json; the
+    caller reloads nats-server)."""
+    if not AGENT_ID.fullmatch(agent_id):
+        raise DeployError(f"{agent_id!r} cannot be an agent id: 1 to 64 letters, digits, '.', '-' or '_'")
+    cluster_id, secret = cluster_identity(data_dir)
+    user = credentials(data_dir, [agent_id]).nats[agent_user(agent_id)]
+    folder = data_dir / AGENT_SECRETS
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{agent_id}.secret"
+    identity = {"cluster_id": cluster_id, "secret": secret, "agent_id": agent_id,
+                "nats_user": user.name, "nats_password": user.password}
+    write_private(path, json.dumps(identity))
+    return path
 
 
 # The caller's DET_ variables that reach the services: tuning an operator may set for
@@ -279,6 +310,7 @@ TUNING_SETTINGS = (
     "DET_AGENT_KEEP_FAILED_S", "DET_AGENT_LOG_MEMORY_BYTES", "DET_AGENT_STOP_GRACE_S",
     "DET_AGENT_KILL_GRACE_S", "DET_AGENT_HEARTBEAT_S", "DET_AGENT_LOST_S", "DET_SCHEDULER_TYPE",
     "DET_SCHEDULER_POOL_TYPES", "DET_SCHEDULER_MIN_RUN_S", "DET_SCHEDULER_DEFAULT_PRIORITY",
+    TRIAL_USER_SETTING,
 )
 
 
@@ -299,7 +331,7 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str) 
         DET_GATEWAY_PORT=str(options.master_port),
         DET_GATEWAY_HOST=options.listen,
         DET_HTTP_PORT=str(http_port(options.master_port, options.settings)),
-        DET_CHECKPOINT_PATH=str(data_dir / "checkpoints"),
+        DET_CHECKPOINT_PATH=str(default_checkpoints(data_dir, options.settings)),
         DET_MASTER_ADDRESS=master_url(options),
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
         PYTHONUNBUFFERED="1",
@@ -309,12 +341,12 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str) 
     return environment
 
 
-def part_credentials(part: str, data_dir: Path, postgres_port: int) -> dict[str, str]:
+def part_credentials(part: str, data_dir: Path, postgres_port: int, agent_id: str = "") -> dict[str, str]:
     """What one part of this machine's cluster gets to log in with, and nothing of the
-    others': its nats-server user (`agent` for every agent part) and, for the gateway,
-    the database URL with its role's password."""
-    found = credentials(data_dir)
-    user = found.nats_user(part)
+    others': its nats-server user (an agent part's: its agent's, `agent_id`) and, for the
+    gateway, the database URL with its role's password."""
+    found = credentials(data_dir, [agent_id] if agent_id else [])
+    user = found.nats_user(part, agent_id)
     environment = {"DET_NATS_USER": user.name, "DET_NATS_PASSWORD": user.password}
     if part == "gateway":
         environment["DET_DATABASE_URL"] = found.database_url(postgres_port, DATABASE)
@@ -351,7 +383,21 @@ def _inherited(settings: dict[str, str]) -> dict[str, str]:
     return environment
 
 
+def default_checkpoints(data_dir: Path, settings: dict[str, str]) -> Path:
+    """The default shared_fs checkpoint storage of the cluster in `data_dir` (trial_home.py)."""
+    user = trial_user_name(settings, euid=os.geteuid())
+    home = cluster_trial_home(data_dir)
+    return checkpoint_folder(data_dir, home, trial_user=user, data_dir_open=open_to_others(data_dir))
+
+
+def cluster_trial_home(data_dir: Path) -> Path:
+    """Where the agents of the cluster in `data_dir` keep their work folders (trial_home.py)."""
+    cluster_id = recorded_cluster_id(data_dir) or ""
+    return trial_home(data_dir, cluster_id, euid=os.geteuid(), cache_home=default_cache_home())
+
+
 def _agent_options(environment: dict[str, str], options: ClusterOptions) -> None:
+    environment[TRIAL_USER_SETTING] = trial_user_name(options.settings, euid=os.geteuid())
     if not options.gpu:
         environment["DET_AGENT_GPUS"] = "0"
     if options.fork_trials:
@@ -373,8 +419,17 @@ def agent_environment(base: dict[str, str], agent: AgentSpec, data_dir: Path, ad
 
 
 def agent_work_dir(data_dir: Path, part: str) -> Path:
-    """agent-work/ for the part "agent" (as before several agents), agents/<part>/ for the others."""
-    return data_dir / "agent-work" if part == "agent" else data_dir / "agents" / part
+    """The agent part's work folder: <trial home>/agents/<part>/ (trial_home.py)."""
+    return cluster_trial_home(data_dir) / "agents" / part
+
+
+def every_agent_work_dir(data_dir: Path) -> list[Path]:
+    """Where allocation folders of this data folder's agents may be: each agent's work folder,
+    and where an older cluster-up put them (agent-work/ and agents/<part>/ in the data folder)."""
+    home = cluster_trial_home(data_dir) / "agents"
+    older = [data_dir / "agent-work", *sorted((data_dir / "agents").glob("*"))]
+    parts = sorted(path for path in home.glob("*") if path.is_dir() and not path.name.endswith(TRIAL_VENV_SUFFIX))
+    return [*parts, *older]
 
 
 def remote_environment(options: ClusterOptions, data_dir: Path, remote: RemoteCluster) -> dict[str, str]:
@@ -387,7 +442,7 @@ def remote_environment(options: ClusterOptions, data_dir: Path, remote: RemoteCl
         DET_LOG_JSON="1" if options.json_logs else "0",
         DET_CLUSTER_SECRET=remote.secret,
         DET_CLUSTER_ID=remote.cluster_id,
-        DET_NATS_USER=nats_user_of("agent"),
+        DET_NATS_USER=remote.nats_user,
         DET_NATS_PASSWORD=remote.nats_password,
         DET_MASTER_ADDRESS=remote.master_address,
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),

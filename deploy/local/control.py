@@ -10,27 +10,34 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from deploy.local import mailbox
 from deploy.local.cluster import (
+    AGENT_SECRETS,
     AgentSpec,
     ClusterOptions,
     ClusterRecord,
     DeployError,
     RemoteCluster,
     added_agent,
+    agent_secret_file,
     cluster_identity,
+    every_agent_work_dir,
     http_port,
     recorded_cluster_id,
 )
+from deploy.local.credentials import agent_user, credentials, without_agent
 from deploy.local.decisions import PARTS, STOP_DEADLINE_S, Action, UpOutcome, plan_cluster_up, startup_failure
-from deploy.local.parts import STOP_SIGNALS, last_words
+from deploy.local.parts import STOP_SIGNALS, cluster_nats, last_words
 from deploy.local.postgres_home import postgres_data_dir, postgres_os_user, prune_orphans
 from deploy.local.servers import port_is_taken
-from deploy.local.status import ClusterStatus, PartStatus, read_status, status_path
+from deploy.local.status import ClusterStatus, PartStatus, event_reports, read_status, status_path
 from deploy.local.tls import TlsError, check_pair
+from deploy.local.trial_home import trial_user_name, trial_user_note
+from services.common.os_users import OsUserError
 from services.common.processes import (
     ProcessRecordError,
     kill_recorded_process_group,
@@ -41,7 +48,7 @@ from services.common.processes import (
 READY_DEADLINE_S = 60.0
 LEFTOVER_GRACE_S = 10.0
 POLL_S = 0.1
-FOLDERS = ("nats", "checkpoints", "agent-work", "logs", "run")
+FOLDERS = ("nats", "checkpoints", "logs", "run")
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,11 @@ def cluster_up(options: ClusterOptions) -> UpResult:
 def _start(options: ClusterOptions) -> UpResult:
     data_dir = options.data_dir
     _check_ports(options)
+    try:
+        print(trial_user_note(trial_user_name(options.settings, euid=os.geteuid())))
+    except OsUserError as error:
+        hint = "or let trials run as root: DET_AGENT_TRIAL_USER= det deploy local cluster-up"
+        raise DeployError(f"{error} ({hint})") from None
     for folder in FOLDERS:
         (data_dir / folder).mkdir(parents=True, exist_ok=True)
     _clear_run_files(data_dir)
@@ -240,7 +252,7 @@ def _ours(pid: int, ticks: int | None) -> bool:
 def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
     """Each recorded process still running gets its stop signal, then SIGKILL
     past LEFTOVER_GRACE_S (with its process group); then every allocation's
-    recorded process group under agent-work/ and agents/<part>/ is killed."""
+    recorded process group in the agents' work folders (cluster.every_agent_work_dir) is killed."""
     leftovers = _leftovers(record)
     for name, pid in leftovers.items():
         _signal_group(pid, STOP_SIGNALS.get(name, signal.SIGTERM))
@@ -248,7 +260,7 @@ def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
         for pid in leftovers.values():
             _signal_group(pid, signal.SIGKILL)
         _wait_gone(list(leftovers.values()), LEFTOVER_GRACE_S)
-    allocations = [*(data_dir / "agent-work").glob("*/process.json"), *(data_dir / "agents").glob("*/*/process.json")]
+    allocations = [record for folder in every_agent_work_dir(data_dir) for record in folder.glob("*/process.json")]
     for process_record in sorted(allocations):
         try:
             kill_recorded_process_group(process_record)
@@ -352,6 +364,8 @@ class ClusterReport:
     record: ClusterRecord
     status: ClusterStatus | None
     supervisor_alive: bool
+    # Part -> its report of skipped events and (the gateway's) projector progress (status.py).
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def cluster_report(data_dir: Path) -> ClusterReport:
@@ -361,7 +375,7 @@ def cluster_report(data_dir: Path) -> ClusterReport:
     if record is None:
         raise DeployError(f"no cluster is running from {data_dir}")
     alive = _ours(record.supervisor_pid, record.start_ticks.get("supervisor")) if record.supervisor_pid else False
-    return ClusterReport(data_dir, record, read_status(status_path(data_dir)), alive)
+    return ClusterReport(data_dir, record, read_status(status_path(data_dir)), alive, event_reports(data_dir))
 
 
 # -- agents ----------------------------------------------------------------------------
@@ -418,6 +432,43 @@ def _wait_for_part(
             raise DeployError(f"{name} was not done within {patience_s:.0f} s; "
                               f"{last_words(data_dir / 'logs', name)}")
         time.sleep(POLL_S)
+
+
+def agent_credentials(data_dir: Path, agent_id: str) -> Path:
+    """The secret file of the agent `agent_id`, to run on another machine (agent-up
+    --master-host --secret-file): its own nats-server user, made now if new and let in
+    by the running nats-server at once (and by every later one)."""
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is not None and record.remote:
+        raise DeployError(f"{data_dir} runs agents of a cluster elsewhere: ask that cluster's operator")
+    if recorded_cluster_id(data_dir) is None:
+        raise DeployError(f"no cluster was started from {data_dir} (det deploy local cluster-up)")
+    path = agent_secret_file(data_dir, agent_id)
+    if record is not None and _leftovers(record):
+        found = credentials(data_dir)
+        user = found.nats[agent_user(agent_id)]
+        if not cluster_nats(data_dir, record, found).reload(user.name, user.password):
+            raise DeployError(f"nats-server did not take agent {agent_id}'s user; see {data_dir / 'logs'}")
+    return path
+
+
+def revoke_agent_credentials(data_dir: Path, agent_id: str) -> None:
+    """Cuts an agent on another machine off: its nats-server user goes (its connections
+    are closed, its password no longer logs in) and its secret file with it. Its token
+    secret is the cluster's: see the README on what else that file held."""
+    data_dir = data_dir.expanduser().resolve()
+    record = ClusterRecord.load(data_dir)
+    if record is not None and any(agent.agent_id == agent_id for agent in record.agent_specs()):
+        raise DeployError(f"agent {agent_id} runs here: stop it with agent-down --agent-id {agent_id}")
+    user = without_agent(data_dir, agent_id)
+    if user is None:
+        raise DeployError(f"agent {agent_id} has no credentials in {data_dir}")
+    (data_dir / AGENT_SECRETS / f"{agent_id}.secret").unlink(missing_ok=True)
+    if record is not None and _leftovers(record):
+        nats_server = cluster_nats(data_dir, record, credentials(data_dir))
+        if not nats_server.reload(user.name, user.password, let_in=False):
+            raise DeployError(f"nats-server did not drop agent {agent_id}'s user; see {data_dir / 'logs'}")
 
 
 def remote_agent_up(data_dir: Path, remote: RemoteCluster, agent: AgentSpec, options: ClusterOptions) -> UpResult:

@@ -5,16 +5,23 @@ version in an older folder), and kept in <data dir>/credentials.json (0600);
 never in the event log or a log line. Each part gets only its own, in its
 environment (cluster.py):
 
-- nats-server: one user per part (NATS_USERS; every agent part, here or on
-  another machine, is `agent`, whose password is also in cluster.secret, the
-  file a remote agent's operator copies), and `operator` for the tools that
-  read the log (`python -m services.eventlog`). A connection without a user
-  is refused. What each may publish and subscribe to is `permissions`: a
-  part appends only the subject kinds of the events it decides (APPENDS,
-  from docs/CONTRACTS.md "Who appends what"); `operator` appends nothing.
-  Reading is not narrowed by kind: every user may read the whole log (an
-  ephemeral consumer's subject names no filter nats-server could check);
-  what guards the log is that nobody writes what is not theirs.
+- nats-server: one user per service (NATS_USERS), one per agent
+  (`agent:<agent id>`, made by cluster-up and agent-up: `agent_user`; a
+  remote agent's operator copies that agent's secret file, cluster.py
+  `agent_secret_file`), and `operator` for the tools that read the log
+  (`python -m services.eventlog`). A connection without a user is refused.
+  What each may publish and subscribe to is `permissions`: a part appends
+  only the subject kinds of the events it decides (APPENDS, from
+  docs/CONTRACTS.md "Who appends what"), an agent only on its own agent
+  subject; `operator` appends nothing. A part reads only the subject kinds
+  its cores fold (READS): it may create a consumer only through the API
+  subject that names the consumer's one filter
+  (`$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, which nats-server
+  checks against the consumer's config) and get single events only through
+  `$JS.API.DIRECT.GET.<stream>.<subject>`; the gateway and `operator` read
+  everything (the gateway alone folds `user` events, with their password
+  hashes). An older folder's shared `agent` user is dropped at its next
+  cluster-up (the agents there get their own).
 - PostgreSQL: the superuser `postgres`, used by the supervisor's database
   step only, and the role `gateway` (DATABASE_ROLE), not a superuser, owner
   of the `determined` database, whose password is in the gateway's
@@ -38,9 +45,14 @@ from typing import Any
 import bcrypt
 
 from services.common.envelope import SUBJECT_KINDS
+from services.common.settings import inbox_prefix
 
 CREDENTIALS_FILE = "credentials.json"
-NATS_USERS = ("gateway", "scheduler", "searcher", "checkpoint", "agent", "operator")
+NATS_USERS = ("gateway", "scheduler", "searcher", "checkpoint", "operator")
+# An agent's nats-server user is this and its agent id (agent ids hold no ':').
+AGENT_USER_PREFIX = "agent:"
+# The one nats-server user every agent shared before each got its own: dropped.
+SHARED_AGENT_USER = "agent"
 SUPERUSER = "postgres"
 DATABASE_ROLE = "gateway"
 # nats-server checks a bcrypt hash at each connection: cost 10 takes ~50 ms.
@@ -67,14 +79,28 @@ APPENDS: dict[str, tuple[str, ...]] = {
     "agent": ("agent_registered", "allocation_started", "allocation_exited", "allocation_resources_exited"),
 }
 
-# What reading the log takes: stream and consumer lookups, consumers (ordered push ones
-# deliver to the user's inbox), pull requests, single-message gets, acks and flow control.
+# The subject kinds each part reads: those of the events its cores fold (kinds_of of
+# AGENT_FOLDS, SCHEDULER_FOLDS, SEARCHER_FOLDS + LIFECYCLE_FOLDS, GC_FOLDS; checked by
+# tests/unit/test_credentials.py), which include those it appends to (an append that
+# was cut short looks at its aggregate's newest event). No part but the gateway reads
+# `user` events.
+READS: dict[str, tuple[str, ...]] = {
+    "scheduler": ("agent", "allocation", "experiment"),
+    "searcher": ("allocation", "checkpoint", "experiment", "trial", "validation"),
+    "checkpoint": ("checkpoint", "experiment", "model", "validation"),
+    "agent": ("agent", "allocation"),
+}
+
+# What reading the log takes, whatever is read: stream lookups, pull requests on a
+# consumer it made (by a name no other part knows), consumer lookups and deletes, acks
+# and flow control of ordered push consumers (which deliver to the user's inbox).
 _READ_API = (
     "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
-    "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>",
     "$JS.API.CONSUMER.MSG.NEXT.>", "$JS.API.CONSUMER.INFO.>", "$JS.API.CONSUMER.DELETE.>",
     "$JS.ACK.>", "$JS.FC.>",
 )
+# Reading every stream, with any consumer and any single-message get (the gateway, operator).
+_READ_ALL = ("$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>")
 
 
 class CredentialsError(Exception):
@@ -101,30 +127,59 @@ class Credentials:
     postgres_password: str
     gateway_password: str
 
-    def nats_user(self, part: str) -> NatsUser:
-        """The user a part connects as: its own, `agent` for every agent part."""
-        return self.nats[nats_user_of(part)]
+    def nats_user(self, part: str, agent_id: str = "") -> NatsUser:
+        """The user a part connects as: its own; an agent part's is its agent's."""
+        return self.nats[nats_user_of(part, agent_id)]
 
     def database_url(self, port: int, database: str) -> str:
         """The gateway's DET_DATABASE_URL (its role, its password)."""
         return f"postgresql://{DATABASE_ROLE}:{self.gateway_password}@127.0.0.1:{port}/{database}"
 
 
-def nats_user_of(part: str) -> str:
-    """`agent` for agent parts (agent, agent-1, agent-far-away, ...), else the part's name."""
-    return "agent" if part == "agent" or part.startswith("agent-") else part
+def is_agent_part(part: str) -> bool:
+    """agent, agent-1, agent-far-away, ..."""
+    return part == "agent" or part.startswith("agent-")
 
 
-def credentials(data_dir: Path) -> Credentials:
-    """The folder's credentials; those missing (a new folder, an older file) are made now."""
+def agent_user(agent_id: str) -> str:
+    """The nats-server user of the agent `agent_id`."""
+    return f"{AGENT_USER_PREFIX}{agent_id}"
+
+
+def nats_user_of(part: str, agent_id: str = "") -> str:
+    """An agent part's agent's user (its agent id is needed), else the part's name."""
+    if not is_agent_part(part):
+        return part
+    if not agent_id:
+        raise CredentialsError(f"the agent part {part} has no agent id: its nats-server user is unknown")
+    return agent_user(agent_id)
+
+
+def credentials(data_dir: Path, agent_ids: tuple[str, ...] | list[str] = ()) -> Credentials:
+    """The folder's credentials, with a user for each of `agent_ids`; those missing (a new
+    folder, an older file, a new agent) are made now, and an older file's shared `agent`
+    user is dropped."""
     path = data_dir / CREDENTIALS_FILE
     stored = _read(path)
-    completed = _completed(stored)
+    completed = _completed(stored, [agent_user(agent_id) for agent_id in agent_ids])
     if completed != stored:
         write_private(path, json.dumps(completed, indent=2))
     nats = {name: NatsUser(name, entry["password"], entry["bcrypt"]) for name, entry in completed["nats"].items()}
     postgres = completed["postgres"]
     return Credentials(nats, postgres[SUPERUSER], postgres[DATABASE_ROLE])
+
+
+def without_agent(data_dir: Path, agent_id: str) -> NatsUser | None:
+    """Removes the agent's nats-server user from the folder's credentials; the user it was
+    (None: there was none). Its password is then good for nothing once nats-server reloads."""
+    path = data_dir / CREDENTIALS_FILE
+    stored = _read(path)
+    entry = stored.get("nats", {}).get(agent_user(agent_id))
+    if entry is None:
+        return None
+    nats = {name: value for name, value in stored["nats"].items() if name != agent_user(agent_id)}
+    write_private(path, json.dumps(dict(stored, nats=nats), indent=2))
+    return NatsUser(agent_user(agent_id), entry["password"], entry["bcrypt"])
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -139,10 +194,10 @@ def _read(path: Path) -> dict[str, Any]:
     return document
 
 
-def _completed(stored: dict[str, Any]) -> dict[str, Any]:
-    """`stored` with a password for every user and role it lacks."""
-    nats = dict(stored.get("nats", {}))
-    for name in NATS_USERS:
+def _completed(stored: dict[str, Any], agent_users: list[str]) -> dict[str, Any]:
+    """`stored` with a password for every user and role it lacks, without the shared agent user."""
+    nats = {name: entry for name, entry in stored.get("nats", {}).items() if name != SHARED_AGENT_USER}
+    for name in (*NATS_USERS, *agent_users):
         if name not in nats:
             password = new_password()
             nats[name] = {"password": password, "bcrypt": bcrypt_hash(password)}
@@ -188,32 +243,55 @@ def write_private(path: Path, text: str) -> None:
 
 
 def permissions(user: str, namespace: str = "det") -> Permissions:
-    """What `user` may publish and subscribe to on a cluster whose namespace is `namespace`
-    (stream names as EventStore makes them). Each user's inbox is `_INBOX.<user>.`
-    (services/common/connection.py), so none reads the answers another part gets."""
+    """What `user` (a service's name, an agent's `agent:<id>`, operator) may publish and
+    subscribe to on a cluster whose namespace is `namespace` (stream names as EventStore
+    makes them). Each user's inbox is `_INBOX.<token>.` (services/common/settings.py
+    `inbox_prefix`), so none reads the answers another part gets."""
     suffix = "" if namespace == "det" else f"_{namespace}"
-    inbox = (f"_INBOX.{user}.>",)
+    inbox = (f"{inbox_prefix(user)}.>",)
     if user == "operator":
-        return Permissions(_READ_API, inbox)
+        return Permissions(_READ_API + _READ_ALL, inbox)
     streams = (f"EVENTS{suffix}", f"LOGS{suffix}", f"OBJ_contexts{suffix}", f"KV_snapshots{suffix}")
     # Every part makes the streams it finds missing at start (a create of one that exists changes nothing).
     publish = _READ_API + tuple(f"$JS.API.STREAM.CREATE.{stream}" for stream in streams)
     if user == "gateway":
-        publish += (
+        publish += _READ_ALL + (
             f"{namespace}.events.>", f"$O.contexts{suffix}.>",
             f"$JS.API.STREAM.UPDATE.{streams[0]}", f"$JS.API.STREAM.UPDATE.{streams[1]}",
             f"$JS.API.STREAM.PURGE.{streams[2]}",
         )
         return Permissions(publish, inbox)
+    agent_id = user.removeprefix(AGENT_USER_PREFIX) if user.startswith(AGENT_USER_PREFIX) else ""
+    part = "agent" if agent_id else user
+    publish += _reads(READS[part], namespace, streams[0])
+    if agent_id:
+        # Its own agent events; allocation events and trials' logs (whose subjects name
+        # no agent) of any agent; its own heartbeats; the contexts it runs.
+        publish += (
+            f"{namespace}.events.agent.{agent_id}", f"{namespace}.events.allocation.>", f"{namespace}.logs.>",
+            f"{namespace}.heartbeats.{agent_id}",
+            f"$JS.API.STREAM.MSG.GET.{streams[2]}", f"$JS.API.CONSUMER.CREATE.{streams[2]}",
+            f"$JS.API.CONSUMER.CREATE.{streams[2]}.>",
+        )
+        return Permissions(publish, inbox)
     kinds = sorted({SUBJECT_KINDS[event_type] for event_type in APPENDS[user]})
     publish += tuple(f"{namespace}.events.{kind}.>" for kind in kinds)
-    if user == "agent":
-        publish += (f"{namespace}.logs.>", f"{namespace}.heartbeats.>")  # an agent id may hold dots
-    else:
-        # Its own snapshots (services/common/snapshots.py: key <service>.<core>); the gateway reads the scheduler's.
-        publish += (f"$KV.snapshots{suffix}.{user}.>",)
+    # Snapshots (services/common/snapshots.py, key <service>.<core>): a service writes its
+    # own and may read any (none holds a user's data); an agent keeps none.
+    publish += (f"$KV.snapshots{suffix}.{user}.>", f"$JS.API.STREAM.MSG.GET.{streams[3]}",
+                f"$JS.API.DIRECT.GET.{streams[3]}.>")
     subscribe = inbox + ((f"{namespace}.heartbeats.>",) if user == "scheduler" else ())
     return Permissions(publish, subscribe)
+
+
+def _reads(kinds: tuple[str, ...], namespace: str, stream: str) -> tuple[str, ...]:
+    """Reading these kinds of events: consumers whose one filter is within them, and
+    single-event gets of their subjects."""
+    allowed: tuple[str, ...] = ()
+    for kind in kinds:
+        subjects = f"{namespace}.events.{kind}.>"
+        allowed += (f"$JS.API.CONSUMER.CREATE.{stream}.*.{subjects}", f"$JS.API.DIRECT.GET.{stream}.{subjects}")
+    return allowed
 
 
 def authorization_config(users: dict[str, NatsUser], namespace: str = "det") -> str:

@@ -40,6 +40,7 @@ from deploy.local.cluster import (
     agent_environment,
     agent_work_dir,
     part_credentials,
+    recorded_cluster_id,
     remote_environment,
     service_environment,
 )
@@ -53,6 +54,7 @@ from deploy.local.credentials import (
 )
 from deploy.local.servers import NatsServer, PostgresServer, tail
 from deploy.local.tls import nats_tls
+from deploy.local.trial_home import TRIAL_USER_SETTING, make_work_dir, prepare_folders
 
 if TYPE_CHECKING:
     import asyncpg
@@ -64,6 +66,15 @@ READ_MODEL_SCHEMA = "read_model"
 LAST_ERROR_LINES = 10
 
 
+def cluster_nats(data_dir: Path, record: ClusterRecord, found: Credentials | None) -> NatsServer:
+    """The nats-server of the cluster in `data_dir`, letting in the users `found` holds
+    (none: a folder of agents for a cluster elsewhere runs no nats-server)."""
+    listen = "0.0.0.0" if record.advertise_host else "127.0.0.1"
+    return NatsServer(data_dir / "nats", record.nats_port, data_dir / "logs" / "nats-server.log", listen,
+                      authorization=authorization_config(found.nats if found is not None else {}),
+                      tls=nats_tls(record.tls_cert, record.tls_key, listen))
+
+
 class PartRunner:
     """The I/O of starting and checking the parts of the cluster in `data_dir`."""
 
@@ -71,14 +82,11 @@ class PartRunner:
         self.data_dir = data_dir
         self.logs = data_dir / "logs"
         self.postgres_data = record.postgres_folder(data_dir)
-        listen = "0.0.0.0" if record.advertise_host else "127.0.0.1"
         remote = record.remote_cluster()
-        # A folder of agents for a cluster elsewhere logs in with what cluster.secret gave it.
-        self.credentials = credentials(data_dir) if remote is None else None
-        users = self.credentials.nats if self.credentials is not None else {}
-        self.nats = NatsServer(data_dir / "nats", record.nats_port, self.logs / "nats-server.log", listen,
-                               authorization=authorization_config(users),
-                               tls=nats_tls(record.tls_cert, record.tls_key, listen))
+        # A folder of agents for a cluster elsewhere logs in with what its agent's secret file gave it.
+        agent_ids = [agent.agent_id for agent in record.agent_specs()]
+        self.credentials = credentials(data_dir, agent_ids) if remote is None else None
+        self.nats = cluster_nats(data_dir, record, self.credentials)
         self.postgres = PostgresServer(
             self.postgres_data, record.postgres_port, self.logs / "postgres.log",
             superuser_password=self.credentials.postgres_password if self.credentials is not None else "",
@@ -93,9 +101,19 @@ class PartRunner:
         # for a cluster elsewhere) its host name.
         self.agent_address = record.advertise_host or ("" if remote is not None else "127.0.0.1")
         self.agents = {agent.part: agent for agent in record.agent_specs()}
+        checkpoints = self.environment.get("DET_CHECKPOINT_PATH")
+        prepare_folders(data_dir, recorded_cluster_id(data_dir), Path(checkpoints) if checkpoints else None,
+                        self.environment.get(TRIAL_USER_SETTING, ""))
 
     def add_agent(self, agent: AgentSpec) -> None:
+        """Runs `agent` from now on; in a cluster, with a nats-server user of its own,
+        which the running nats-server lets in before this returns."""
         self.agents[agent.part] = agent
+        if self.credentials is not None:
+            self.credentials = credentials(self.data_dir, [agent.agent_id])
+            self.nats.authorization = authorization_config(self.credentials.nats)
+            user = self.credentials.nats_user(agent.part, agent.agent_id)
+            self.nats.reload(user.name, user.password)
 
     def remove_agent(self, part: str) -> None:
         self.agents.pop(part, None)
@@ -106,18 +124,22 @@ class PartRunner:
         self.ready_file(name).unlink(missing_ok=True)
         with open(self.output_file(name), "ab") as output:
             if name == "nats-server":
+                if self.credentials is not None:  # with the users added since (agent secret files)
+                    self.nats.authorization = authorization_config(credentials(self.data_dir).nats)
                 return self.nats.spawn(output)
             if name == "postgres":
                 return self.postgres.spawn(output)
             environment, module = self.environment, name
             if self.credentials is not None:
-                environment = dict(environment, **part_credentials(name, self.data_dir, self.postgres.port))
+                agent_id = self.agents[name].agent_id if name in self.agents else ""
+                login = part_credentials(name, self.data_dir, self.postgres.port, agent_id)
+                environment = dict(environment, **login)
             if name == "gateway":
                 environment = dict(environment, **initial_password.gateway_environment(self.data_dir))
             if name in self.agents:
                 agent = self.agents[name]
                 environment, module = agent_environment(environment, agent, self.data_dir, self.agent_address), "agent"
-                agent_work_dir(self.data_dir, name).mkdir(parents=True, exist_ok=True)
+                make_work_dir(agent_work_dir(self.data_dir, name), self.data_dir, recorded_cluster_id(self.data_dir))
             return subprocess.Popen(
                 [sys.executable, "-m", f"services.{module}"],
                 env=dict(environment, DET_LOG_FILE=str(self.logs / f"{name}.log"),

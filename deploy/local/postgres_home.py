@@ -16,13 +16,13 @@ environment under /root) they are copied once to
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from services.common.os_users import OsUser, closed_folder, ensure_system_user, may_enter
 
 PG_OS_USER = "determined_pg"
 SYSTEM_HOME = Path("/var/lib/determined-es")
@@ -30,45 +30,11 @@ SYSTEM_HOME = Path("/var/lib/determined-es")
 OWNER_NOTE = "owner.json"
 
 
-@dataclass(frozen=True)
-class OsUser:
-    name: str
-    uid: int
-    gid: int
-    groups: frozenset[int]
-
-
 def postgres_os_user() -> OsUser | None:
     """The user PostgreSQL runs as: None unless this process is root."""
     if os.geteuid() != 0:
         return None
-    try:
-        entry = pwd.getpwnam(PG_OS_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", PG_OS_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(PG_OS_USER)
-    groups = frozenset(os.getgrouplist(entry.pw_name, entry.pw_gid))
-    return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, groups)
-
-
-def may_enter(mode: int, owner: int, group: int, user: OsUser) -> bool:
-    """Whether `user` may traverse a folder with this mode and owner (the
-    owner's bits, else the group's, else the others', as the kernel decides)."""
-    if owner == user.uid:
-        return bool(mode & stat.S_IXUSR)
-    if group in user.groups:
-        return bool(mode & stat.S_IXGRP)
-    return bool(mode & stat.S_IXOTH)
-
-
-def closed_folder(path: Path, user: OsUser) -> Path | None:
-    """The first folder from / down to `path` (a folder) that `user` cannot
-    traverse, if any."""
-    for folder in [*reversed(path.parents), path]:
-        info = folder.stat()
-        if not may_enter(info.st_mode, info.st_uid, info.st_gid, user):
-            return folder
-    return None
+    return ensure_system_user(PG_OS_USER)[0]
 
 
 def postgres_data_dir(

@@ -11,10 +11,12 @@ PostgreSQL refuses to run as root: as root, the server runs as the OS user
 """
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -24,7 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from deploy.local.credentials import write_private
-from deploy.local.postgres_home import SYSTEM_HOME, OsUser, closed_folder, postgres_os_user, runnable_bin_dir
+from deploy.local.postgres_home import SYSTEM_HOME, postgres_os_user, runnable_bin_dir
+from services.common.os_users import OsUser, closed_folder
 
 # Each server log is rotated at this size, keeping this many files in all.
 LOG_FILE_BYTES = 10 * 1024 * 1024
@@ -114,21 +117,64 @@ class NatsServer:
             f"logfile_size_limit: {LOG_FILE_BYTES}\n"
             f"logfile_max_num: {LOG_FILES}\n"
             f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always, max_file_store: 100TB }}\n'
+            f'pid_file: "{self.pid_file}"\n'
             f"{self.authorization}"
             # timeout: the handshake's, 0.5 s by default, too short for a loaded machine.
             + (f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}", timeout: 5 }}\n' if self.tls else "")
         )
 
+    @property
+    def config_file(self) -> Path:
+        return self.store_dir / "nats-server.conf"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.store_dir / "nats-server.pid"
+
     def spawn(self, output: IO[bytes]) -> "subprocess.Popen[bytes]":
         """Starts it (its own session) and returns at once; it logs to
         `log_file`, rotated by itself, and `output` gets what it prints before."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        config = self.store_dir / "nats-server.conf"
-        write_private(config, self.config_text())
+        write_private(self.config_file, self.config_text())
         return subprocess.Popen(
-            [nats_server_binary(), "-c", str(config)],
+            [nats_server_binary(), "-c", str(self.config_file)],
             stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
         )
+
+    def reload(self, user: str, password: str, *, let_in: bool = True, deadline_s: float = 10.0) -> bool:
+        """Writes its configuration again (a new `authorization`: an agent's user added or
+        removed) and has the running server read it (SIGHUP); returns once it lets `user`
+        in (with let_in=False: once it refuses it), False when no server runs or not within
+        the deadline. The other users' connections stay; a removed user's are closed."""
+        write_private(self.config_file, self.config_text())
+        try:
+            os.kill(int(self.pid_file.read_text().strip()), signal.SIGHUP)
+        except (OSError, ValueError):
+            return False  # not running: it reads the new configuration when it starts
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.accepts_login(user, password) == let_in:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def accepts_login(self, user: str, password: str) -> bool:
+        """Whether it lets `user` in with `password` (one connection, closed at once)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as plain:
+                reader = plain.makefile("rb")
+                reader.readline()  # INFO
+                connection: socket.socket = plain
+                if self.tls is not None:
+                    context = ssl.create_default_context()
+                    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # our own server
+                    connection = context.wrap_socket(plain)
+                    reader = connection.makefile("rb")
+                login = json.dumps({"user": user, "pass": password, "verbose": False, "pedantic": False})
+                connection.sendall(f"CONNECT {login}\r\nPING\r\n".encode())
+                return reader.readline().startswith(b"PONG")
+        except OSError:
+            return False
 
     def start(self, deadline_s: float = 10.0) -> "subprocess.Popen[bytes]":
         """Starts it and returns once it answers on its port."""

@@ -1,7 +1,8 @@
 """What a trial process knows about itself: `det.get_cluster_info()`.
 
 The agent hands everything over in environment variables (docs/CONTRACTS.md, "Trial
-processes"); this module reads them once. Off-cluster there are none and
+processes"), and the experiment config in the file DET_EXPERIMENT_CONFIG_FILE names;
+this module reads them once. Off-cluster there are none and
 `get_cluster_info()` returns None, which is how the rest of the harness decides to use
 its null objects.
 """
@@ -56,7 +57,7 @@ class TrialInfo:
             experiment_id=int(env["DET_EXPERIMENT_ID"]),
             trial_seed=int(env.get("DET_TRIAL_SEED", "0")),
             hparams=json.loads(env.get("DET_HPARAMS") or "{}"),
-            config=json.loads(env.get("DET_EXPERIMENT_CONFIG") or "{}"),
+            config=_experiment_config(env),
             steps_completed=int(env.get("DET_STEPS_COMPLETED") or "0"),
             trial_run_id=int(env.get("DET_TRIAL_RUN_ID") or "0"),
             searcher_length=int(env.get("DET_SEARCHER_LENGTH") or "0"),
@@ -135,6 +136,21 @@ class ClusterInfo:
             container_rank=int(env.get("DET_CONTAINER_RANK") or "0"),
             container_slot_counts=[int(n) for n in json.loads(env.get("DET_CONTAINER_SLOT_COUNTS") or "[]")],
         )
+
+
+def _experiment_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """The config the agent wrote to DET_EXPERIMENT_CONFIG_FILE (it may be larger than an
+    environment variable may hold), or DET_EXPERIMENT_CONFIG as test mode and older agents
+    give it."""
+    text = env.get("DET_EXPERIMENT_CONFIG")
+    path = env.get("DET_EXPERIMENT_CONFIG_FILE")
+    if not text and path:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    config = json.loads(text or "{}")
+    if not isinstance(config, dict):
+        raise TypeError("the experiment config must be a JSON object")
+    return config
 
 
 def _canonical_master_url(master: str) -> str:

@@ -18,10 +18,13 @@ modules it imports besides determined and grpc, e.g. `torch,sklearn.datasets`),
 DET_AGENT_POOL (the resource pool it offers its slots to, default
 "default"), DET_AGENT_ADDRESS (where other agents' workers reach its
 processes; default: this host's address toward NATS, `address.py`) and
-DET_AGENT_HEARTBEAT_S (how often it tells the scheduler it is alive).
+DET_AGENT_HEARTBEAT_S (how often it tells the scheduler it is alive),
+DET_AGENT_TRIAL_USER (as root: the unprivileged OS user trials run as,
+created if missing; "": as the agent's own user, see `trial_user.py`).
 """
 
 import asyncio
+import os
 import socket
 import sys
 import uuid
@@ -37,10 +40,10 @@ from services.agent.launch import AgentIdentity
 from services.agent.logs import MEMORY_BYTES
 from services.agent.runner import ForkServer, Runner
 from services.agent.slots import detect_slots
+from services.agent.trial_user import TRIAL_VENV_SUFFIX, trial_python_bin_dir, trial_user
 from services.common.decider import Shell
-from services.common.eventstore import EventStore
 from services.common.heartbeats import send_heartbeats
-from services.common.service import serve, write_ready
+from services.common.service import connect_part, serve, write_ready
 from services.common.settings import CommonSettings, MasterCertificate
 
 ACTOR = "service:agent"
@@ -67,23 +70,30 @@ class AgentSettings(CommonSettings):
     # "": this host's address toward NATS (`advertised_address`).
     agent_address: str = ""
     agent_heartbeat_s: Annotated[float, Field(gt=0)] = 1.0
+    agent_trial_user: str = ""
 
 
 async def run(settings: AgentSettings) -> None:
     """Kills what an earlier run of this agent left running, registers this
     agent's slots, then runs what is assigned to it until cancelled."""
     structlog.contextvars.bind_contextvars(agent_id=settings.agent_id)
-    store = await EventStore.connect(settings.nats_url, settings.namespace, name=f"agent-{settings.agent_id}")
+    store = await connect_part(settings, f"agent-{settings.agent_id}", "agent")
     slots = detect_slots(settings.agent_cpu_slots, settings.agent_gpus)
     certificate = MasterCertificate()
     address = settings.agent_address or advertised_address(settings.nats_url)
+    user = trial_user(settings.agent_trial_user, euid=os.geteuid())
+    if user is None and os.geteuid() == 0:
+        log.warning("trials_run_as_root", hint="set DET_AGENT_TRIAL_USER to an unprivileged user")
+    python_bin_dir = await asyncio.to_thread(
+        trial_python_bin_dir, user, Path(f"{settings.agent_work_dir}{TRIAL_VENV_SUFFIX}")
+    )
     runner = Runner(
         store,
         AgentIdentity(
             settings.agent_id,
             settings.cluster_id,
             settings.master_address,
-            str(Path(sys.executable).parent),
+            str(python_bin_dir),
             address,
             certificate.file,
             certificate.name,
@@ -96,7 +106,12 @@ async def run(settings: AgentSettings) -> None:
         stop_grace_s=settings.agent_stop_grace_s,
         keep_failed_s=settings.agent_keep_failed_s,
         log_memory_bytes=settings.agent_log_memory_bytes,
-        fork_server=ForkServer(_modules(settings.agent_preload)) if settings.agent_fork_server else None,
+        fork_server=(
+            ForkServer(_modules(settings.agent_preload), user, _python(python_bin_dir))
+            if settings.agent_fork_server
+            else None
+        ),
+        trial_user=user,
         heartbeats=lambda registration: send_heartbeats(
             store.nc, settings.namespace, settings.agent_id, registration, settings.agent_heartbeat_s
         ),
@@ -138,6 +153,11 @@ async def run(settings: AgentSettings) -> None:
         sweeper.cancel()
         await runner.stop()
         await store.close()
+
+
+def _python(bin_dir: Path) -> str:
+    """The trials' interpreter: the agent's own, or python3 of the trials' venv."""
+    return sys.executable if bin_dir == Path(sys.executable).parent else str(bin_dir / "python3")
 
 
 def _modules(names: str) -> tuple[str, ...]:

@@ -13,16 +13,21 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from determined.common import entrypoint as shared
 from determined.common.entrypoint import STARTUP_HOOK, configured_variables
 from determined.common.ports import allocation_ports
 from services.agent.core import AgentAllocation
+from services.common.os_users import OsUser
 
 # STARTUP_HOOK is re-exported for runner.py.
 __all__ = [
+    "CONFIG_FILE",
+    "MASTER_CERT_FILE",
     "STARTUP_HOOK",
+    "TRIAL_FOLDER",
     "AgentError",
     "AgentIdentity",
     "EntrypointError",
@@ -30,6 +35,40 @@ __all__ = [
     "forkable_argv",
     "trial_environment",
 ]
+
+
+# In an allocation's folder: its experiment config (JSON), named by DET_EXPERIMENT_CONFIG_FILE.
+# Not in the environment: a config may be larger than the kernel's limit on one
+# variable (128 KiB), and everything in the environment is copied to each process.
+CONFIG_FILE = ".det-experiment-config.json"
+# In an allocation's folder: the folder the trial runs in (its context, its HOME).
+TRIAL_FOLDER = "trial"
+# In an allocation's folder: a copy of the certificate the master's must chain to
+# (the operator's file may be where the trial user cannot read it).
+MASTER_CERT_FILE = "master-cert.pem"
+
+# What a trial gets of the agent's own environment: locale, time zone, proxies,
+# CA bundles, the GPU stack's settings. Nothing else (the agent's environment holds
+# the cluster secret and its NATS password; the operator's may hold anything).
+PASSED_VARIABLES = frozenset({
+    "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+})
+PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_")
+# Passed only when the trial runs as the agent's own user (a trial user gets its own).
+OWN_USER_VARIABLES = ("HOME", "USER", "LOGNAME")
+
+
+def passed_on(inherited: Mapping[str, str], *, own_user: bool) -> dict[str, str]:
+    """The agent's variables a trial gets (PASSED_VARIABLES, PASSED_PREFIXES;
+    HOME, USER and LOGNAME when it runs as the agent's user). Never a DET_ one."""
+    return {
+        name: value for name, value in inherited.items()
+        if name in PASSED_VARIABLES
+        or name.startswith(PASSED_PREFIXES)
+        or (own_user and name in OWN_USER_VARIABLES)
+    }
 
 
 class AgentError(Exception):
@@ -108,17 +147,23 @@ def trial_environment(
     session_token: str,
     slot_type: str,
     inherited: Mapping[str, str],
+    folder: Path,
+    user: OsUser | None = None,
 ) -> dict[str, str]:
-    """The trial's environment: the agent's own minus every DET_ setting (the
-    cluster secret must never reach user code), plus the contract's variables
-    and the config's `environment.environment_variables`.
+    """The trial's environment: what `passed_on` keeps of the agent's own (no
+    secret of the cluster's: none of its DET_ settings), the contract's
+    variables and the config's `environment.environment_variables`. Its
+    config is in CONFIG_FILE in `folder`, the allocation's (written by the
+    runner). A trial that runs as `user` has its TRIAL_FOLDER as HOME.
 
     The rank layout (DET_CONTAINER_*, DET_CHIEF_IP) and the ports the gang's
     workers meet on are set for every allocation, one agent or several: every
     agent of a gang computes the same ports from the allocation id."""
     launch = allocation.launch
     config = json.loads(launch.config_json or "{}")
-    env = {k: v for k, v in inherited.items() if not k.startswith("DET_")}
+    env = passed_on(inherited, own_user=user is None)
+    if user is not None:
+        env.update(HOME=str(folder / TRIAL_FOLDER), USER=user.name, LOGNAME=user.name)
     # This agent's own address where its placement carries none (an old log's).
     addrs = list(allocation.container_addrs) or [""]
     addrs[allocation.container_rank] = addrs[allocation.container_rank] or identity.address
@@ -146,19 +191,21 @@ def trial_environment(
         DET_TRIAL_ID=str(launch.trial_id),
         DET_TRIAL_RUN_ID=str(launch.trial_run_id),
         DET_TRIAL_SEED=str(launch.trial_seed),
-        DET_EXPERIMENT_CONFIG=launch.config_json,
+        DET_EXPERIMENT_CONFIG_FILE=str(folder / CONFIG_FILE),
         DET_HPARAMS=launch.hparams_json,
         DET_STEPS_COMPLETED=str(launch.steps_completed),
         DET_SEARCHER_LENGTH=str(launch.searcher_length),
         PYTHONUNBUFFERED="1",
     )
-    env.update(_master_tls(identity))
+    env.update(_master_tls(identity, folder))
     if launch.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
     return env
 
 
-def _master_tls(identity: AgentIdentity) -> dict[str, str]:
-    """The variables that tell the trial's client how to check the master's certificate."""
-    tls = {"DET_MASTER_CERT_FILE": identity.master_cert_file, "DET_MASTER_CERT_NAME": identity.master_cert_name}
+def _master_tls(identity: AgentIdentity, folder: Path) -> dict[str, str]:
+    """The variables that tell the trial's client how to check the master's certificate
+    (its copy in the allocation's folder)."""
+    copy = str(folder / MASTER_CERT_FILE) if identity.master_cert_file else ""
+    tls = {"DET_MASTER_CERT_FILE": copy, "DET_MASTER_CERT_NAME": identity.master_cert_name}
     return {name: value for name, value in tls.items() if value}

@@ -18,10 +18,22 @@ registration was declared lost, has its process group killed at once
 (SIGKILL), and nothing more is appended about it. The heartbeats of the
 current registration (`services.common.heartbeats`) go on beside.
 
+Who a trial runs as (`trial_user.py`): an agent that runs as root with a
+trial user runs every trial process, and its fork server, as that user. Each
+allocation's folder `<work dir>/<allocation id>/` is the agent's (0711: the
+trial may pass, not list): its process record, its exit note, its log spill
+file and its config (`launch.CONFIG_FILE`, the trial's to read) are there,
+where the trial cannot replace them; the trial runs in `trial/` under it (TRIAL_FOLDER, the
+trial user's, 0700), which holds the extracted context and is its HOME.
+
 No process outlives the agent unnoticed: each runs in its own session (a
 process group killed as one), asks the kernel to SIGKILL it when the agent
-dies (PR_SET_PDEATHSIG), and writes its process record
-(`<work dir>/<allocation id>/process.json`) before it runs anything. What it
+dies (PR_SET_PDEATHSIG, armed once it runs as the trial user: a change of
+user clears it), and has its process record
+(`<work dir>/<allocation id>/process.json`) before it runs anything (a
+forked one: as the fork server answers, with the start time the fork server
+read while the pid could not be reused; until then it dies with the fork
+server). What it
 started in its group ends with it. When the agent starts, it kills what an
 earlier run left and sweeps old folders (`recover`, `folders.py`); it starts
 nothing until its own registration is folded (`AgentState.registered`).
@@ -58,11 +70,15 @@ from services.agent import workdir
 from services.agent.core import AgentAllocation, AgentState, allocation_started, part_ended
 from services.agent.folders import ended_well
 from services.agent.launch import (
+    CONFIG_FILE,
+    MASTER_CERT_FILE,
     STARTUP_HOOK,
+    TRIAL_FOLDER,
     AgentError,
     AgentIdentity,
     entrypoint_argv,
     forkable_argv,
+    passed_on,
     trial_environment,
 )
 from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper
@@ -70,7 +86,14 @@ from services.agent.logs import MEMORY_BYTES as LOG_MEMORY_BYTES
 from services.common.config import experiment_config
 from services.common.envelope import Append
 from services.common.eventstore import EventStore, EventStoreError
-from services.common.processes import allocation_preexec, dying_with_parent, process_alive
+from services.common.os_users import OsUser
+from services.common.processes import (
+    ProcessRecord,
+    allocation_preexec,
+    dying_with_parent,
+    process_alive,
+    write_process_record,
+)
 from services.common.tokens import mint_allocation_token
 
 SETUP_FAILED_EXIT_CODE = 1
@@ -107,12 +130,19 @@ class ForkServerUnavailable(AgentError):
 
 class ForkedProcess:
     """A child of the fork server, seen as an asyncio.subprocess.Process: its
-    pipes, and its exit status as the fork server reports it."""
+    pipes, and its exit status as the fork server reports it (and when it
+    started, for its process record)."""
 
     def __init__(
-        self, pid: int, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, status: socket.socket
+        self,
+        pid: int,
+        start_ticks: int,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+        status: socket.socket,
     ) -> None:
         self.pid = pid
+        self.start_ticks = start_ticks
         self.stdout: asyncio.StreamReader | None = stdout
         self.stderr: asyncio.StreamReader | None = stderr
         self.returncode: int | None = None
@@ -148,9 +178,12 @@ class ForkedProcess:
 
 @dataclass
 class ForkServer:
-    """The agent's fork server, started on first use and again if it died."""
+    """The agent's fork server, started on first use and again if it died. It
+    runs as the trial user (when there is one), with the trials' Python."""
 
     preload: tuple[str, ...] = ()
+    user: OsUser | None = None
+    python: str = sys.executable
     process: asyncio.subprocess.Process | None = None
     folder: Path | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -160,8 +193,10 @@ class ForkServer:
     ) -> ForkedProcess:
         """Forks a child running `python3 argv...` in cwd with exactly env;
         with `record` ({"path", "agent_id", "allocation_id"}), the child
-        writes its process record there before it runs anything.
-        ForkServerUnavailable: nothing was started."""
+        writes its process record there before it runs anything (as the fork
+        server's user: the runner, whose allocation folders a trial user may
+        not write, writes its records itself). ForkServerUnavailable: nothing
+        was started."""
         path = await self._ensure_started()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -171,12 +206,12 @@ class ForkServer:
                 message["record"] = dict(record)
             request = json.dumps(message).encode()
             # The thread closes the write ends: a cancelled wait must not close them under it.
-            status, pid = await asyncio.to_thread(_fork_request, path, request, out_w, err_w)
+            status, pid, ticks = await asyncio.to_thread(_fork_request, path, request, out_w, err_w)
         except BaseException:
             os.close(out_r)
             os.close(err_r)
             raise
-        return ForkedProcess(pid, await _pipe_reader(out_r), await _pipe_reader(err_r), status)
+        return ForkedProcess(pid, ticks, await _pipe_reader(out_r), await _pipe_reader(err_r), status)
 
     async def close(self) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -188,20 +223,23 @@ class ForkServer:
 
     async def _ensure_started(self) -> Path:
         async with self.lock:
-            if self.folder is None:  # private (0700): whoever connects runs code as the agent
+            if self.folder is None:  # private (0700): whoever connects runs code as its user
                 self.folder = Path(tempfile.mkdtemp(prefix="det-forkserver-"))
+                if self.user is not None:
+                    os.chown(self.folder, self.user.uid, self.user.gid)
             path = self.folder / "sock"
             if self.process is not None and self.process.returncode is None:
                 return path
             if self.process is not None:
                 log.warning("fork_server_died", returncode=self.process.returncode)
             path.unlink(missing_ok=True)
-            # The agent's environment less its DET_ settings: the cluster
-            # secret must not be in the memory its children inherit.
-            env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+            # What a trial gets of the agent's environment: the cluster's
+            # secrets must not be in the memory its children inherit.
+            env = passed_on(os.environ, own_user=self.user is None)
+            env["PATH"] = os.environ.get("PATH", "")
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    sys.executable,
+                    self.python,
                     "-m",
                     "determined.exec.forkserver",
                     str(path),
@@ -210,7 +248,9 @@ class ForkServer:
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
                     start_new_session=True,
-                    preexec_fn=dying_with_parent(os.getpid()),  # and its children with it
+                    # Its user first: a change of user clears the parent-death signal.
+                    # Its children die with it, as it dies with the agent.
+                    preexec_fn=_then(as_user(self.user), dying_with_parent(os.getpid())),
                 )
             except OSError as error:
                 raise ForkServerUnavailable(f"cannot start the fork server: {error}") from None
@@ -224,9 +264,10 @@ class ForkServer:
             return path
 
 
-def _fork_request(path: Path, request: bytes, out_w: int, err_w: int) -> tuple[socket.socket, int]:
+def _fork_request(path: Path, request: bytes, out_w: int, err_w: int) -> tuple[socket.socket, int, int]:
     """Sends one request (blocking: run in a thread); returns the connection
-    the exit status will come on, and the child's pid. Closes out_w and err_w."""
+    the exit status will come on, the child's pid and when it started. Closes
+    out_w and err_w."""
     try:
         sock = _send_request(path, request, out_w, err_w)
     finally:
@@ -243,7 +284,7 @@ def _fork_request(path: Path, request: bytes, out_w: int, err_w: int) -> tuple[s
         if "pid" not in answer:
             raise AgentError(f"the fork server could not start the trial: {answer.get('error')}")
         sock.setblocking(False)
-        return sock, int(answer["pid"])
+        return sock, int(answer["pid"]), int(answer["start_ticks"])
     except BaseException:
         sock.close()
         raise
@@ -311,6 +352,8 @@ class Runner:
     log_memory_bytes: int = LOG_MEMORY_BYTES
     # Forks plain `python3 script.py` trials from a warm process (opt-in).
     fork_server: ForkServer | None = None
+    # Who trials run as (None: the agent's own user).
+    trial_user: OsUser | None = None
     table: dict[str, Running] = field(default_factory=dict)
     # Kills what this run started once it is gone (`reaper.py`).
     reaper: asyncio.subprocess.Process | None = None
@@ -488,15 +531,15 @@ class Runner:
     async def _prepare(
         self, launch: events_pb2.TrialLaunch, folder: Path
     ) -> tuple[list[str], list[str] | None]:
-        """Extracts the context into the allocation's folder; returns the
-        command to run there and, when the fork server may run it instead,
-        the script and its arguments."""
-        folder.mkdir(parents=True, exist_ok=True)
-        if launch.context_hash:
-            data = await self.store.get_context(launch.context_hash)
-            await asyncio.to_thread(extract_context, data, folder)
+        """Makes the allocation's folder and its trial folder, with the context
+        extracted and the config written; returns the command to run there and,
+        when the fork server may run it instead, the script and its arguments."""
+        data = await self.store.get_context(launch.context_hash) if launch.context_hash else None
+        await asyncio.to_thread(
+            make_folders, folder, self.trial_user, data, launch.config_json, self.identity.master_cert_file
+        )
         config = json.loads(launch.config_json or "{}")
-        startup_hook = (folder / STARTUP_HOOK).is_file()
+        startup_hook = (folder / TRIAL_FOLDER / STARTUP_HOOK).is_file()
         argv = entrypoint_argv(config, startup_hook=startup_hook)
         script = None
         if self.fork_server is not None:
@@ -511,28 +554,30 @@ class Runner:
         process record before it runs anything."""
         allocation = running.allocation
         token = mint_allocation_token(self.cluster_secret, running.launch.trial_id, allocation.allocation_id)
+        cwd = folder / TRIAL_FOLDER
         env = trial_environment(
-            allocation, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ
+            allocation, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ,
+            folder=folder, user=self.trial_user,
         )
         record = workdir.record_path(folder)
         process: TrialProcess | None = None
         if script is not None and self.fork_server is not None:
-            owner = {
-                "path": str(record),
-                "agent_id": self.identity.agent_id,
-                "allocation_id": allocation.allocation_id,
-            }
             try:
-                process = await self.fork_server.spawn(script, folder, env, owner)
+                process = await self.fork_server.spawn(script, cwd, env)
             except ForkServerUnavailable as error:
                 log.warning(
                     "fork_server_unavailable", allocation_id=allocation.allocation_id, error=str(error)
                 )
+            else:
+                forked = ProcessRecord(
+                    self.identity.agent_id, folder.name, process.pid, process.pid, process.start_ticks
+                )
+                await asyncio.to_thread(write_process_record, record, forked)
         if process is None:
             preexec = allocation_preexec(
-                os.getpid(), record, self.identity.agent_id, allocation.allocation_id
+                os.getpid(), record, self.identity.agent_id, allocation.allocation_id, as_user(self.trial_user)
             )
-            process = await self._exec(folder, argv, env, preexec)
+            process = await self._exec(cwd, argv, env, preexec)
         log.info(
             "allocation_started",
             allocation_id=allocation.allocation_id,
@@ -644,6 +689,60 @@ def _log_failure(task: "asyncio.Task[None]") -> None:
     """An allocation's task that failed (a bug: its exit may not be in the log) says so at once."""
     if not task.cancelled() and task.exception() is not None:
         log.error("allocation_task_failed", task=task.get_name(), exc_info=task.exception())
+
+
+def make_folders(
+    folder: Path, user: OsUser | None, context: bytes | None, config_json: str, master_cert: str = ""
+) -> None:
+    """The allocation's folder (the agent's, 0711) with its config (0600, the
+    trial user's: it may hold storage credentials), a copy of the master's
+    certificate (0644), and its trial folder (0700, the trial user's) holding
+    the extracted context. Blocking: run in a thread."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o711)
+    config = folder / CONFIG_FILE
+    config.write_text(config_json or "{}")
+    config.chmod(0o600)
+    if user is not None:
+        os.chown(config, user.uid, user.gid)
+    if master_cert:
+        shutil.copyfile(master_cert, folder / MASTER_CERT_FILE)
+        (folder / MASTER_CERT_FILE).chmod(0o644)
+    trial = folder / TRIAL_FOLDER
+    trial.mkdir(mode=0o700, exist_ok=True)
+    if context is not None:
+        extract_context(context, trial)
+    if user is not None:
+        _give(trial, user)
+
+
+def _give(folder: Path, user: OsUser) -> None:
+    """Makes the folder and what is in it the user's (links themselves, never what they name)."""
+    os.chown(folder, user.uid, user.gid)
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            os.chown(os.path.join(root, name), user.uid, user.gid, follow_symlinks=False)
+
+
+def as_user(user: OsUser | None) -> Callable[[], None]:
+    """Run in a new child before it execs: it becomes `user` (no supplementary
+    groups); None: it stays the agent's user."""
+
+    def become() -> None:
+        if user is not None:
+            os.setgroups([])
+            os.setgid(user.gid)
+            os.setuid(user.uid)
+
+    return become
+
+
+def _then(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 def _signal_group(pid: int, signum: int) -> None:

@@ -14,8 +14,7 @@ from pydantic import Field
 
 from services.checkpoint.core import GcCore
 from services.checkpoint.deleter import Deleter
-from services.common.eventstore import EventStore
-from services.common.service import run_shells, serve
+from services.common.service import connect_part, run_shells, serve
 from services.common.settings import CommonSettings
 
 NAME = "checkpoint"
@@ -26,7 +25,7 @@ class CheckpointSettings(CommonSettings):
 
 
 async def run(settings: CheckpointSettings) -> None:
-    store = await EventStore.connect(settings.nats_url, settings.namespace, name=NAME)
+    store = await connect_part(settings, NAME)
     deleter = Deleter(store, f"service:{NAME}", workers=settings.checkpoint_gc_workers)
     try:
         await run_shells(store, settings, GcCore(), name=NAME, on_state=deleter.on_state)

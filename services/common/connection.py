@@ -53,7 +53,7 @@ import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.client import Server
 
-from services.common.settings import MasterCertificate, NatsCredentials
+from services.common.settings import MasterCertificate, NatsCredentials, inbox_prefix
 
 T = TypeVar("T")
 
@@ -266,13 +266,13 @@ def _login_refused(error: Exception) -> bool:
 
 def _login(credentials: NatsCredentials) -> dict[str, Any]:
     """nats-py's connect arguments for the user: its password, and inboxes under
-    `_INBOX.<user>.`, the only ones its permissions let it subscribe to."""
+    its `inbox_prefix`, the only ones its permissions let it subscribe to."""
     if not credentials.user:
         return {}
     return {
         "user": credentials.user,
         "password": credentials.password.get_secret_value(),
-        "inbox_prefix": f"_INBOX.{credentials.user}",
+        "inbox_prefix": inbox_prefix(credentials.user),
     }
 
 

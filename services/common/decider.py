@@ -10,6 +10,13 @@ once (skipping them when they come back) so that two decisions in a row see
 each other. Message ids derived from the cause make a repeated decision after
 a crash harmless.
 
+A stored event the core cannot fold or answer (evolve or decide raises: an
+event that is well-formed but impossible, say about an allocation nobody
+requested) is skipped: the state stays what it was before it, the event is
+recorded in the store's skips (logged once, counted: skips.py), and the shell
+goes on with what follows. Events no reader can read never reach the core
+(the store gives them as empty envelopes, which fold as nothing).
+
 A core whose decisions depend on time passing with nothing in the log (the
 scheduler's minimum run time before a preemption) has a `tick`: a shell with
 `tick_s` folds the clock into the state when the log was quiet that long.
@@ -23,8 +30,8 @@ from typing import Generic, Protocol, TypeVar
 
 import structlog
 
-from services.common.envelope import Append, Envelope, kinds_of
-from services.common.eventstore import ConflictError, EventStore, StoredEvent
+from services.common.envelope import Append, Envelope, kinds_of, subject_for
+from services.common.eventstore import ConflictError, EventStore, RefusedEventError, StoredEvent
 from services.common.snapshots import SNAPSHOT_EVERY, Snapshots
 from services.common.upcast import upcast
 
@@ -109,7 +116,7 @@ class Shell(Generic[State]):
         started = not await self._has_events(after=position)
         if started:
             if position:  # restored, and nothing came after: what it holds may want deciding
-                state = await self._settle(state, own_sequences, None)
+                state = await self._settled_quietly(state, own_sequences)
             await self._caught_up()
         read = self.store.read(self.core.kinds, start_sequence=position + 1, follow=True)
         # The read a tick interrupted: waited on again, never cancelled (that
@@ -121,7 +128,7 @@ class Shell(Generic[State]):
                     reading = reading or asyncio.ensure_future(anext(read))
                     done, _ = await asyncio.wait((reading,), timeout=self.tick_s)
                     if not done:
-                        state = await self._settle(self.core.tick(state, time.time_ns()), own_sequences, None)
+                        state = await self._settled_quietly(self._ticked(state), own_sequences)
                         continue
                     stored, reading = reading.result(), None
                 else:
@@ -129,17 +136,18 @@ class Shell(Generic[State]):
                 if stored.sequence in own_sequences:
                     own_sequences.discard(stored.sequence)
                     continue
-                state = self.core.evolve(state, stored.envelope)
+                before = state
+                state = self._folded_or_skipped(state, stored)
                 if started or stored.caught_up:
                     # Once started, every decision answers the event just folded;
                     # the first settle after the replay answers no one event.
-                    cause = stored.envelope if started else None
+                    cause = stored.envelope if started and not stored.skipped else None
                     with structlog.contextvars.bound_contextvars(
                         event_id=stored.envelope.event_id,
                         aggregate=stored.envelope.aggregate,
                         correlation_id=stored.envelope.correlation_id,
                     ):
-                        state = await self._settle(state, own_sequences, cause)
+                        state = await self._settled_or_skipped(before, state, stored, own_sequences, cause)
                     started = True
                     await self._caught_up()
                 await self._snapshot(state, stored.sequence, started=started, exact=not own_sequences)
@@ -147,6 +155,57 @@ class Shell(Generic[State]):
             if reading is not None:
                 reading.cancel()
                 await asyncio.wait((reading,))
+
+    def _folded_or_skipped(self, state: State, stored: StoredEvent) -> State:
+        """The state with `stored` folded; the state as it was when the core
+        cannot fold it (the event is recorded as skipped)."""
+        try:
+            return self.core.evolve(state, stored.envelope)
+        except Exception as error:  # noqa: BLE001 - one event must never stop the service
+            self._skip(stored, f"{type(self.core).__name__} cannot fold it: {_described(error)}")
+            return state
+
+    async def _settled_or_skipped(
+        self,
+        before: State,
+        state: State,
+        stored: StoredEvent,
+        own_sequences: set[int],
+        cause: Envelope | None,
+    ) -> State:
+        """`_settle(state)`; when the core cannot decide on it, the state
+        before `stored` (recorded as skipped): what this settle appended is
+        folded again when it comes back through the log, after the event."""
+        appended: set[int] = set()
+        try:
+            return await self._settle(state, own_sequences, cause, appended)
+        except _DecideError as error:
+            self._skip(stored, f"{type(self.core).__name__} cannot decide on it: {error}")
+            own_sequences.difference_update(appended)
+            return before
+
+    def _ticked(self, state: State) -> State:
+        try:
+            return self.core.tick(state, time.time_ns())
+        except Exception as error:  # noqa: BLE001 - a tick must never stop the service
+            log.error("tick_failed", core=type(self.core).__name__, error=_described(error))
+            return state
+
+    async def _settled_quietly(self, state: State, own_sequences: set[int]) -> State:
+        """`_settle(state)` answering no one event (a clock tick, a restored
+        snapshot); the state as it was when the core cannot decide on it
+        (logged: no event is to blame)."""
+        appended: set[int] = set()
+        try:
+            return await self._settle(state, own_sequences, None, appended)
+        except _DecideError as error:
+            log.error("decide_failed", core=type(self.core).__name__, error=str(error))
+            own_sequences.difference_update(appended)
+            return state
+
+    def _skip(self, stored: StoredEvent, reason: str) -> None:
+        subject = subject_for(self.store.namespace, stored.envelope.aggregate)
+        self.store.skips.record(stored.sequence, subject, reason, reader=type(self.core).__name__)
 
     async def _has_events(self, after: int = 0) -> bool:
         return await self.store.last_sequence_of(self.core.kinds) > after
@@ -174,36 +233,64 @@ class Shell(Generic[State]):
         if callback is not None:
             await callback()
 
-    async def _settle(self, state: State, own_sequences: set[int], cause: Envelope | None) -> State:
+    async def _settle(
+        self, state: State, own_sequences: set[int], cause: Envelope | None, appended: set[int] | None = None
+    ) -> State:
         """Decides and appends until the core has nothing more to say. Each
         append records its cause and carries that cause's correlation id: the
         event just folded, which every decision it led to answers; on the
         first settle after a replay, which answers no one event, our own
-        previous append."""
+        previous append. The sequences appended are added to `appended`;
+        _DecideError when the core's decide or evolve, or `on_state`, raises."""
         previous: Envelope | None = None
         for _ in range(1000):
-            appends = list(self.core.decide(state))
+            try:
+                appends = list(self.core.decide(state))
+            except Exception as error:
+                raise _DecideError(_described(error)) from error
             if self.on_state is not None:
-                appends += await self.on_state(state)
+                try:
+                    appends += await self.on_state(state)
+                except Exception as error:
+                    raise _DecideError(f"acting on it failed: {_described(error)}") from error
             if not appends:
                 return state
             for append in appends:
                 try:
                     state, previous = await self._append(
-                        state, _caused_by(append, cause or previous), own_sequences
+                        state, _caused_by(append, cause or previous), own_sequences, appended
                     )
                 except ConflictError as error:
                     # Another writer got there first; its event reaches us
                     # through the log and the next decision sees it.
                     log.warning("append_conflict", aggregate=append.aggregate, error=str(error))
                     return state
-        raise RuntimeError(f"{self.actor}: decisions did not settle")
+        raise _DecideError(f"{self.actor}: its decisions did not settle")
 
-    async def _append(self, state: State, append: Append, own_sequences: set[int]) -> tuple[State, Envelope]:
-        sequence, envelope = await self.store.append(append, actor=self.actor)
+    async def _append(
+        self, state: State, append: Append, own_sequences: set[int], appended: set[int] | None
+    ) -> tuple[State, Envelope]:
+        try:
+            sequence, envelope = await self.store.append(append, actor=self.actor)
+        except RefusedEventError as error:  # a core's bug, not the log's: its decision is dropped
+            raise _DecideError(str(error)) from error
         own_sequences.add(sequence)
+        if appended is not None:
+            appended.add(sequence)
         log.debug("appended", event_id=envelope.event_id, aggregate=envelope.aggregate, sequence=sequence)
-        return self.core.evolve(state, envelope), envelope
+        try:
+            return self.core.evolve(state, envelope), envelope
+        except Exception as error:
+            raise _DecideError(f"it cannot fold its own decision: {_described(error)}") from error
+
+
+class _DecideError(Exception):
+    """The core could not decide on a state (its decide or `on_state`
+    raised, or it could not fold what it decided)."""
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 def _caused_by(append: Append, cause: Envelope | None) -> Append:

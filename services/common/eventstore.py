@@ -8,6 +8,11 @@ Errors (all under EventStoreError), and NatsUnavailableError
     ├── ConflictError      an expected aggregate version did not match
     └── NotFoundError      a context hash that is not stored
 
+What is stored may be anything a holder of a part's password published:
+every read checks each event (services/common/wellformed.py) and gives one
+that is not well-formed as StoredEvent.skipped, an empty envelope, recorded
+in `skips` (logged once, counted); `append` refuses to store one.
+
 Every call waits out an outage of nats-server (`Connection.call`): services
 for as long as it lasts, the gateway's RPCs a few seconds. A read that follows
 the log survives outages of any length and goes on from where it was.
@@ -42,6 +47,7 @@ from typing import BinaryIO
 import nats.errors
 import nats.js.errors
 import structlog
+from google.protobuf.message import DecodeError
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -58,6 +64,8 @@ from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 from determined.proto import events_pb2
 from services.common.connection import Connection, request_timeout
 from services.common.envelope import Append, Envelope, subject_for, wrap
+from services.common.skips import Skips
+from services.common.wellformed import MAX_EVENT_BYTES, MalformedEventError, decoded, problem
 
 WRONG_LAST_SEQUENCE = 10071
 STREAM_NAME_IN_USE = 10058
@@ -66,8 +74,10 @@ LOGS_DUPLICATE_WINDOW_S = 120.0
 LOGS_MAX_AGE_S = 30 * 24 * 3600.0
 LOGS_MAX_BYTES = 2 * 1024**3
 APPEND_TIMEOUT_S = 10.0
-# The stream settings that StreamLimits governs: brought up to date on existing streams.
-LIMIT_FIELDS = ("max_age", "max_bytes", "max_msg_size", "discard", "duplicate_window")
+# The stream settings the gateway brings up to date on existing streams: StreamLimits, and
+# allow_direct (a part whose reading nats-server narrows gets single events only by
+# `$JS.API.DIRECT.GET.<stream>.<subject>`, which names the subject; deploy/local/credentials.py).
+LIMIT_FIELDS = ("max_age", "max_bytes", "max_msg_size", "discard", "duplicate_window", "allow_direct")
 # One stored chunk of a context archive: at most this, and at most half the
 # server's max_payload (1 MB by default; a local cluster's is 8 MB). Fewer,
 # larger chunks store and fetch faster (each is one synced write).
@@ -112,12 +122,24 @@ class StreamLimits:
     logs_max_age_s: float = LOGS_MAX_AGE_S
 
 
+class RefusedEventError(EventStoreError):
+    """An append of an event that is not well-formed, or of a type this part does not append."""
+
+
 @dataclass(frozen=True)
 class StoredEvent:
     sequence: int
     envelope: Envelope
     # True when this was the newest stored event of the read when delivered.
     caught_up: bool
+    # Why the stored event could not be read (wellformed.py), "" when it could:
+    # a reader is given such an event as an empty envelope, which every core and
+    # the projection fold as nothing, so that its position moves past it.
+    skipped: str = ""
+
+
+# A message as read from a stream: (sequence, data, caught_up, subject).
+Raw = tuple[int, bytes, bool, str]
 
 
 @dataclass(frozen=True)
@@ -130,8 +152,14 @@ class StoredLogBatch:
 class EventStore:
     """Appends and reads events for one namespace ("det" on a cluster)."""
 
-    def __init__(self, connection: Connection, namespace: str = "det") -> None:
+    def __init__(
+        self, connection: Connection, namespace: str = "det", appends: frozenset[str] | None = None
+    ) -> None:
         self.connection = connection
+        # The event types this part may append (None: any); see `append`.
+        self.appends = appends
+        # The stored events this process could not read (skips.py).
+        self.skips = Skips()
         self.nc = connection.nc
         self.namespace = namespace
         suffix = "" if namespace == "det" else f"_{namespace}"
@@ -149,12 +177,19 @@ class EventStore:
 
     @classmethod
     async def connect(
-        cls, url: str, namespace: str = "det", name: str = "", *, limits: StreamLimits | None = None
+        cls,
+        url: str,
+        namespace: str = "det",
+        name: str = "",
+        *,
+        limits: StreamLimits | None = None,
+        appends: frozenset[str] | None = None,
     ) -> "EventStore":
         """Connects (waiting for nats-server as long as it takes) and creates
         the streams that are missing; with `limits`, also brings existing
-        streams to them (the gateway does: one part decides the limits)."""
-        store = cls(await Connection.open(url, name), namespace)
+        streams to them (the gateway does: one part decides the limits).
+        With `appends`, it appends only events of those types."""
+        store = cls(await Connection.open(url, name), namespace, appends)
         await store.connection.call(lambda: store.ensure_streams(limits))
         return store
 
@@ -163,7 +198,8 @@ class EventStore:
 
     async def ensure_streams(self, limits: StreamLimits | None = None) -> None:
         """Creates missing streams with `limits` (else the defaults); with
-        `limits`, also updates existing streams whose limits differ."""
+        `limits`, also updates existing streams whose limits (or direct gets,
+        LIMIT_FIELDS) differ."""
         wanted = limits or StreamLimits()
         await self._ensure_stream(
             js_api.StreamConfig(
@@ -172,6 +208,7 @@ class EventStore:
                 duplicate_window=DUPLICATE_WINDOW_S,
                 max_msg_size=self.nc.max_payload,
                 storage=js_api.StorageType.FILE,
+                allow_direct=True,
             ),
             update=limits is not None,
         )
@@ -185,6 +222,7 @@ class EventStore:
                 duplicate_window=LOGS_DUPLICATE_WINDOW_S,
                 max_msg_size=self.nc.max_payload,
                 storage=js_api.StorageType.FILE,
+                allow_direct=True,
             ),
             update=limits is not None,
         )
@@ -224,8 +262,12 @@ class EventStore:
         server is down, so an earlier attempt that landed is that event,
         unless another writer appended to the same aggregate in the moment
         between the server's return and this retry.
+
+        RefusedEventError, and nothing stored, for an event that is not
+        well-formed (wellformed.py) or whose type this store may not append.
         """
         envelope = wrap(append, actor=actor, occurred_at_ns=time.time_ns())
+        self._check_append(envelope)
         headers = {"Nats-Msg-Id": append.msg_id}
         if append.expected_version is not None:
             headers["Nats-Expected-Last-Subject-Sequence"] = str(append.expected_version)
@@ -255,6 +297,28 @@ class EventStore:
 
         return await self.connection.call(attempt)
 
+    def _check_append(self, envelope: Envelope) -> None:
+        event_type = envelope.WhichOneof("payload") or ""
+        if self.appends is not None and event_type not in self.appends:
+            what = event_type or "an event without a payload"
+            raise RefusedEventError(f"{what} is not an event this part appends")
+        if (found := problem(envelope)) is not None:
+            raise RefusedEventError(f"not appended: {found}")
+        if envelope.ByteSize() > MAX_EVENT_BYTES:
+            size = envelope.ByteSize()
+            raise RefusedEventError(f"not appended: {event_type} is {size} bytes, over {MAX_EVENT_BYTES}")
+
+    def stored_event(self, raw: Raw) -> StoredEvent:
+        """A message of the events stream as read: an event that is not
+        well-formed is recorded as skipped (logged once, counted) and given as
+        an empty envelope (see StoredEvent.skipped)."""
+        sequence, data, caught_up, subject = raw
+        try:  # "" when the subject is not known: not compared
+            return StoredEvent(sequence, decoded(data, subject or None, self.namespace), caught_up)
+        except MalformedEventError as error:
+            self.skips.record(sequence, subject, str(error))
+            return StoredEvent(sequence, Envelope(), caught_up, skipped=str(error))
+
     async def _stored_as_newest(self, append: Append) -> StoredEvent | None:
         """The aggregate's newest event if it is this append, stored already."""
         stored = await self._last_event(append.aggregate)
@@ -267,10 +331,10 @@ class EventStore:
 
     async def _last_event(self, aggregate_name: str) -> StoredEvent | None:
         try:
-            msg = await self.js.get_last_msg(self.events_stream, self.subject(aggregate_name))
+            msg = await self.js.get_last_msg(self.events_stream, self.subject(aggregate_name), direct=True)
         except nats.js.errors.NotFoundError:
             return None
-        return StoredEvent(msg.seq or 0, Envelope.FromString(msg.data or b""), caught_up=False)
+        return self.stored_event((msg.seq or 0, msg.data or b"", False, msg.subject or ""))
 
     async def last_sequence(self) -> int:
         info = await self.connection.call(lambda: self.js.stream_info(self.events_stream))
@@ -300,13 +364,13 @@ class EventStore:
         else:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
         async with contextlib.aclosing(self._read(self.events_stream, subjects, start_sequence, follow)) as read:
-            async for sequence, data, caught_up in read:
-                yield StoredEvent(sequence, Envelope.FromString(data), caught_up)
+            async for raw in read:
+                yield self.stored_event(raw)
 
-    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[tuple[int, bytes, bool]]]:
+    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[Raw]]:
         """Every event from `start_sequence` to the current end as (sequence,
-        envelope bytes, caught_up), in lists, undecoded: for a reader that
-        decodes them elsewhere (services/gateway/replay.py)."""
+        envelope bytes, caught_up, subject), in lists, undecoded: for a reader
+        that decodes them elsewhere (services/gateway/replay.py)."""
         subjects = [f"{self.namespace}.events.>"]
         async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, False)) as read:
             async for batch in read:
@@ -323,7 +387,7 @@ class EventStore:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
         async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, follow)) as read:
             async for batch in read:
-                yield [StoredEvent(sequence, Envelope.FromString(data), caught_up) for sequence, data, caught_up in batch]
+                yield [self.stored_event(raw) for raw in batch]
 
     # -- logs -----------------------------------------------------------------
 
@@ -345,8 +409,13 @@ class EventStore:
 
     async def read_logs(self, trial_id: int, follow: bool) -> AsyncIterator[StoredLogBatch]:
         subjects = [self.log_subject(trial_id)]
-        async for sequence, data, caught_up in self._read(self.logs_stream, subjects, 1, follow):
-            yield StoredLogBatch(sequence, events_pb2.LogBatch.FromString(data), caught_up)
+        async for sequence, data, caught_up, subject in self._read(self.logs_stream, subjects, 1, follow):
+            try:
+                batch = events_pb2.LogBatch.FromString(data)
+            except DecodeError as error:  # what an agent's password holder may publish: skipped
+                self.skips.record(sequence, subject, f"not a log batch ({error})", reader="logs")
+                continue
+            yield StoredLogBatch(sequence, batch, caught_up)
 
     # -- contexts -------------------------------------------------------------
 
@@ -474,8 +543,8 @@ class EventStore:
 
     async def _read(
         self, stream: str, subjects: list[str], start_sequence: int, follow: bool
-    ) -> AsyncGenerator[tuple[int, bytes, bool], None]:
-        """(sequence, data, caught_up) in order, one at a time (see _read_batches)."""
+    ) -> AsyncGenerator[Raw, None]:
+        """(sequence, data, caught_up, subject) in order, one at a time (see _read_batches)."""
         async with contextlib.aclosing(self._read_batches(stream, subjects, start_sequence, follow)) as read:
             async for batch in read:
                 for message in batch:
@@ -483,8 +552,8 @@ class EventStore:
 
     async def _read_batches(
         self, stream: str, subjects: list[str], start_sequence: int, follow: bool
-    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
-        """(sequence, data, caught_up) in order, in lists of whatever has
+    ) -> AsyncGenerator[list[Raw], None]:
+        """(sequence, data, caught_up, subject) in order, in lists of whatever has
         arrived; caught_up is True on the last message that was stored when it
         was delivered.
 
@@ -519,64 +588,81 @@ class EventStore:
 
     async def _followed_batches(
         self, stream: str, subjects: list[str], start_sequence: int
-    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
-        """Follows the log from `start_sequence` with an ordered push consumer,
-        taken by a subscription callback (not `next_msg`: a task and a timer
-        per message) that waits while READ_BUFFER messages are unread.
+    ) -> AsyncGenerator[list[Raw], None]:
+        """Follows the log from `start_sequence`: one ordered push consumer per
+        subject (`_Follower`), merged in stream order. Not one consumer of
+        several filters: its create request names no filter, so nats-server's
+        permissions could not narrow what a part reads (deploy/local/credentials.py).
 
-        The ordered consumer goes on by itself after an outage, from the last
-        sequence it received + 1, or from sequence 1 when it had received
-        nothing yet: what is below the next expected sequence is dropped."""
-        expected = max(start_sequence, 1)
-        arrived: collections.deque[Msg] = collections.deque()
-        waiting, room = asyncio.Event(), asyncio.Event()
-        room.set()
-
-        async def take(msg: Msg) -> None:
-            arrived.append(msg)
-            waiting.set()
-            if len(arrived) >= READ_BUFFER:
-                room.clear()
-                await room.wait()
-
-        sub = await self.connection.call(
-            lambda: self.js.subscribe(  # a new config per attempt: nats-py fills it in
-                subjects[0],
-                stream=stream,
-                ordered_consumer=True,
-                idle_heartbeat=2.0,
-                cb=take,
-                # nats-py drops what passes these limits (and its ordered
-                # consumer then skips it for good): bounded by `take` instead.
-                pending_msgs_limit=0,
-                pending_bytes_limit=0,
-                config=js_api.ConsumerConfig(
-                    filter_subjects=subjects if len(subjects) > 1 else None,
-                    deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
-                    opt_start_seq=expected,
-                ),
-            )
-        )
+        A message is passed on once no other subject can still deliver an
+        older one: its follower holds a newer one, or the stream holds nothing
+        of its subject that it has not delivered (`_in_order`)."""
+        arrived = asyncio.Event()
+        followers = [_Follower(subject, max(start_sequence, 1), arrived) for subject in subjects]
         try:
+            for follower in followers:
+                subscribe = functools.partial(self._ordered_consumer, stream, follower)
+                follower.sub = await self.connection.call(subscribe)
             while True:
-                await waiting.wait()
-                waiting.clear()
-                batch = []
-                while arrived:
-                    msg = arrived.popleft()
-                    sequence, pending = _stream_position(msg.reply)
-                    if sequence >= expected:
-                        expected = sequence + 1
-                        batch.append((sequence, msg.data, pending == 0))
-                room.set()
-                if batch:
+                await arrived.wait()
+                arrived.clear()
+                # Again until nothing more can be passed on: what one batch took may let more go.
+                while batch := await self._in_order(stream, followers):
                     yield batch
         finally:
-            await sub.unsubscribe()
+            for follower in followers:
+                if follower.sub is not None:
+                    await follower.sub.unsubscribe()
+
+    async def _ordered_consumer(self, stream: str, follower: "_Follower") -> Subscription:
+        """An ordered push consumer of the follower's subject from its next
+        expected sequence, taken by its callback (not `next_msg`: a task and
+        a timer per message). It goes on by itself after an outage, from the
+        last sequence it received + 1, or from sequence 1 when it had received
+        nothing yet (the follower drops what is below what it expects)."""
+        return await self.js.subscribe(  # a new config per attempt: nats-py fills it in
+            follower.subject,
+            stream=stream,
+            ordered_consumer=True,
+            idle_heartbeat=2.0,
+            cb=follower.take,
+            # nats-py drops what passes these limits (and its ordered consumer
+            # then skips it for good): bounded by `take` instead.
+            pending_msgs_limit=0,
+            pending_bytes_limit=0,
+            config=_NamedByInbox(
+                deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=follower.expected,
+            ),
+        )
+
+    async def _in_order(self, stream: str, followers: "list[_Follower]") -> list[Raw]:
+        """Takes what the followers hold up to the newest sequence below which
+        none can deliver anything more, merged in stream order. A follower
+        that holds nothing bounds it at what it delivered last, unless the
+        stream holds nothing newer of its subject (asked of the stream, all
+        such followers at once). caught_up is True on the last message taken
+        when it was the newest of its subject when delivered and nothing is
+        left held."""
+        held = [follower.held[-1][0] for follower in followers if follower.held]
+        if not held:
+            return []
+        newest_held = max(held)
+        bounds = [follower.held[-1][0] for follower in followers if follower.held]
+        unsure = [f for f in followers if not f.held and f.delivered < newest_held]
+        newest = await asyncio.gather(*(self._last_sequence_of(stream, [f.subject]) for f in unsure))
+        bounds += [f.delivered for f, last in zip(unsure, newest, strict=True) if last > f.delivered]
+        bound = min(bounds)
+        taken = list(heapq.merge(*(follower.taken_until(bound) for follower in followers)))
+        done = not any(follower.held for follower in followers)
+        return [
+            (sequence, data, done and index == len(taken) - 1 and pending == 0, subject)
+            for index, (sequence, data, pending, subject) in enumerate(taken)
+        ]
 
     async def _pulled_batches(
         self, stream: str, subject: str, start_sequence: int, end: int
-    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+    ) -> AsyncGenerator[list[Raw], None]:
         """The messages of `subject` from `start_sequence` to `end` (stored
         already), through an ephemeral pull consumer: PULL_BATCH messages per
         request, at most PULL_AHEAD asked for and not yet read. A consumer
@@ -595,15 +681,15 @@ class EventStore:
 
     async def _pulled_once(
         self, stream: str, subject: str, start_sequence: int, end: int
-    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+    ) -> AsyncGenerator[list[Raw], None]:
         """One attempt of _pulled_batches: ends early (without error) when its
         consumer stalls; its inbox goes with it, so that nothing it asked for
         arrives later."""
-        arrived: collections.deque[tuple[bytes, bytes]] = collections.deque()
+        arrived: collections.deque[tuple[bytes, bytes, bytes]] = collections.deque()
         waiting = asyncio.Event()
 
-        def take(reply: bytes, data: bytes) -> None:
-            arrived.append((reply, data))
+        def take(reply: bytes, data: bytes, stored_on: bytes) -> None:
+            arrived.append((reply, data, stored_on))
             waiting.set()
 
         made = functools.partial(self._pull_consumer, stream, subject, start_sequence)
@@ -626,14 +712,14 @@ class EventStore:
                 waiting.clear()
                 batch = []
                 while arrived:
-                    reply, data = arrived.popleft()
+                    reply, data, stored_on = arrived.popleft()
                     if not reply:
                         continue  # a status (408 and the like): what it says, the stall timeout covers
                     received += 1
                     sequence = _stream_sequence(reply)
                     if expected <= sequence <= end:
                         expected = sequence + 1
-                        batch.append((sequence, data, sequence == end))
+                        batch.append((sequence, data, sequence == end, stored_on.decode(errors="replace")))
                 if batch:
                     yield batch
         finally:
@@ -650,6 +736,8 @@ class EventStore:
             filter_subject=subject,
             inactive_threshold=PULL_STALL_S * 4,
             mem_storage=True,
+            # Named: nats-py then creates it through the API subject that names its filter.
+            name=uuid.uuid4().hex,
         )
         info = await self.js.add_consumer(stream, config)
         return info.name, info.num_pending or 0
@@ -661,13 +749,13 @@ class EventStore:
 
     async def _merged_batches(
         self, stream: str, subjects: list[str], start_sequence: int, end: int
-    ) -> AsyncGenerator[list[tuple[int, bytes, bool]], None]:
+    ) -> AsyncGenerator[list[Raw], None]:
         """The messages of several subjects from `start_sequence` to `end`, all
         stored already, in stream order: one pull consumer per subject,
         merged. A message is passed on once every reader that is not done
         holds one at least as new; caught_up is True on `end`."""
         readers = {subject: self._pulled_batches(stream, subject, start_sequence, end) for subject in subjects}
-        held: dict[str, collections.deque[tuple[int, bytes, bool]]] = {s: collections.deque() for s in subjects}
+        held: dict[str, collections.deque[Raw]] = {s: collections.deque() for s in subjects}
         done: set[str] = set()
         try:
             while True:
@@ -681,7 +769,7 @@ class EventStore:
                 waiting = [held[subject][-1][0] for subject in subjects if subject not in done]
                 bound = min(waiting, default=end)
                 ready = heapq.merge(*(_taken_until(messages, bound) for messages in held.values()))
-                merged = [(sequence, data, sequence == end) for sequence, data, _ in ready]
+                merged = [(sequence, data, sequence == end, subject) for sequence, data, _, subject in ready]
                 if merged:
                     yield merged
                 if len(done) == len(subjects) and not any(held.values()):
@@ -701,23 +789,75 @@ class EventStore:
         last = 0
         for subject in subjects:
             try:
-                msg = await self.js.get_last_msg(stream, subject)
+                msg = await self.js.get_last_msg(stream, subject, direct=True)
             except nats.js.errors.NotFoundError:
                 continue
             last = max(last, msg.seq or 0)
         return last
 
 
+@dataclass
+class _NamedByInbox(js_api.ConsumerConfig):
+    """An ordered push consumer's config whose name follows its delivery
+    inbox. nats-py creates a consumer that has a name (and one filter)
+    through `$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, the form
+    whose filter nats-server's permissions check; and it makes an ordered
+    consumer again after a gap from this config with a new inbox, so the
+    new consumer gets a new name (dataclasses.replace runs __post_init__)."""
+
+    def __post_init__(self) -> None:
+        if self.deliver_subject:
+            self.name = hashlib.sha256(self.deliver_subject.encode()).hexdigest()[:32]
+
+
+class _Follower:
+    """What one ordered consumer of one subject delivered and the reader has
+    not taken yet: at most READ_BUFFER messages, then its callback waits."""
+
+    def __init__(self, subject: str, start_sequence: int, arrived: asyncio.Event) -> None:
+        self.subject = subject
+        # Every message of the subject below it has been delivered (or precedes the read).
+        self.expected = start_sequence
+        # (sequence, data, messages pending when delivered, subject)
+        self.held: collections.deque[tuple[int, bytes, int, str]] = collections.deque()
+        self.sub: Subscription | None = None
+        self._arrived = arrived
+        self._room = asyncio.Event()
+        self._room.set()
+
+    @property
+    def delivered(self) -> int:
+        return self.expected - 1
+
+    async def take(self, msg: Msg) -> None:
+        sequence, pending = _stream_position(msg.reply)
+        if sequence >= self.expected:  # below: a consumer that started over repeats them
+            self.expected = sequence + 1
+            self.held.append((sequence, msg.data, pending, msg.subject))
+            self._arrived.set()
+        if len(self.held) >= READ_BUFFER:
+            self._room.clear()
+            await self._room.wait()
+
+    def taken_until(self, bound: int) -> list[tuple[int, bytes, int, str]]:
+        taken = []
+        while self.held and self.held[0][0] <= bound:
+            taken.append(self.held.popleft())
+        self._room.set()
+        return taken
+
+
 class _DirectDelivery:
     """Hands the messages of some subscriptions of a nats-py client straight
-    to a plain function, as (reply subject, data) bytes.
+    to a plain function, as (reply subject, data, subject) bytes.
 
     nats-py builds every delivered message: parses its headers with a
     general-purpose parser (a stored event carries two, Nats-Msg-Id and the
     expected sequence), decodes subject and reply, makes a Msg, queues it to
     the subscription's task, which awaits the callback: ~25 µs per message,
     as much as the rest of a replay. A replay needs only the reply subject
-    (the stream sequence is in it) and the data. So the client's protocol
+    (the stream sequence is in it), the data and the subject (which a
+    reader checks the event against: wellformed.py). So the client's protocol
     parser is replaced by one that hands these subscriptions' messages over
     as they come (_DirectParser: ~3 µs each), and its dispatch
     (`_process_msg`, which nats-py's parser calls with each message's parts)
@@ -726,13 +866,13 @@ class _DirectDelivery:
     nats-py's own path."""
 
     def __init__(self, nc: NatsClient) -> None:
-        self._receivers: dict[int, Callable[[bytes, bytes], None]] = {}
+        self._receivers: dict[int, Callable[[bytes, bytes, bytes], None]] = {}
         self._nats_dispatch = nc._process_msg
         self._nc = nc
         nc._process_msg = self._dispatch  # type: ignore[method-assign]
         nc._ps = _DirectParser(nc, self._receivers)
 
-    async def subscribe(self, subject: str, receive: Callable[[bytes, bytes], None]) -> Subscription:
+    async def subscribe(self, subject: str, receive: Callable[[bytes, bytes, bytes], None]) -> Subscription:
         # Without a callback nats-py starts no task for it; nothing reaches its queue.
         sub = await self._nc.subscribe(subject, pending_msgs_limit=0, pending_bytes_limit=0)
         self._receivers[sub._id] = receive
@@ -747,7 +887,7 @@ class _DirectDelivery:
         if receive is None:
             await self._nats_dispatch(sid, subject, reply, data, headers)
         else:
-            receive(reply, data)
+            receive(reply, data, subject)
 
 
 class _DirectParser(Parser):
@@ -757,7 +897,7 @@ class _DirectParser(Parser):
     offsets; from the first other protocol line on, nats-py's parser takes
     the rest."""
 
-    def __init__(self, nc: NatsClient, receivers: dict[int, Callable[[bytes, bytes], None]]) -> None:
+    def __init__(self, nc: NatsClient, receivers: dict[int, Callable[[bytes, bytes, bytes], None]]) -> None:
         super().__init__(nc)
         self._receivers = receivers
 
@@ -783,14 +923,14 @@ class _DirectParser(Parser):
                 payload, end = end_of_line + 2 + int(fields[4]), end_of_line + 2 + int(fields[5])
                 if len(buf) < end + 2:
                     return True
-                receive(bytes(fields[3]), bytes(buf[payload:end]))
+                receive(bytes(fields[3]), bytes(buf[payload:end]), bytes(fields[1]))
                 taken = end + 2
             return len(buf) == taken
         finally:
             del buf[:taken]
 
 
-def _taken_until(messages: "collections.deque[tuple[int, bytes, bool]]", bound: int) -> list[tuple[int, bytes, bool]]:
+def _taken_until(messages: "collections.deque[Raw]", bound: int) -> list[Raw]:
     """Takes the messages up to sequence `bound` off the front of `messages`."""
     taken = []
     while messages and messages[0][0] <= bound:

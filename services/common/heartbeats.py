@@ -8,6 +8,10 @@ state: no stream holds that subject). The scheduler listens
 (`HeartbeatListener`) and appends AgentLost for a registration it has not
 heard from for DET_AGENT_LOST_S (services/scheduler/liveness.py).
 
+Each agent's nats-server user may publish on its own heartbeat subject only
+(deploy/local/credentials.py), and the listener takes a heartbeat only from
+the subject of the agent it names: no agent keeps another one alive.
+
 Both sides ride out NATS outages quietly: the connection says once per
 outage that nats-server is gone (services/common/connection.py). An agent
 skips the heartbeats it cannot send (sent late, they would say nothing). The
@@ -101,6 +105,10 @@ class HeartbeatListener:
             heartbeat = Heartbeat.decode(msg.data)
         except (ValueError, KeyError, TypeError) as error:
             log.warning("heartbeat_malformed", subject=msg.subject, error=repr(error))
+            return
+        if msg.subject != heartbeat_subject(self.namespace, heartbeat.agent_id):
+            # nats-server lets an agent publish on its own subject only: one that names another agent lies.
+            log.warning("heartbeat_malformed", subject=msg.subject, error=f"it names agent {heartbeat.agent_id}")
             return
         self.last[(heartbeat.agent_id, heartbeat.registration_event_id)] = time.time_ns()
 

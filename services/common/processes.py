@@ -102,14 +102,20 @@ def record_own_process(path: Path, agent_id: str, allocation_id: str) -> None:
     write_process_record(path, ProcessRecord(agent_id, allocation_id, pid, os.getpgid(0), ticks))
 
 
-def allocation_preexec(parent_pid: int, record: Path, agent_id: str, allocation_id: str) -> Callable[[], None]:
+def allocation_preexec(
+    parent_pid: int, record: Path, agent_id: str, allocation_id: str, become: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """`preexec_fn` for an allocation's process (started with its own
-    session): it dies with the agent, and records itself before it execs."""
+    session): it records itself (as the caller's user), runs `become` (which
+    may change its user: the trial's), then dies with the agent (armed after
+    any change of user, which would clear it) before it execs."""
     die = dying_with_parent(parent_pid)
 
     def preexec() -> None:
-        die()
         record_own_process(record, agent_id, allocation_id)
+        if become is not None:
+            become()
+        die()
 
     return preexec
 
@@ -144,7 +150,9 @@ def _prctl() -> Any:
 # -- killing a recorded group -------------------------------------------------------
 
 
-def recorded_group_members(record: ProcessRecord, written_at: float | None = None) -> list[int]:
+def recorded_group_members(
+    record: ProcessRecord, written_at: float | None = None, owner_uid: int | None = None
+) -> list[int]:
     """The live processes of the recorded group, if it is still the recorded
     one; else []. (The recorded process leads its session: it cannot leave
     the group.)
@@ -158,7 +166,11 @@ def recorded_group_members(record: ProcessRecord, written_at: float | None = Non
     before the machine's last boot (`written_at`, unix seconds) names nothing.
     The one case left is a new group leader that got the number after every
     process of ours was gone and died leaving members: it needs the number to
-    come around again in that window."""
+    come around again in that window.
+
+    `owner_uid`: the user who wrote the record (the file's owner), when it is
+    neither root nor us: a group with a process of another user is not its
+    own (a trial could write a record naming a service's group), so nothing."""
     if written_at is not None and written_at < _boot_time():
         return []
     leader = _stat(record.pid)
@@ -166,6 +178,8 @@ def recorded_group_members(record: ProcessRecord, written_at: float | None = Non
         return []  # the pid is someone else's now
     members = [stat for stat in _all_stats() if stat.pgrp == record.pgid and stat.state != "Z"]
     if leader is None and any(stat.start_ticks < record.start_ticks for stat in members):
+        return []
+    if owner_uid is not None and any(_real_uid(stat.pid) not in (owner_uid, None) for stat in members):
         return []
     return [stat.pid for stat in members]
 
@@ -177,20 +191,24 @@ def kill_recorded_process_group(record_path: Path, grace_s: float = KILL_GRACE_S
     ProcessRecordError: the file is not a record."""
     try:
         record = read_process_record(record_path)
-        written_at = record_path.stat().st_mtime
+        written = record_path.stat()
     except FileNotFoundError:
         return False
-    if not _signal_recorded(record, signal.SIGTERM, written_at):
+    # A record written by root or by us is ours; one another user wrote names only that user's processes.
+    owner = None if written.st_uid in (0, os.geteuid()) else written.st_uid
+    if not _signal_recorded(record, signal.SIGTERM, written.st_mtime, owner):
         return False
     if not _gone(record, grace_s):
-        _signal_recorded(record, signal.SIGKILL)
+        _signal_recorded(record, signal.SIGKILL, owner_uid=owner)
         _gone(record, grace_s)
     return True
 
 
-def _signal_recorded(record: ProcessRecord, signum: int, written_at: float | None = None) -> bool:
+def _signal_recorded(
+    record: ProcessRecord, signum: int, written_at: float | None = None, owner_uid: int | None = None
+) -> bool:
     """Signals the recorded group if it still is; returns whether it did."""
-    if not recorded_group_members(record, written_at):
+    if not recorded_group_members(record, written_at, owner_uid):
         return False
     try:
         os.killpg(record.pgid, signum)
@@ -229,6 +247,18 @@ def _stat(pid: int) -> _Stat | None:
     # The command name (field 2) is in parentheses and may hold anything: split after the last ")".
     fields = text[text.rindex(")") + 2 :].split()
     return _Stat(pid, fields[0], int(fields[2]), int(fields[19]))
+
+
+def _real_uid(pid: int) -> int | None:
+    """The process's real user id (/proc/<pid>/status); None: it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            for line in file:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return None
 
 
 def _all_stats() -> list[_Stat]:

@@ -1,6 +1,10 @@
 """What every decider service's `__main__` does around its core: connect,
 replay and follow the log through the Shell, write the ready file once caught
-up, and stop cleanly on SIGTERM or SIGINT."""
+up, and stop cleanly on SIGTERM or SIGINT.
+
+A part connects with `connect_part`: its store appends only the event types
+the part owns, and records the events it skips in its report file (beside its
+ready file: skips.py), which `det deploy local status` shows."""
 
 import asyncio
 import signal
@@ -15,6 +19,7 @@ from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.settings import CommonSettings
+from services.common.skips import Skips, report_path_of
 from services.common.snapshots import Snapshots
 
 S = TypeVar("S", bound=CommonSettings)
@@ -30,9 +35,30 @@ async def write_ready(path: Path | None) -> None:
         path.write_text("ready\n")
 
 
+def appended_types(part: str) -> frozenset[str] | None:
+    """The event types a part appends (deploy/local/credentials.py's APPENDS,
+    from docs/CONTRACTS.md); None for a part that appends for users and trials
+    (the gateway), whose appends are checked for well-formedness only."""
+    from deploy.local.credentials import APPENDS
+
+    types = APPENDS.get(part)
+    return None if types is None else frozenset(types)
+
+
+async def connect_part(settings: CommonSettings, name: str, part: str | None = None) -> EventStore:
+    """The part's store, connected as `name`: it appends only the event types
+    of `part` (default: `name`), and keeps its record of skipped events in the
+    report file beside DET_READY_FILE (none when that is unset)."""
+    store = await EventStore.connect(
+        settings.nats_url, settings.namespace, name=name, appends=appended_types(part or name)
+    )
+    store.skips = Skips(report_path_of(settings.ready_file))
+    return store
+
+
 async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> None:
     """Connects as `name` and runs the cores' shells (`run_shells`) until cancelled."""
-    store = await EventStore.connect(settings.nats_url, settings.namespace, name=name)
+    store = await connect_part(settings, name)
     try:
         await run_shells(store, settings, *cores, name=name)
     finally:

@@ -54,3 +54,11 @@ class NatsCredentials(BaseSettings):
 
     user: str = ""
     password: SecretStr = SecretStr("")
+
+
+def inbox_prefix(user: str) -> str:
+    """The prefix of the inboxes of a process that logs in as `user` (its answers arrive
+    there): one subject token per user, the only inboxes its permissions let it read
+    (deploy/local/credentials.py). A '.' of the name (an agent id may hold one) is '~',
+    which no user name holds."""
+    return f"_INBOX.{user.replace('.', '~')}"

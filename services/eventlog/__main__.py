@@ -13,7 +13,11 @@ say who it is.
 
 Each line is the envelope in protobuf's JSON form (field names as in
 events.proto) plus "sequence"; follow a chain with its correlation_id, and
-an event's reason with its causation_id.
+an event's reason with its causation_id. A user's password hash is printed
+as "(redacted)". An event that is not well-formed
+(services/common/wellformed.py: bytes that are no envelope, an unknown type,
+an aggregate that does not match its subject) is the line
+{"sequence": N, "unreadable": "<why>"}.
 """
 
 import argparse
@@ -23,7 +27,7 @@ import json
 import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from google.protobuf import json_format
 from pydantic import SecretStr
@@ -37,8 +41,25 @@ OPERATOR = "operator"
 
 
 def envelope_line(stored: StoredEvent) -> str:
+    """The event as a JSON line; one that is not well-formed (wellformed.py)
+    as its sequence and why it cannot be read, which the tool prints and
+    goes on (it is also logged to stderr as event_skipped)."""
+    if stored.skipped:
+        return json.dumps({"sequence": stored.sequence, "unreadable": stored.skipped})
     fields = json_format.MessageToDict(stored.envelope, preserving_proto_field_name=True)
-    return json.dumps({"sequence": stored.sequence, **fields})
+    return json.dumps({"sequence": stored.sequence, **_redacted(fields)})
+
+
+REDACTED = "(redacted)"
+
+
+def _redacted(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields with every user's password hash (UserCreated, UserPasswordChanged)
+    replaced by REDACTED: an audit shows that it changed, never the hash."""
+    return {
+        key: REDACTED if key == "password_hash" and value else _redacted(value) if isinstance(value, dict) else value
+        for key, value in fields.items()
+    }
 
 
 async def print_events(store: EventStore, kinds: list[str] | None, start: int, follow: bool) -> None:

@@ -1,9 +1,13 @@
 """Who is calling: the one interceptor every RPC passes through.
 
 A call with `x-allocation-token` metadata is a trial process: the token must
-verify against the cluster secret (UNAUTHENTICATED otherwise) and is good for
-its own trial only. Any other call is a user, named by the session token of
-its login (`authorization: Bearer <token>`, from Login): the token must
+verify against the cluster secret (UNAUTHENTICATED otherwise), and it is good
+only for the calls a trial process makes (TRIAL_RPCS: any other RPC, public
+ones too, is PERMISSION_DENIED), for its own trial only, and only while its
+allocation is open (each of those handlers checks both: servicer.py's
+fencing). The token is no user: it sits in trial code's environment, where
+careless scripts print it. Any other call is a user, named by the session
+token of its login (`authorization: Bearer <token>`, from Login): the token must
 verify, be unexpired, and its session must be good in the directory (not
 ended, the user active, the password unchanged since). Without a token a call
 is UNAUTHENTICATED, unless the gateway allows anonymous calls
@@ -50,6 +54,16 @@ BEARER = "Bearer "
 EVENT_LOG_WAIT_S = 3.0
 # The RPCs answered without a token (by their name in the service).
 PUBLIC_RPCS = frozenset({"Login", "GetMaster"})
+# The calls a trial process makes (harness/determined/_client.py's TrialClient,
+# for core_context's metrics, checkpoints, searcher, preemption and metadata),
+# and the only ones an allocation token is good for. Each handler checks that
+# the request names the token's own trial (or allocation) and that the
+# allocation is open. The HTTP API has none (http/app.py refuses the token).
+TRIAL_RPCS = frozenset({
+    "ReportMetrics", "ReportProgress", "ReportCheckpoint", "ReportStatus", "ReportEarlyExit",
+    "SetTrialMetadata", "GetTrialMetadata", "GetBestValidation", "WatchAllocation", "AcknowledgeStop",
+    "DeleteCheckpoints",
+})
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,9 @@ class Authenticator:
         try:
             claims = verify_session_token(self.secret, authorization[len(BEARER):])
         except InvalidTokenError as error:
+            if self._is_allocation_token(authorization[len(BEARER):]):
+                refusal = f"an allocation token is not a user's session token; {LOGIN_HINT}"
+                raise UnauthenticatedError(refusal) from error
             raise UnauthenticatedError(f"{error}; {LOGIN_HINT}") from error
         try:
             try:
@@ -116,6 +133,13 @@ class Authenticator:
             raise UnauthenticatedError(f"not logged in: {error}; {LOGIN_HINT}") from error
         return principal_of(user, claims.session_id)
 
+    def _is_allocation_token(self, token: str) -> bool:
+        try:
+            verify_allocation_token(self.secret, token)
+        except InvalidTokenError:
+            return False
+        return True
+
     def _session_user(self, user_id: int, session_id: str, expires_at_ns: int) -> User:
         return self.directory.current.session_user(user_id, session_id, expires_at_ns, time.time_ns())
 
@@ -126,6 +150,15 @@ class Authenticator:
         if user is None or not user.active:
             raise UnauthenticatedError(f"the user {DEFAULT_USER} is not active; {LOGIN_HINT}")
         return principal_of(user, "")
+
+
+def check_trial_call(rpc: str, principal: TrialPrincipal) -> None:
+    """An allocation token is good for TRIAL_RPCS only."""
+    if rpc not in TRIAL_RPCS:
+        raise PermissionDeniedError(
+            f"an allocation token (trial {principal.trial_id}'s) is good only for a trial process's own calls"
+            f" ({', '.join(sorted(TRIAL_RPCS))}), not for {rpc}; a user calls it with their login (det user login)"
+        )
 
 
 def principal_of(user: User, session_id: str) -> UserPrincipal:
@@ -203,8 +236,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc
         if handler is None:
             return handler
         metadata = {key: str(value) for key, value in handler_call_details.invocation_metadata or ()}
-        public = handler_call_details.method.rpartition("/")[2] in PUBLIC_RPCS
-        caller = _Caller(self.authenticator, metadata, public)
+        caller = _Caller(self.authenticator, metadata, handler_call_details.method.rpartition("/")[2])
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 _unary(handler.unary_unary, caller),
@@ -233,12 +265,17 @@ class _Caller:
 
     authenticator: Authenticator
     metadata: dict[str, str]
-    public: bool
+    rpc: str
 
     async def enter(self) -> None:
-        """Makes the call's principal current (a public RPC needs none)."""
-        if not self.public:
-            _principal.set(await self.authenticator.authenticate(self.metadata))
+        """Makes the call's principal current (a public RPC needs none, but
+        is refused to an allocation token as any call outside TRIAL_RPCS)."""
+        if self.rpc in PUBLIC_RPCS and ALLOCATION_TOKEN not in self.metadata:
+            return
+        principal = await self.authenticator.authenticate(self.metadata)
+        if isinstance(principal, TrialPrincipal):
+            check_trial_call(self.rpc, principal)
+        _principal.set(principal)
 
 
 def _unary(behavior: Callable[..., Any], caller: _Caller) -> Callable[..., Any]:

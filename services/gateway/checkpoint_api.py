@@ -4,10 +4,10 @@ handlers over the pure rules (checkpoints.py) and the read models
 (checkpoint_queries.py); the Servicer inherits them.
 
 Who may call what: reads (GetCheckpoint, the listings, PreviewGc,
-DownloadCheckpointFile) any caller; DeleteCheckpoints users, and a trial
-process for its own trial's checkpoints (core_context.checkpoint.delete);
-SetGcPolicy and DeleteExperiment users only (DeleteExperiment: the
-experiment's owner).
+DownloadCheckpointFile) any user; what destroys an experiment's data
+(DeleteCheckpoints, SetGcPolicy, DeleteExperiment) its owner or an admin, and
+DeleteCheckpoints also a trial process, for its own trial's checkpoints while
+its allocation is open (core_context.checkpoint.delete).
 """
 
 import asyncio
@@ -23,17 +23,18 @@ from determined.proto import api_pb2
 from services.common.envelope import Append, Envelope, aggregate, payload_field
 from services.common.eventstore import ConflictError, EventStore
 from services.gateway import checkpoints as rules
-from services.gateway.auth import TrialPrincipal, current_principal, require_user
+from services.gateway.auth import TrialPrincipal, UserPrincipal, current_principal, require_user
 from services.gateway.checkpoint_queries import CheckpointQueries, ExperimentFacts
 from services.gateway.commands import Unchanged
 from services.gateway.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    PermissionDeniedError,
     UnavailableError,
 )
 from services.gateway.projector import Projector
-from services.gateway.queries import Queries
+from services.gateway.queries import AllocationView, Queries
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -52,6 +53,8 @@ class CheckpointRpcs:
     projector: Projector
     queries: Queries
     checkpoint_queries: CheckpointQueries
+    # The servicer's fencing (servicer.py): the trial process's allocation, which must be open.
+    _open_allocation: Callable[[TrialPrincipal], Awaitable[AllocationView]]
 
     async def GetCheckpoint(
         self, request: api_pb2.GetCheckpointRequest, context: Context
@@ -86,12 +89,22 @@ class CheckpointRpcs:
     ) -> api_pb2.DeleteCheckpointsResponse:
         """Records the request (CheckpointDeleteAsked, per experiment); the
         checkpoint service deletes the files. Refused whole when a uuid is
-        unknown, a model version, or (for a trial process) not its trial's."""
+        unknown, a model version, not the caller's to delete (a user's: of an
+        experiment they do not own, unless an admin; a trial process's: of
+        another trial, or its allocation is closed)."""
         principal = current_principal()
+        if isinstance(principal, TrialPrincipal):
+            await self._open_allocation(principal)
         uuids = list(dict.fromkeys(uuid.strip() for uuid in request.uuids))
         found = await self.checkpoint_queries.checkpoints(uuids)
         if len(found) < len(uuids) and await self.projector.catch_up():
             found = await self.checkpoint_queries.checkpoints(uuids)
+        if isinstance(principal, UserPrincipal):
+            owners = await self.checkpoint_queries.experiments(sorted({c.experiment_id for c in found.values()}))
+            rules.check_may_delete_checkpoints(
+                found.values(), {key: facts.owner for key, facts in owners.items()},
+                principal.username, admin=principal.admin,
+            )
         trial_id = principal.trial_id if isinstance(principal, TrialPrincipal) else None
         sources = await self.checkpoint_queries.warm_start_sources(list(found.values()))
         appends = rules.checkpoint_delete_asked(
@@ -111,11 +124,16 @@ class CheckpointRpcs:
     async def SetGcPolicy(
         self, request: api_pb2.SetGcPolicyRequest, context: Context
     ) -> api_pb2.SetGcPolicyResponse:
-        require_user()
+        """Its owner's or an admin's: a policy that keeps fewer deletes checkpoints."""
+        user = require_user()
         policy = rules.checked_policy(request.save_experiment_best, request.save_trial_best, request.save_trial_latest)
 
         async def decide(version: int) -> Append | Unchanged:
             experiment = await self._experiment(request.experiment_id)
+            rules.check_owner_or_admin(
+                experiment.experiment_id, experiment.owner, user.username, admin=user.admin,
+                what="set its GC policy",
+            )
             current = rules.stored_policy(experiment.config_json)
             deletes_now = rules.gc_deletes(await self.checkpoint_queries.gc_inputs(experiment), policy)
             return rules.gc_policy_changed(
@@ -132,8 +150,8 @@ class CheckpointRpcs:
 
         async def decide(version: int) -> Append | Unchanged:
             experiment = await self._experiment(request.experiment_id)
-            rules.check_may_delete_experiment(
-                experiment.experiment_id, experiment.owner, user.username, admin=user.admin
+            rules.check_owner_or_admin(
+                experiment.experiment_id, experiment.owner, user.username, admin=user.admin, what="delete it"
             )
             registered = {
                 c.uuid: list(c.model_versions)
@@ -260,6 +278,9 @@ def _storage_errors(uuid: str, path: str) -> Iterator[None]:
         yield
     except FileNotFoundError as error:
         raise NotFoundError(f"file {path!r} of checkpoint {uuid} is not in its storage: {error}") from error
+    except storage.UnsafeCheckpointFileError as error:  # a link, a hard link: it may lead outside the checkpoint
+        log.warning("checkpoint_file_refused", uuid=uuid, path=path, reason=str(error))
+        raise PermissionDeniedError(str(error)) from error
     except (storage.StorageError, OSError) as error:
         raise UnavailableError(f"the storage of checkpoint {uuid} failed: {error}") from error
     except ValueError as error:  # a path the storage refuses to resolve

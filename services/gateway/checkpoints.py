@@ -235,11 +235,29 @@ def _described(policy: GcPolicy) -> str:
 # -- deletion ------------------------------------------------------------------------------
 
 
-def check_may_delete_experiment(experiment_id: int, owner: str, username: str, *, admin: bool) -> None:
-    """Only its owner (or an admin) may delete an experiment (Determined's basic authorisation)."""
+def check_owner_or_admin(experiment_id: int, owner: str, username: str, *, admin: bool, what: str) -> None:
+    """Only its owner or an admin may do `what` to an experiment: what destroys
+    its data (deleting it, its checkpoints, or setting a GC policy). Determined's
+    basic mode lets any user do the latter two; pausing or killing stays open to all."""
     if username != owner and not admin:
         raise PermissionDeniedError(
-            f"experiment {experiment_id} belongs to {owner}: only its owner or an admin may delete it"
+            f"experiment {experiment_id} belongs to {owner}: only its owner or an admin may {what},"
+            f" and {username} is neither"
+        )
+
+
+def check_may_delete_checkpoints(
+    checkpoints: Iterable[api_pb2.Checkpoint], owners: Mapping[int, str], username: str, *, admin: bool
+) -> None:
+    """A user deletes checkpoints only of experiments they own, unless an admin
+    (a trial process deletes its own trial's: see checkpoint_delete_asked)."""
+    by_experiment: dict[int, list[str]] = {}
+    for checkpoint in checkpoints:
+        by_experiment.setdefault(checkpoint.experiment_id, []).append(checkpoint.uuid)
+    for experiment_id, uuids in sorted(by_experiment.items()):
+        check_owner_or_admin(
+            experiment_id, owners.get(experiment_id, ""), username, admin=admin,
+            what=f"delete its checkpoints ({', '.join(uuids)})",
         )
 
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from determined.common import expconf
+from determined.common import expconf, storage
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
@@ -53,7 +53,10 @@ def validate_config(
 ) -> ValidatedConfig:
     """The fully defaulted config (`checkpoint_storage`: the cluster's default storage), or
     InvalidArgumentError listing every problem (expconf also requires the entrypoint of a
-    managed experiment)."""
+    managed experiment), or naming the config limit it goes past (size, nesting, values
+    with aliases expanded, hyperparameter values: expconf's `_limits.py`, checked before
+    anything is expanded). CPU-bound for up to about a second on a config at the limits:
+    the servicer runs it in a worker thread."""
     try:
         config = expconf.load_config(config_yaml)
         config = expconf.apply_cluster_defaults(
@@ -342,6 +345,7 @@ def checkpoint_reported(
 ) -> Append:
     if not request.uuid:
         raise InvalidArgumentError("a checkpoint needs a uuid")
+    check_checkpoint_names(request.uuid, dict(request.resources))
     if request.metadata_json:
         _check_json_object(request.metadata_json, "metadata_json")
     payload = events_pb2.CheckpointReported(
@@ -355,6 +359,25 @@ def checkpoint_reported(
         reported_at_ns=reported_at_ns,
     )
     return Append(aggregate("checkpoint", request.uuid), payload, f"checkpoint-{request.uuid}")
+
+
+def check_checkpoint_names(uuid: str, resources: dict[str, int]) -> None:
+    """A reported checkpoint's uuid (it names the checkpoint's folder) and its files'
+    names (relative POSIX paths inside it, folders as `dir/`; the one rule of
+    `storage.check_relpath`) and sizes; InvalidArgumentError naming the first bad one."""
+    try:
+        storage.check_storage_id(uuid)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"checkpoint uuid {uuid[:80]!r} cannot name a checkpoint's folder (empty, '.', '..', or with a slash)"
+        ) from None
+    for name, size in sorted(resources.items()):
+        try:
+            storage.check_relpath(name)
+        except ValueError as problem:
+            raise InvalidArgumentError(f"checkpoint {uuid} lists the file {name[:200]!r}: {problem}") from None
+        if size < 0:
+            raise InvalidArgumentError(f"checkpoint {uuid} lists {name[:200]!r} with a negative size ({size})")
 
 
 def _normalized_report(report: events_pb2.MetricReport) -> events_pb2.MetricReport:

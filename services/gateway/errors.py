@@ -67,8 +67,9 @@ def status_for(error: GatewayError) -> tuple[grpc.StatusCode, str]:
     return error.code, str(error)
 
 
-EVENT_LOG_UNAVAILABLE = "the event log (nats-server) is unavailable; retrying"
-READ_MODELS_UNAVAILABLE = "read models unavailable (PostgreSQL is down); retrying"
+# Said as they are by clients (the CLI names the part from them, and says how long it waits).
+EVENT_LOG_UNAVAILABLE = "the event log (nats-server) is unavailable"
+READ_MODELS_UNAVAILABLE = "read models unavailable (PostgreSQL is down)"
 # nats-py's errors that mean nats-server (or its JetStream) cannot be reached right now.
 _EVENT_LOG_DOWN = (
     NatsUnavailableError,

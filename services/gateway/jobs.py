@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from services.common.envelope import subject_for
 from services.common.eventstore import EventStore
 from services.common.snapshots import Snapshots
 from services.scheduler.config import SchedulerConfig
@@ -65,7 +66,12 @@ class JobQueue:
             log.info("job_queue_snapshot_restored", sequence=snapshot.sequence)
         self._moved.set()
         async for stored in self.store.read(self.core.kinds, start_sequence=self.position + 1, follow=True):
-            self.state = self.core.evolve(self.state, stored.envelope)
+            try:
+                self.state = self.core.evolve(self.state, stored.envelope)
+            except Exception as error:  # noqa: BLE001 - skipped as the scheduler's shell skips it
+                subject = subject_for(self.store.namespace, stored.envelope.aggregate)
+                reason = f"cannot fold it: {error!r}"
+                self.store.skips.record(stored.sequence, subject, reason, reader="job queue")
             self.position = stored.sequence
             self._moved.set()
 

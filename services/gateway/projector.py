@@ -25,6 +25,17 @@ Long polls (WatchAllocation) wait on the aggregates they care about
 aggregates the batch's events changed (`projection.watched`), so an answer
 leaves as soon as the rows say so, without polling PostgreSQL. It wakes them
 for every batch it read, also when another gateway's projector stored it.
+
+An event it cannot apply never stops it: one the store cannot read arrives
+as an empty envelope (it applies nothing); one the projection raises on
+while planning, or whose rows PostgreSQL refuses (EVENT_ERRORS: a value out
+of range, a NUL in a text, a string too long for an index), is skipped: the
+batch is applied again event by event, each in its own transaction, and the
+one that fails is recorded in the store's skips (logged once, counted) with
+the position stored past it. `progress()` says how far the projector is
+behind the log and whether it is stuck (behind and not moving for STUCK_S):
+the gateway's /health shows it, and `report_progress` writes it into the
+gateway's report file every REPORT_EVERY_S for `det deploy local status`.
 """
 
 import asyncio
@@ -36,9 +47,12 @@ from typing import cast
 import asyncpg
 import structlog
 
+from services.common.connection import NatsUnavailableError
+from services.common.envelope import subject_for
 from services.common.eventstore import EventStore, StoredEvent
 from services.gateway import projection, replay
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
+from services.gateway.planning import EVENT_ERRORS, described, planned_readable
 from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ensure_schema, transaction
 
 BATCH_SIZE = 5000
@@ -47,6 +61,10 @@ QUEUE_LISTS = 4
 NAME = "read_model"
 RETRY_FIRST_S = 0.1
 RETRY_MAX_S = 2.0
+# Behind the log and not moving for this long: stuck (shown by /health and status).
+STUCK_S = 30.0
+# How often the report file (skips.py) is rewritten with the projector's progress.
+REPORT_EVERY_S = 5.0
 
 log = structlog.get_logger()
 
@@ -79,11 +97,24 @@ class Projector:
         self._advanced = asyncio.Condition()
         # Aggregate ("allocation/12.1", "trial/12") -> the waiters to wake.
         self._watchers: dict[str, set[asyncio.Event]] = {}
+        # When the position last moved, and since when it is known to be behind the log.
+        self._moved_at = time.monotonic()
+        self._behind_since: float | None = None
+        self._log_last = 0
 
     async def run(self, follow: bool = True) -> None:
         """Applies the log from the stored position; with follow=False it
         returns once it has applied what was stored when it started. Waits
-        out PostgreSQL outages (see the module's docstring)."""
+        out PostgreSQL outages (see the module's docstring). While it
+        follows, it reports its progress (`report_progress`)."""
+        reporter = asyncio.create_task(self.report_progress(), name="projector-report") if follow else None
+        try:
+            await self._run_waiting_out_outages(follow)
+        finally:
+            if reporter is not None:
+                await _stopped(reporter)
+
+    async def _run_waiting_out_outages(self, follow: bool) -> None:
         delay = RETRY_FIRST_S
         while True:
             try:
@@ -92,7 +123,9 @@ class Projector:
             except POSTGRES_DOWN as error:
                 if self.available:
                     self._down_since, delay = time.monotonic(), RETRY_FIRST_S
-                    log.warning("read_models_unavailable", error=_described(error), retrying_every_s=RETRY_MAX_S)
+                    log.warning(
+                        "read_models_unavailable", error=described(error), retrying_every_s=RETRY_MAX_S
+                    )
                     await self._set_available(False)
             await asyncio.sleep(delay)
             delay = min(2 * delay, RETRY_MAX_S)
@@ -196,12 +229,12 @@ class Projector:
         plans them (replay.py), until done or until another projector has
         applied part of a batch (the caller goes on from there)."""
         replaying = cast(
-            AsyncGenerator[projection.PlannedBatch, None],
+            AsyncGenerator[replay.Replayed, None],
             replay.planned(self.store, self.position + 1, end, self.batch_size),
         )
         async with contextlib.aclosing(replaying) as batches:
-            async for batch in batches:
-                if not await self._apply_planned(batch):
+            async for batch, skipped in batches:
+                if not await self._apply_planned(batch, skipped):
                     return
 
     async def _apply_from(self, queue: asyncio.Queue[Queued]) -> None:
@@ -236,35 +269,108 @@ class Projector:
                 await planned.put(None)
                 return
             batch, events = events[: self.batch_size], events[self.batch_size :]
-            await planned.put((batch, projection.plan_batch(stored.envelope for stored in batch)))
+            await planned.put((batch, self._plan(batch)))
 
     async def apply(self, events: Sequence[StoredEvent], plan: projection.Plan | None = None) -> None:
         """Applies one batch of stored events in one transaction; `plan` is
         theirs when it was made ahead (made here otherwise, and again when
-        some of the events turn out to be applied already)."""
+        some of the events turn out to be applied already). When PostgreSQL
+        refuses what an event holds, the batch is applied event by event and
+        that one skipped."""
+        try:
+            position = await self._apply_batch(events, plan)
+        except EVENT_ERRORS as error:
+            if len(events) > 1:
+                for stored in events:
+                    await self.apply([stored])
+                return
+            position = await self._skip_unappliable(events[0], error)
+        log.debug("projected", events=len(events), sequence=position)
+        watched = _watched(events) if self._watchers else set()
+        await self._advance(position, watched)
+
+    async def _apply_batch(self, events: Sequence[StoredEvent], plan: projection.Plan | None) -> int:
         async with self._transaction() as connection:
             position = await _locked_position(connection, self.name)
             fresh = [stored for stored in events if stored.sequence > position]
             if fresh:
                 if plan is None or len(fresh) < len(events):
-                    plan = projection.plan_batch(stored.envelope for stored in fresh)
+                    plan = self._plan(fresh)
                 await execute_plan(connection, plan)
                 position = max(stored.sequence for stored in fresh)
                 await _store_position(connection, self.name, position)
-        log.debug("projected", events=len(events), applied=len(fresh), sequence=position)
-        watched = projection.watched(stored.envelope for stored in events) if self._watchers else set()
-        await self._advance(position, watched)
+        return position
 
-    async def _apply_planned(self, batch: projection.PlannedBatch) -> bool:
+    async def _skip_unappliable(self, stored: StoredEvent, error: BaseException) -> int:
+        """Records `stored` as skipped and stores the position past it."""
+        reason = f"its rows cannot be written: {described(error)}"
+        self._record_skip(stored.sequence, stored.envelope.aggregate, reason)
+        async with self._transaction() as connection:
+            position = await _locked_position(connection, self.name)
+            if stored.sequence > position:
+                position = stored.sequence
+                await _store_position(connection, self.name, position)
+        return position
+
+    def _plan(self, events: Sequence[StoredEvent]) -> projection.Plan:
+        """The plan of `events`; those the projection cannot plan are skipped (recorded)."""
+        plan, unplannable = planned_readable([stored.envelope for stored in events])
+        for index, reason in unplannable:
+            self._record_skip(events[index].sequence, events[index].envelope.aggregate, reason)
+        return plan
+
+    def _record_skip(self, sequence: int, aggregate: str, reason: str) -> None:
+        subject = subject_for(self.store.namespace, aggregate)
+        self.store.skips.record(sequence, subject, reason, reader="projector")
+
+    def progress(self) -> dict[str, object]:
+        """How far the read models are: the applied position, the log's last
+        sequence as last looked at, and a state: caught up, behind (moving),
+        stuck (behind and not moving for STUCK_S), or unavailable (PostgreSQL)."""
+        behind = max(0, self._log_last - self.position)
+        if not self.available:
+            state = "unavailable"
+        elif not behind:
+            state = "caught up"
+        else:
+            still_since = max(self._moved_at, self._behind_since or time.monotonic())
+            state = "stuck" if time.monotonic() - still_since > STUCK_S else "behind"
+        return {"applied": self.position, "log_last": self._log_last, "behind": behind, "state": state}
+
+    async def look_at_log(self) -> None:
+        """Notes the log's last sequence now (what `progress` compares with)."""
+        self._log_last = max(self._log_last, await self.store.last_sequence())
+        if self.position >= self._log_last:
+            self._behind_since = None
+        elif self._behind_since is None:
+            self._behind_since = time.monotonic()
+
+    async def report_progress(self) -> None:
+        """Every REPORT_EVERY_S: looks at the log and rewrites the store's
+        report file (skips.py) with `progress()`, until cancelled."""
+        self.store.skips.extra = lambda: {"projector": self.progress()}
+        while True:
+            with contextlib.suppress(NatsUnavailableError, TimeoutError):
+                await self.look_at_log()
+            self.store.skips.write_report()
+            await asyncio.sleep(REPORT_EVERY_S)
+
+    async def _apply_planned(self, batch: projection.PlannedBatch, skipped: list[replay.Skipped]) -> bool:
         """Applies a batch planned by the replay helper in one transaction;
         False when another projector applied part of it (the plan is then of
         no use: the events left are read again)."""
-        async with self._transaction() as connection:
-            position = await _locked_position(connection, self.name)
-            if position < batch.first:
-                await execute_plan(connection, batch.plan)
-                position = batch.last
-                await _store_position(connection, self.name, position)
+        for sequence, subject, reason, reader in skipped:
+            self.store.skips.record(sequence, subject, reason, reader=reader)
+        try:
+            async with self._transaction() as connection:
+                position = await _locked_position(connection, self.name)
+                if position < batch.first:
+                    await execute_plan(connection, batch.plan)
+                    position = batch.last
+                    await _store_position(connection, self.name, position)
+        except EVENT_ERRORS as error:  # one of its events: applied again one by one
+            log.info("replayed_batch_refused", first=batch.first, last=batch.last, error=described(error))
+            return False
         log.debug("projected", first=batch.first, sequence=position)
         await self._advance(position, batch.watched)
         return position >= batch.last
@@ -277,6 +383,8 @@ class Projector:
     async def _advance(self, position: int, watched: set[str]) -> None:
         """Records what is applied, and wakes those waiting on it."""
         async with self._advanced:
+            if position > self.position:
+                self._moved_at = time.monotonic()
             self.position = max(self.position, position)
             self.loaded = True
             self._advanced.notify_all()
@@ -287,6 +395,14 @@ class Projector:
         for name in aggregates:
             for changed in self._watchers.get(name, ()):
                 changed.set()
+
+
+def _watched(events: Sequence[StoredEvent]) -> set[str]:
+    """What these events wake; nothing for one the projection cannot read."""
+    try:
+        return projection.watched(stored.envelope for stored in events)
+    except EVENT_ERRORS:
+        return set().union(*(_watched([stored]) for stored in events)) if len(events) > 1 else set()
 
 
 async def execute_plan(connection: asyncpg.Connection, plan: projection.Plan) -> None:
@@ -347,6 +463,3 @@ async def _stopped(task: asyncio.Task[None]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: the caller's own error is the one to report
 
-
-def _described(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

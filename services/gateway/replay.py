@@ -14,6 +14,12 @@ next plans while PostgreSQL writes. So reading and planning run on one core
 while the projector and PostgreSQL run on another; the pipe holds the helper
 back when they are slower. Starting the helper takes about a second: shorter
 stretches (under HELPER_MIN_EVENTS) are replayed in-process.
+
+The helper reads the log as every reader does (EventStore.stored_event: an
+event that is not well-formed is an empty envelope) and plans as the
+projector does (`planned_readable`: an event the projection raises on is left
+out); each batch's frame names the events it skipped, with why, and the
+projector records them as its own skips.
 """
 
 import asyncio
@@ -25,9 +31,11 @@ import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import BinaryIO, cast
 
-from services.common.envelope import Envelope
-from services.common.eventstore import EventStore
+from services.common.envelope import subject_for
+from services.common.eventstore import EventStore, Raw
+from services.common.skips import Skips
 from services.gateway import projection
+from services.gateway.planning import planned_readable
 
 HELPER_MIN_EVENTS = 50_000
 # How far the projector may read ahead of what it applied (the helper's
@@ -38,15 +46,22 @@ PLANS_AHEAD = 2
 _LENGTH = struct.Struct("!Q")
 
 
+# An event the helper skipped: (sequence, subject, why, reader: "log" or "projector").
+Skipped = tuple[int, str, str, str]
+# What the helper sends per batch: its plan and the events it skipped.
+Replayed = tuple[projection.PlannedBatch, list[Skipped]]
+
+
 class ReplayHelperError(Exception):
     """The helper process stopped before it replayed the whole stretch."""
 
 
 async def planned(
     store: EventStore, start_sequence: int, end: int, batch_size: int
-) -> AsyncIterator[projection.PlannedBatch]:
+) -> AsyncIterator[Replayed]:
     """The plans of the events from `start_sequence` to `end` (stored
-    already), `batch_size` events each, in order, made by a helper process."""
+    already), `batch_size` events each, in order, made by a helper process,
+    each with the events it skipped."""
     helper = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -61,7 +76,7 @@ async def planned(
         limit=READ_AHEAD_BYTES,
     )
     assert helper.stdout is not None
-    loaded: asyncio.Queue[projection.PlannedBatch | Exception | None] = asyncio.Queue(PLANS_AHEAD)
+    loaded: asyncio.Queue[Replayed | Exception | None] = asyncio.Queue(PLANS_AHEAD)
     loader = asyncio.create_task(_load_plans(helper, helper.stdout, loaded))
     try:
         while (batch := await loaded.get()) is not None:
@@ -79,7 +94,7 @@ async def planned(
 async def _load_plans(
     helper: asyncio.subprocess.Process,
     frames: asyncio.StreamReader,
-    loaded: asyncio.Queue[projection.PlannedBatch | Exception | None],
+    loaded: asyncio.Queue[Replayed | Exception | None],
 ) -> None:
     """Loads the helper's plans ahead of their use (unpickling a batch costs
     about a fifth of applying it: it runs while PostgreSQL writes the one
@@ -96,9 +111,9 @@ async def _load_plans(
             if not length:
                 await loaded.put(None)
                 return
-            batch = pickle.loads(frame)
+            batch, skipped = pickle.loads(frame)
             assert isinstance(batch, projection.PlannedBatch)
-            await loaded.put(batch)
+            await loaded.put((batch, skipped))
     except Exception as error:  # noqa: BLE001 - re-raised where the plans are used
         await loaded.put(error)
 
@@ -108,17 +123,19 @@ async def _send(
 ) -> None:
     """Writes the plans of the events up to `end`, then an empty frame."""
     store = await EventStore.connect(url, namespace, name="gateway-replay")
+    store.skips = Skips(quiet=True)  # the projector logs what each frame says it skipped
     try:
-        events: list[tuple[int, bytes]] = []
-        reading = cast(AsyncGenerator[list[tuple[int, bytes, bool]], None], store.read_stored(start_sequence))
+        events: list[Raw] = []
+        reading = cast(AsyncGenerator[list[Raw], None], store.read_stored(start_sequence))
         async with contextlib.aclosing(reading) as batches:
             async for batch in batches:
-                for sequence, data, _ in batch:
+                for raw in batch:
+                    sequence = raw[0]
                     if sequence > end:
                         break
-                    events.append((sequence, data))
+                    events.append(raw)
                     if len(events) == batch_size or sequence == end:
-                        _write(out, pickle.dumps(_planned(events), pickle.HIGHEST_PROTOCOL))
+                        _write(out, pickle.dumps(_planned(store, events), pickle.HIGHEST_PROTOCOL))
                         events = []
                 if batch[-1][0] >= end:
                     break
@@ -127,10 +144,19 @@ async def _send(
         await store.close()
 
 
-def _planned(events: list[tuple[int, bytes]]) -> projection.PlannedBatch:
-    envelopes = [Envelope.FromString(data) for _, data in events]
-    plan, watched = projection.plan_batch(envelopes), projection.watched(envelopes)
-    return projection.PlannedBatch(events[0][0], events[-1][0], plan, watched)
+def _planned(store: EventStore, events: list[Raw]) -> Replayed:
+    stored = [store.stored_event(raw) for raw in events]
+    skipped = [
+        (s.sequence, raw[3], s.skipped, "log") for s, raw in zip(stored, events, strict=True) if s.skipped
+    ]
+    envelopes = [s.envelope for s in stored]
+    plan, unplannable = planned_readable(envelopes)
+    left_out = {index for index, _ in unplannable}
+    for index, reason in unplannable:
+        subject = subject_for(store.namespace, envelopes[index].aggregate)
+        skipped.append((stored[index].sequence, subject, reason, "projector"))
+    watched = projection.watched(e for i, e in enumerate(envelopes) if i not in left_out)
+    return projection.PlannedBatch(events[0][0], events[-1][0], plan, watched), skipped
 
 
 def _write(out: BinaryIO, frame: bytes) -> None:

@@ -13,6 +13,7 @@ import structlog
 
 from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore, StreamLimits
+from services.common.skips import Skips, report_path_of
 from services.gateway.auth import Authenticator, AuthInterceptor
 from services.gateway.http import http_api
 from services.gateway.http.server import HttpServer, listen
@@ -63,6 +64,7 @@ class Gateway:
             store = await EventStore.connect(
                 settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
             )
+            store.skips = Skips(report_path_of(settings.ready_file))  # the skipped events, for status
         except BaseException:
             await ports.close()
             raise

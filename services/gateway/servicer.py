@@ -50,6 +50,7 @@ from services.gateway.errors import (
     ReadModelsUnavailableError,
 )
 from services.gateway.jobs import JobQueue
+from services.gateway.login_limits import LoginThrottle
 from services.gateway.logs import trial_logs
 from services.gateway.model_api import ModelRpcs
 from services.gateway.projection import ENDED_STATES
@@ -90,6 +91,7 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         # Allocation id -> why its reports are refused: final, so kept forever.
         self._refused: dict[str, str] = {}
         self._job_queue = JobQueue(store, settings.scheduler_config())
+        self.login_throttle = LoginThrottle(time.monotonic)
 
     async def close(self) -> None:
         await self._job_queue.close()
@@ -227,7 +229,8 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         if request.context_tgz and request.context_hash:
             raise InvalidArgumentError("send the context as context_tgz or context_hash, not both")
         commands.check_context_size(len(request.context_tgz))
-        config = commands.validate_config(
+        config = await asyncio.to_thread(  # off the event loop: other calls go on meanwhile
+            commands.validate_config,
             request.config_yaml,
             checkpoint_host_path=self.settings.checkpoint_path,
             checkpoint_storage=self.settings.checkpoint_storage,
@@ -550,9 +553,8 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
     async def GetBestValidation(
         self, request: api_pb2.GetBestValidationRequest, context: Context
     ) -> api_pb2.GetBestValidationResponse:
-        require_trial(request.trial_id)
-        status = await self._found(self.queries.trial_status, request.trial_id, "trial")
-        best = await self.queries.best_validation(status.experiment_id)
+        _, allocation = await self._reporting(request.trial_id)
+        best = await self.queries.best_validation(allocation.experiment_id)
         if best is None:
             return api_pb2.GetBestValidationResponse(found=False)
         return api_pb2.GetBestValidationResponse(found=True, metric=best)
@@ -573,7 +575,7 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         allocation = await self.queries.allocation(allocation_id)
         if (allocation is None or allocation.refusal() is not None) and await self.projector.catch_up():
             allocation = await self.queries.allocation(allocation_id)
-        if allocation is None:
+        if allocation is None or allocation.trial_id != principal.trial_id:
             raise FailedPreconditionError(
                 f"allocation {allocation_id} of trial {principal.trial_id} is unknown; reports from it are refused"
             )

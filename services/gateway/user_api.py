@@ -2,7 +2,10 @@
 (users.py) and the in-memory directory (user_directory.py); the Servicer
 inherits them.
 
-Login is the one RPC here answered without a token. A password arrives as
+Login is the one RPC here answered without a token. Repeated failures for a
+username or from a client address are slowed down (login_limits.py) and
+logged (`login_failed`, with the username and address, never the password).
+A password arrives as
 Determined's salted SHA-512 hex (is_hashed) or as typed (hashed here the same
 way); bcrypt runs off the event loop. A change this gateway appends is in
 its directory before the RPC answers: a token a Logout ended is refused by
@@ -15,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import TypeAlias
+from urllib.parse import unquote
 
 import grpc
 import structlog
@@ -34,6 +38,7 @@ from services.gateway.errors import (
     ReadModelsUnavailableError,
     UnauthenticatedError,
 )
+from services.gateway.login_limits import LoginThrottle
 from services.gateway.projector import Projector
 from services.gateway.queries import Queries
 from services.gateway.settings import GatewaySettings
@@ -55,8 +60,16 @@ class UserRpcs:
     projector: Projector
     queries: Queries
     user_directory: UserDirectory
+    login_throttle: LoginThrottle
 
     async def Login(self, request: api_pb2.LoginRequest, context: Context) -> api_pb2.LoginResponse:
+        return await self.login(request, address=_peer_address(context))
+
+    async def login(self, request: api_pb2.LoginRequest, *, address: str) -> api_pb2.LoginResponse:
+        """Login from the client at `address` (gRPC's and HTTP's): refused at
+        once (RESOURCE_EXHAUSTED, saying how long to wait) while the username
+        or the address has failed too often."""
+        self.login_throttle.begin(request.username, address)
         salted = _salted(request.password, request.is_hashed)
         directory = self.user_directory.current
         user = directory.by_name(request.username)
@@ -65,8 +78,10 @@ class UserRpcs:
         if user is None:
             await asyncio.to_thread(users.check_a_stand_in_password, salted)
         if user is None or not await asyncio.to_thread(users.password_matches, user.password_hash, salted):
-            log.info("login_refused", username=request.username, reason=INVALID_CREDENTIALS)
+            failures = self.login_throttle.failures(request.username, address)
+            log.warning("login_failed", username=request.username, address=address, failures=failures)
             raise UnauthenticatedError(INVALID_CREDENTIALS)
+        self.login_throttle.succeeded(request.username, address)
         if not user.active:
             raise UnauthenticatedError(f"user {user.username} is not active")
         session_id = uuid.uuid4().hex
@@ -205,6 +220,14 @@ def user_message(user: users.User) -> api_pb2.User:
         id=user.user_id, username=user.username, display_name=user.display_name, admin=user.admin,
         active=user.active, created_at_ns=user.created_at_ns,
     )
+
+
+def _peer_address(context: Context) -> str:
+    """The client's address as HTTP names it: gRPC's peer ("ipv4:10.0.0.5:41234",
+    "ipv6:%5B::1%5D:41234") without its scheme and port."""
+    _, _, address = unquote(str(context.peer() or "")).partition(":")
+    host, _, port = address.rpartition(":")
+    return (host if port.isdigit() else address).strip("[]")
 
 
 def _salted(password: str, is_hashed: bool) -> str:

@@ -17,9 +17,8 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from services.common.envelope import Append
-from services.common.eventstore import EventStore
 from services.common.heartbeats import HeartbeatListener
-from services.common.service import run_shells, serve
+from services.common.service import connect_part, run_shells, serve
 from services.common.settings import CommonSettings
 from services.scheduler.config import SCHEDULER_TYPES, SchedulerConfig
 from services.scheduler.core import SchedulerCore
@@ -105,7 +104,7 @@ class LivenessMonitor:
 async def run(settings: SchedulerSettings) -> None:
     """Listens for agents' heartbeats, rebuilds the scheduler's state from the
     log, then decides (also when the clock ticks) until cancelled."""
-    store = await EventStore.connect(settings.nats_url, settings.namespace, name=NAME)
+    store = await connect_part(settings, NAME)
     try:
         listener = HeartbeatListener(store.nc, settings.namespace)
         await listener.start()

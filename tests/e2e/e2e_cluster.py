@@ -8,6 +8,7 @@ starts its own with `started_cluster`."""
 import asyncio
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pydantic import SecretStr
 
 from deploy.local.credentials import credentials
 from deploy.local.servers import free_port
+from deploy.local.trial_home import DEFAULT_TRIAL_USER
 from determined.proto import events_pb2
 from services.common.connection import Connection
 from services.common.envelope import payload_of
@@ -70,6 +72,17 @@ class Cluster:
 
     def down(self) -> subprocess.CompletedProcess[str]:
         return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
+
+    def storage_folder(self, name: str) -> Path:
+        """A new folder for shared_fs checkpoint storage that trials may write: not under a
+        test's tmp_path (closed to other users), and the trial user's when trials run as one
+        (deploy/local/trial_home.py). Removed with the cluster."""
+        folder = storage_home(self.data_dir) / f"{name}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(DEFAULT_TRIAL_USER)
+            os.chown(folder, user.pw_uid, user.pw_gid)
+        return folder
 
     def det(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = det(self.env, *args)
@@ -155,7 +168,12 @@ def started_cluster(prefix: str, up_args: Sequence[str] = ()) -> Iterator[Cluste
     finally:
         running.down()
         shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(storage_home(data_dir), ignore_errors=True)
         shutil.rmtree(running.cli_config, ignore_errors=True)
+
+
+def storage_home(data_dir: Path) -> Path:
+    return data_dir.with_name(f"{data_dir.name}-storage")
 
 
 def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -28,7 +28,7 @@ from chaos_checks import (
     training_steps,
     wait_until_restarted,
 )
-from e2e_cluster import Cluster, started_cluster, wait_for
+from e2e_cluster import Cluster, det, started_cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
@@ -137,7 +137,8 @@ def test_an_outage_of_30_s_loses_nothing(cluster: Cluster, context_dir: Path, pa
     gateway_pid = part_status(cluster.data_dir, "gateway")["pid"]
     cluster.det("deploy", "local", "stop-service", part, "--data-dir", str(cluster.data_dir))
     down_since = time.monotonic()
-    answer = cluster.det("experiment", "describe", str(experiment_id), check=False)
+    # Asked once, without waiting the outage out (DET_CLI_WAIT_S=0): the outage stays OUTAGE_S long.
+    answer = det(dict(cluster.env, DET_CLI_WAIT_S="0"), "experiment", "describe", str(experiment_id))
     if part == "postgres":
         assert answer.returncode == 1 and "read models unavailable" in answer.stderr, answer
     time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_since)))

@@ -190,7 +190,7 @@ def default_policy_keeps(cluster: Cluster, experiment_id: int) -> tuple[set[str]
 
 
 def test_default_policy_then_gc_policy_changes_on_shared_fs(cluster: Cluster, tmp_path: Path) -> None:
-    root = tmp_path / "storage"
+    root = cluster.storage_folder("storage")
     context = tmp_path / "context"
     context.mkdir()
     storage = {"type": "shared_fs", "host_path": str(root)}
@@ -293,7 +293,7 @@ def test_the_same_on_s3_from_the_clusters_default_storage(
     )
 
     # An experiment's own storage section overrides the cluster's default.
-    root = tmp_path / "own-storage"
+    root = s3_cluster.storage_folder("own-storage")
     own = run_to_completion(s3_cluster, context, SINGLE_TRAIN_PY, single_config({"type": "shared_fs",
                                                                                  "host_path": str(root)}))
     steps = reported(s3_cluster, s3_cluster.trials(own)[0]["id"])
@@ -306,7 +306,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 def test_download_delete_and_model_versions(cluster: Cluster, tmp_path: Path) -> None:
-    root = tmp_path / "storage"
+    root = cluster.storage_folder("storage")
     context = tmp_path / "context"
     context.mkdir()
     storage = {"type": "shared_fs", "host_path": str(root)}
@@ -368,7 +368,7 @@ def test_download_delete_and_model_versions(cluster: Cluster, tmp_path: Path) ->
 
 
 def test_delete_an_experiment(cluster: Cluster, tmp_path: Path) -> None:
-    root = tmp_path / "storage"
+    root = cluster.storage_folder("storage")
     context = tmp_path / "context"
     context.mkdir()
     storage = {"type": "shared_fs", "host_path": str(root)}

@@ -1,7 +1,7 @@
 """A cluster's nats-server and PostgreSQL let in its own parts only, and a data folder
 made before credentials existed (PostgreSQL trusting every local connection, no
-credentials.json, a cluster.secret without the agents' password) gets them at its
-next cluster-up and runs as before."""
+credentials.json, a cluster.secret with the password the agents shared) gets them at its
+next cluster-up (each agent its own nats-server user) and runs as before."""
 
 import asyncio
 import json
@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 from e2e_cluster import Cluster, started_cluster, wait_for
 
+from deploy.local.cluster import ClusterRecord
 from deploy.local.credentials import CREDENTIALS_FILE
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +25,8 @@ def age(cluster: Cluster) -> None:
     (cluster.data_dir / CREDENTIALS_FILE).unlink()
     secret_file = cluster.data_dir / "cluster.secret"
     identity = json.loads(secret_file.read_text())
-    secret_file.write_text(json.dumps({"cluster_id": identity["cluster_id"], "secret": identity["secret"]}))
+    secret_file.write_text(json.dumps({"cluster_id": identity["cluster_id"], "secret": identity["secret"],
+                                       "nats_user": "agent", "nats_password": "shared"}))  # all agents' of old
 
 
 def passwordless_connection_refused(cluster: Cluster) -> bool:
@@ -53,8 +55,12 @@ def test_a_folder_made_before_credentials_restarts_guarded() -> None:
         again = cluster.up()
         assert again.returncode == 0, again.stdout + again.stderr
         assert stat.S_IMODE((cluster.data_dir / CREDENTIALS_FILE).stat().st_mode) == 0o600
-        agents_password = json.loads((cluster.data_dir / CREDENTIALS_FILE).read_text())["nats"]["agent"]["password"]
-        assert json.loads((cluster.data_dir / "cluster.secret").read_text())["nats_password"] == agents_password
+        users = json.loads((cluster.data_dir / CREDENTIALS_FILE).read_text())["nats"]
+        record = ClusterRecord.load(cluster.data_dir)
+        assert record is not None
+        assert "agent" not in users and [name for name in users if name.startswith("agent:")] == [
+            f"agent:{agent.agent_id}" for agent in record.agent_specs()]
+        assert "nats_password" not in json.loads((cluster.data_dir / "cluster.secret").read_text())
         assert passwordless_connection_refused(cluster)
         wait_for(lambda: all_running(cluster), "every part running again")
         assert cluster.json("experiment", "list") is not None  # the gateway reads its read models

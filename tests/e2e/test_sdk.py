@@ -118,11 +118,11 @@ def logs_of(client: Any, trial_id: int) -> str:
     return "".join(client.get_trial(trial_id).logs())
 
 
-def test_an_experiment_driven_from_python(client: Any, tmp_path: Path) -> None:
+def test_an_experiment_driven_from_python(client: Any, cluster: Cluster, tmp_path: Path) -> None:
     context = tmp_path / "context"
     context.mkdir()
     (context / "train.py").write_text(TRAIN_PY)
-    experiment = client.create_experiment(config=config("sdk", tmp_path / "storage"), model_dir=str(context))
+    experiment = client.create_experiment(config=config("sdk", cluster.storage_folder("storage")), model_dir=str(context))
     assert experiment.get_config()["name"] == "sdk"
     assert experiment.id in {e.id for e in client.list_experiments()}
 
@@ -177,9 +177,9 @@ def test_an_experiment_driven_from_python(client: Any, tmp_path: Path) -> None:
     assert oldest.uuid not in {c.uuid for c in experiment.list_checkpoints()}
 
 
-def test_kill_from_python(client: Any, tmp_path: Path) -> None:
+def test_kill_from_python(client: Any, cluster: Cluster, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(FOREVER_PY)
-    experiment = client.create_experiment(config=config("sdk-kill", tmp_path / "storage"), model_dir=str(tmp_path))
+    experiment = client.create_experiment(config=config("sdk-kill", cluster.storage_folder("storage")), model_dir=str(tmp_path))
     experiment.await_first_trial(interval=0.2)
     experiment.kill()
     assert experiment.wait(interval=0.2) == client.ExperimentState.CANCELED

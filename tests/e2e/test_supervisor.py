@@ -30,6 +30,8 @@ import pytest
 from chaos_checks import cluster_processes, part_status, wait_until_restarted
 from e2e_cluster import Cluster, started_cluster, wait_for
 
+from deploy.local.cluster import agent_work_dir
+from deploy.local.credentials import credentials
 from deploy.local.servers import postgres_bin_dir
 from services.common.processes import process_alive
 
@@ -85,7 +87,8 @@ def start_sleeping_trial(cluster: Cluster, context: Path) -> int:
     """Starts an experiment whose trial sleeps; returns the pid of the trial's process."""
     (context / "train.py").write_text(SLEEPING_TRAIN_PY)
     cluster.create(context, CONFIG)
-    record = wait_for(lambda: next(iter((cluster.data_dir / "agent-work").glob("*/process.json")), None),
+    work_dir = agent_work_dir(cluster.data_dir, "agent")
+    record = wait_for(lambda: next(iter(work_dir.glob("*/process.json")), None),
                       "the trial's process record")
     assert record is not None
     return int(json.loads(record.read_text())["pid"])
@@ -243,7 +246,7 @@ def test_cluster_up_runs_several_agents() -> None:
         found = wait_for(lambda: both if len(both := agents(several)) == 2 else {}, "both agents registered")
         assert sorted(found) == ["agent-1", "agent-2"]
         assert all(len(agent["slots"]) == 2 for agent in found.values())
-        assert (data_dir / "agents" / "agent-2").is_dir()
+        assert agent_work_dir(data_dir, "agent-2").is_dir()
         jobs = several.json("job", "list")
         assert jobs["schedulers"]["default"] == "priority"
     finally:
@@ -258,10 +261,14 @@ def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(cluster:
     remote = ("--data-dir", str(folder))
     no_secret = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
                             str(cluster.master_port), *remote, check=False)
-    assert no_secret.returncode == 1 and "needs the cluster's secret" in no_secret.stderr
+    assert no_secret.returncode == 1 and "needs its own secret file" in no_secret.stderr
+    made = cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away",
+                       "--data-dir", str(cluster.data_dir))
+    secret_file = cluster.data_dir / "agent-secrets" / "far-away.secret"
+    assert str(secret_file) in made.stdout
     up = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
-                     str(cluster.master_port), "--agent-id", "far-away", "--cpu-slots", "3", "--secret-file",
-                     str(cluster.data_dir / "cluster.secret"), "--no-gpu", *remote, check=False)
+                     str(cluster.master_port), "--cpu-slots", "3", "--secret-file", str(secret_file), "--no-gpu",
+                     *remote, check=False)
     assert up.returncode == 0, up.stderr
     registered = wait_for(lambda: agents(cluster).get("far-away") or {}, "the remote agent registered")
     assert len(registered["slots"]) == 3
@@ -270,3 +277,6 @@ def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(cluster:
     down = cluster.det("deploy", "local", "agent-down", *remote, check=False)
     assert down.returncode == 0, down.stderr
     assert not (folder / "run" / "cluster.json").exists()  # its last agent gone, its supervisor stopped
+    cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away", "--revoke",
+                "--data-dir", str(cluster.data_dir))
+    assert not secret_file.exists() and "agent:far-away" not in credentials(cluster.data_dir).nats

@@ -76,9 +76,11 @@ def test_an_agent_for_a_cluster_elsewhere_connects_with_tls(tls_cluster: Cluster
     """agent-up --master-host with DET_MASTER_CERT_FILE: GetMaster over TLS, its agent reaches
     nats-server over TLS, and its trial the master."""
     folder = ("--data-dir", str(tmp_path / "remote-agent"))
+    tls_cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away", "--data-dir",
+                    str(tls_cluster.data_dir))  # its nats-server user, let in over TLS at once
     up = tls_cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
                          str(tls_cluster.master_port), "--agent-id", "far-away", "--pool", "far", "--secret-file",
-                         str(tls_cluster.data_dir / "cluster.secret"), "--no-gpu", *folder)
+                         str(tls_cluster.data_dir / "agent-secrets" / "far-away.secret"), "--no-gpu", *folder)
     try:
         (tmp_path / "train.py").write_text(TRAIN_PY)
         config = CONST_YAML + "resources:\n  resource_pool: far\n"

@@ -145,7 +145,7 @@ async def test_a_trial_dies_with_its_agent_and_a_restarted_agent_runs_it_once_mo
             # No restart allowed: a run lost with the agent is not the trial's failure.
             cfg = config("python3 train.py", max_restarts=0)
             await create_experiment(event_store, 1, cfg, context_hash=digest)
-            pids = work_dir / "1.1" / "pids"
+            pids = work_dir / "1.1" / "trial" / "pids"
             await until(pids.exists, "the trial to start")
             trial, child = (int(pid) for pid in pids.read_text().split())
             record = read_process_record(work_dir / "1.1" / "process.json")
@@ -234,7 +234,7 @@ async def test_folders_go_when_their_allocation_ends_well_and_a_while_after_it_f
         envelopes = await wait_for(event_store, lambda es: len(payloads(es, ev.AllocationExited)) == 1)
         [failed] = payloads(envelopes, ev.AllocationExited)
         kept = work_dir / failed.allocation_id
-        assert (kept / "out").read_text() == "hi\n"
+        assert (kept / "trial" / "out").read_text() == "hi\n"
         assert json.loads((kept / EXIT_NOTE).read_text())["exit_code"] == 3
         await until(lambda: not kept.exists(), "the failed folder to be swept")
         running = work_dir / "2.1"

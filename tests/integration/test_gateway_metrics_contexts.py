@@ -267,7 +267,7 @@ async def test_a_context_that_changes_while_it_is_uploaded_is_told_and_leaves_no
     messages = await stored_context_messages(event_store)
     client = CliGateway(f"127.0.0.1:{gateway.port}")
     with pytest.raises(CliError, match="changed while it was uploaded: data/weights.bin became shorter"):
-        await asyncio.to_thread(upload_context, client, cast(ContextFiles, ChangingFiles()), retry_for_s=0)
+        await asyncio.to_thread(upload_context, client, cast(ContextFiles, ChangingFiles()))
 
     async def nothing_left() -> bool:  # the gateway purges once it sees the cancel
         return await stored_context_messages(event_store) == messages

@@ -48,7 +48,7 @@ async def test_models_are_created_once_and_listed_in_creation_order(
     assert [(m.model_id, m.name, m.num_versions) for m in listed] == [(1, "mnist", 0), (2, "cifar", 0)]
     events = await stored(event_store, "model")
     assert [e.event_id for e in events] == ["model-mnist", "model-cifar"]
-    assert "only a user" in await refused(
+    assert "not for CreateModel" in await refused(
         api.CreateModel(api_pb2.CreateModelRequest(name="x"), metadata=token_of("1.1")),
         grpc.StatusCode.PERMISSION_DENIED,
     )
@@ -90,7 +90,7 @@ async def test_what_cannot_be_registered(
     )
     assert "checkpoint zz not found" in await refused(api.RegisterModelVersion(register("zz")),
                                                       grpc.StatusCode.NOT_FOUND)
-    assert "only a user" in await refused(api.RegisterModelVersion(register("b"), metadata=token_of("1.1")),
+    assert "not for RegisterModelVersion" in await refused(api.RegisterModelVersion(register("b"), metadata=token_of("1.1")),
                                           grpc.StatusCode.PERMISSION_DENIED)
     requested = events_pb2.CheckpointDeletionRequested(experiment_id=1, deletion_id=1, uuids=["a"])
     await append(event_store, gateway, "experiment/1", requested, "gc-1-1")

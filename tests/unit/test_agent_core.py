@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from pathlib import Path
 
 import pure_core
 import pytest
@@ -629,7 +630,8 @@ def test_trial_environment_follows_the_contract() -> None:
         "DET_CLUSTER_SECRET": "s3cret",
         "DET_NATS_URL": "nats://x",
     }
-    env = trial_environment(allocation, identity, session_token="tok", slot_type="cpu", inherited=inherited)
+    env = trial_environment(allocation, identity, session_token="tok", slot_type="cpu", inherited=inherited,
+                            folder=Path("/work/7.2"))
     assert env["PATH"] == "/venv/bin:/usr/bin" and env["HOME"] == "/root"
     assert "DET_CLUSTER_SECRET" not in env and "DET_NATS_URL" not in env
     assert (env["A"], env["B"]) == ("1", "x=y")
@@ -640,7 +642,8 @@ def test_trial_environment_follows_the_contract() -> None:
     assert (env["DET_TASK_ID"], env["DET_TRIAL_ID"], env["DET_ALLOCATION_ID"]) == ("7", "7", "7.2")
     assert (env["DET_EXPERIMENT_ID"], env["DET_TRIAL_RUN_ID"], env["DET_TRIAL_SEED"]) == ("3", "2", "9")
     assert env["DET_SESSION_TOKEN"] == "tok" and env["DET_TASK_TYPE"] == "TRIAL"
-    assert json.loads(env["DET_EXPERIMENT_CONFIG"]) == config and env["DET_HPARAMS"] == '{"lr": 1}'
+    assert env["DET_EXPERIMENT_CONFIG_FILE"] == "/work/7.2/.det-experiment-config.json"
+    assert "DET_EXPERIMENT_CONFIG" not in env and env["DET_HPARAMS"] == '{"lr": 1}'
     assert (env["DET_STEPS_COMPLETED"], env["DET_LATEST_CHECKPOINT"], env["PYTHONUNBUFFERED"]) == (
         "100",
         "ck-1",
@@ -654,7 +657,7 @@ def test_trial_environment_follows_the_contract() -> None:
     ports = (env["C10D_PORT"], env["INTER_TRAIN_PROCESS_COMM_PORT_1"], env["INTER_TRAIN_PROCESS_COMM_PORT_2"])
     assert tuple(map(int, ports)) == allocation_ports("7.2")
     plain = trial_environment(
-        allocation_of("1.1"), identity, session_token="t", slot_type="cuda", inherited={}
+        allocation_of("1.1"), identity, session_token="t", slot_type="cuda", inherited={}, folder=Path("/work/1.1")
     )
     assert "DET_LATEST_CHECKPOINT" not in plain and plain["PATH"] == "/venv/bin"
     assert (plain["DET_STEPS_COMPLETED"], plain["DET_SEARCHER_LENGTH"], plain["DET_SLOT_IDS"]) == (
@@ -667,13 +670,14 @@ def test_trial_environment_follows_the_contract() -> None:
 def test_a_trial_gets_what_checks_the_masters_certificate() -> None:
     identity = AgentIdentity("a", "c", "https://gw:8080", "/venv/bin", master_cert_file="/etc/det/cert.pem",
                              master_cert_name="master.example")
-    env = trial_environment(allocation_of("1.1"), identity, session_token="t", slot_type="cpu", inherited={})
+    env = trial_environment(allocation_of("1.1"), identity, session_token="t", slot_type="cpu", inherited={},
+                            folder=Path("/work/1.1"))
     assert (env["DET_MASTER"], env["DET_MASTER_CERT_FILE"], env["DET_MASTER_CERT_NAME"]) == (
-        "https://gw:8080", "/etc/det/cert.pem", "master.example"
+        "https://gw:8080", "/work/1.1/master-cert.pem", "master.example"
     )
     plain = trial_environment(
         allocation_of("1.1"), AgentIdentity("a", "c", "gw:8080", "/venv/bin"), session_token="t", slot_type="cpu",
-        inherited={"DET_MASTER_CERT_FILE": "/agent/only.pem"},
+        inherited={"DET_MASTER_CERT_FILE": "/agent/only.pem"}, folder=Path("/work/1.1"),
     )
     assert "DET_MASTER_CERT_FILE" not in plain and "DET_MASTER_CERT_NAME" not in plain
 
@@ -686,6 +690,7 @@ def test_every_part_of_a_gang_gets_the_same_layout_and_ports_and_its_own_rank_an
             session_token="t",
             slot_type="cpu",
             inherited={},
+            folder=Path("/work/1.1"),
         )
         for agent_id in ("a", "b")
     }

@@ -1,7 +1,8 @@
 """No traceback reaches a `det` user: bad ids are refused at parse time, a
 closed pipe ends the command quietly, Ctrl-C exits 130, anything unexpected
 is one line naming the file with the details; and when the master does not
-answer, the CLI says which part is down."""
+answer, the CLI says which part is down, and waits it out for a while when
+waiting can help and the call is safe to repeat (determined/cli/_waiting.py)."""
 
 import json
 import os
@@ -24,7 +25,11 @@ LINES = 20_000
 
 
 class CliGateway(api_pb2_grpc.DeterminedServicer):
-    """Streams many log lines; answers GetMaster as a gateway whose NATS is down."""
+    """Streams many log lines; answers GetExperiments and CreateModel as a gateway whose
+    NATS is down, and GetAgents so for its first two calls."""
+
+    def __init__(self) -> None:
+        self.agent_calls = 0
 
     def TrialLogs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         for start in range(0, LINES, 500):
@@ -32,7 +37,16 @@ class CliGateway(api_pb2_grpc.DeterminedServicer):
             yield api_pb2.TrialLogsResponse(trial_id=request.trial_id, allocation_id="1.1", lines=lines)
 
     def GetExperiments(self, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable; retrying")
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable")
+
+    def CreateModel(self, request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable")
+
+    def GetAgents(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.agent_calls += 1
+        if self.agent_calls <= 2:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "read models unavailable (PostgreSQL is down)")
+        return api_pb2.GetAgentsResponse()
 
 
 @pytest.fixture
@@ -43,9 +57,11 @@ def master() -> Iterator[str]:
     server.stop()
 
 
-def det_process(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def det_process(*argv: str, wait_s: str = "0", **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`det argv` waiting out outages for `wait_s` (DET_CLI_WAIT_S)."""
+    env = dict(kwargs.pop("env", os.environ), DET_CLI_WAIT_S=wait_s)
     return subprocess.run([sys.executable, "-m", "determined.cli", *argv], capture_output=True, text=True,
-                          timeout=60, check=False, **kwargs)
+                          timeout=60, check=False, env=env, **kwargs)
 
 
 @pytest.mark.parametrize("text", ["99999999999999999999", "9223372036854775808", "0", "-3", "abc", "1.5"])
@@ -90,7 +106,34 @@ def test_all_lines_arrive_when_the_reader_reads_them(master: str) -> None:
 
 def test_an_unavailable_answer_from_the_gateway_is_shown_as_it_is(master: str) -> None:
     result = det_process("-m", master, "experiment", "list")
-    assert (result.returncode, result.stderr) == (1, "the event log (nats-server) is unavailable; retrying\n")
+    assert (result.returncode, result.stderr) == (1, "the event log (nats-server) is unavailable\n")
+
+
+def test_an_outage_is_waited_out_for_a_bounded_time_then_said(master: str) -> None:
+    result = det_process("-m", master, "experiment", "list", wait_s="0.5")
+    assert (result.returncode, result.stderr) == (1, (
+        "the cluster's event log (nats-server) is down; waiting up to 0.5 s\n"
+        "the event log (nats-server) is unavailable; still so after waiting 0.5 s (set DET_CLI_WAIT_S to wait longer)\n"
+    ))
+
+
+def test_a_read_is_answered_once_the_part_is_back(master: str) -> None:
+    result = det_process("-m", master, "agent", "list", wait_s="60")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "the cluster's read models (PostgreSQL) are down; waiting up to 60 s\n"
+
+
+def test_a_write_that_is_not_safe_to_repeat_is_not_repeated(master: str) -> None:
+    result = det_process("-m", master, "model", "create", "mnist", wait_s="60")
+    assert (result.returncode, result.stderr) == (1, (
+        "the event log (nats-server) is unavailable; this request is not sent again by itself, "
+        "as it may have been carried out: check, then retry\n"
+    ))
+
+
+def test_a_bad_wait_setting_is_named(master: str) -> None:
+    result = det_process("-m", master, "experiment", "list", wait_s="soon")
+    assert (result.returncode, result.stderr) == (1, "DET_CLI_WAIT_S must be a number of seconds from 0 to 86400, not 'soon'\n")
 
 
 def run_main(monkeypatch: pytest.MonkeyPatch, failure: BaseException) -> int:
@@ -151,11 +194,46 @@ def test_a_down_gateway_is_named_from_the_supervisors_status_file(tmp_path: Path
     )
 
 
+def test_a_restarting_gateway_is_waited_for_then_given_up_in_a_sentence(tmp_path: Path) -> None:
+    from deploy.local.servers import free_port
+
+    port = free_port()
+    cluster_files(tmp_path, port, {"name": "gateway", "state": "stopped"}, supervisor_pid=os.getpid())
+    env = dict(os.environ, DET_DATA_DIR=str(tmp_path))
+    result = det_process("-m", f"localhost:{port}", "e", "kill", "3", env=env, wait_s="0.5")
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"the master at localhost:{port} is not answering: the gateway is down (stopped); waiting up to 0.5 s\n"
+        f"could not reach the master at localhost:{port}: the gateway is down (stopped); "
+        "still so after waiting 0.5 s (set DET_CLI_WAIT_S to wait longer)\n"
+    )
+
+
+def test_a_cluster_in_another_data_folder_is_found_by_its_running_supervisor(tmp_path: Path) -> None:
+    """cluster-up --data-dir elsewhere, and DET_DATA_DIR not set to it."""
+    from deploy.local.servers import free_port
+
+    port = free_port()
+    data_dir = tmp_path / "elsewhere"
+    # A process whose command line reads as a supervisor's of `data_dir`.
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                   "deploy.local.supervisor", "--data-dir", str(data_dir)])
+    try:
+        cluster_files(data_dir, port, {"name": "gateway", "state": "stopped"}, supervisor_pid=supervisor.pid)
+        env = dict(os.environ, DET_DATA_DIR=str(tmp_path / "default"))
+        result = det_process("-m", f"localhost:{port}", "e", "list", env=env)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    assert result.stderr == f"could not reach the master at localhost:{port}: the gateway is down (stopped)\n"
+
+
 def test_no_running_cluster_is_said_so(tmp_path: Path) -> None:
     from deploy.local.servers import free_port
 
     port = free_port()
-    result = det_process("-m", f"localhost:{port}", "e", "list", env=dict(os.environ, DET_DATA_DIR=str(tmp_path)))
+    env = dict(os.environ, DET_DATA_DIR=str(tmp_path))
+    result = det_process("-m", f"localhost:{port}", "e", "list", env=env, wait_s="60")
     assert result.stderr == (
         f"could not reach the master at localhost:{port}: no cluster is running "
         "(start one with: det deploy local cluster-up)\n"

@@ -15,7 +15,9 @@ import pytest
 import services
 from deploy.local.cluster import (
     ClusterOptions,
+    DeployError,
     RemoteCluster,
+    agent_secret_file,
     cluster_identity,
     part_credentials,
     remote_environment,
@@ -25,6 +27,9 @@ from deploy.local.credentials import (
     APPENDS,
     CREDENTIALS_FILE,
     NATS_USERS,
+    READS,
+    CredentialsError,
+    agent_user,
     authorization_config,
     credentials,
     nats_user_of,
@@ -32,13 +37,37 @@ from deploy.local.credentials import (
     scram_verifier,
 )
 from deploy.local.servers import PASSWORD_RULES, NatsServer
-from services.common.envelope import SUBJECT_KINDS, Envelope
+from services.agent.core import AGENT_FOLDS
+from services.checkpoint.core import GC_FOLDS
+from services.common.envelope import SUBJECT_KINDS, Envelope, kinds_of
+from services.scheduler.state import SCHEDULER_FOLDS
+from services.searcher.core import SEARCHER_FOLDS
+from services.searcher.lifecycle import LIFECYCLE_FOLDS
+
+AGENT = agent_user("a1")
+# Every user a cluster may have: the services', an agent's, operator.
+USERS = (*NATS_USERS, AGENT)
+
+
+def allows(patterns: tuple[str, ...], subject: str) -> bool:
+    """Whether a NATS permission list lets `subject` through (`*` one token, `>` the rest)."""
+    def matches(pattern: str) -> bool:
+        wanted, given = pattern.split("."), subject.split(".")
+        for index, token in enumerate(wanted):
+            if token == ">":
+                return len(given) > index
+            if index >= len(given) or (token != "*" and token != given[index]):
+                return False
+        return len(given) == len(wanted)
+    return any(matches(pattern) for pattern in patterns)
 
 
 def test_each_part_publishes_the_events_it_appends_and_no_other_kind() -> None:
-    assert set(permissions("agent").publish) >= {"det.events.agent.>", "det.events.allocation.>"}
+    agent = permissions(AGENT).publish
+    assert allows(agent, "det.events.agent.a1") and allows(agent, "det.events.allocation.9")
+    assert not allows(agent, "det.events.agent.a2") and not allows(agent, "det.events.agent.a1.x")
     assert not any(subject.startswith(("det.events.experiment", "det.events.user", "det.events.trial"))
-                   for subject in permissions("agent").publish)
+                   for subject in agent)
     assert {s for s in permissions("searcher").publish if s.startswith("det.events.")} == {
         "det.events.allocation.>", "det.events.experiment.>", "det.events.trial.>"}
     assert {s for s in permissions("checkpoint").publish if s.startswith("det.events.")} == {
@@ -68,6 +97,50 @@ def test_a_part_may_append_exactly_the_event_types_its_code_makes(part: str) -> 
     assert made_event_types(Path(services.__file__).parent / part) == set(APPENDS[part])
 
 
+def test_each_part_reads_the_kinds_its_cores_fold() -> None:
+    folded = {"agent": AGENT_FOLDS, "scheduler": SCHEDULER_FOLDS, "searcher": SEARCHER_FOLDS + LIFECYCLE_FOLDS,
+              "checkpoint": GC_FOLDS}
+    assert {part: kinds_of(folds) for part, folds in folded.items()} == {p: list(k) for p, k in READS.items()}
+    for part, kinds in READS.items():  # an append cut short looks at its aggregate's newest event
+        assert {SUBJECT_KINDS[event_type] for event_type in APPENDS[part]} <= set(kinds), part
+
+
+@pytest.mark.parametrize("user", ["scheduler", "searcher", "checkpoint", AGENT])
+def test_a_part_reads_only_the_kinds_it_folds_and_never_user_events(user: str) -> None:
+    publish = permissions(user).publish
+    kinds = READS["agent" if user == AGENT else user]
+    for kind in kinds:
+        assert allows(publish, f"$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.{kind}.>")
+        assert allows(publish, f"$JS.API.DIRECT.GET.EVENTS.det.events.{kind}.7")
+    for kind in sorted(set(SUBJECT_KINDS.values()) - set(kinds)):
+        assert not allows(publish, f"$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.{kind}.>"), kind
+        assert not allows(publish, f"$JS.API.DIRECT.GET.EVENTS.det.events.{kind}.7"), kind
+    assert "user" not in kinds
+    # The forms that name no subject, which nats-server's permissions could not narrow.
+    for unnamed in ("$JS.API.CONSUMER.CREATE.EVENTS", "$JS.API.CONSUMER.CREATE.EVENTS.c1",
+                    "$JS.API.CONSUMER.DURABLE.CREATE.EVENTS.c1", "$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.>",
+                    "$JS.API.STREAM.MSG.GET.EVENTS", "$JS.API.DIRECT.GET.EVENTS",
+                    "$JS.API.DIRECT.GET.EVENTS.det.events.>", "$JS.API.CONSUMER.CREATE.LOGS.c1.det.logs.>"):
+        assert not allows(publish, unnamed), unnamed
+
+
+def test_the_gateway_and_the_operator_read_everything() -> None:
+    for user in ("gateway", "operator"):
+        publish = permissions(user).publish
+        assert allows(publish, "$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.>")
+        assert allows(publish, "$JS.API.STREAM.MSG.GET.EVENTS")
+        assert allows(publish, "$JS.API.DIRECT.GET.EVENTS.det.events.user.1")
+
+
+def test_an_agent_appends_as_itself_only() -> None:
+    publish = permissions(agent_user("a.b")).publish
+    assert allows(publish, "det.events.agent.a.b") and allows(publish, "det.heartbeats.a.b")
+    for other in ("det.events.agent.a", "det.events.agent.a.c", "det.heartbeats.a", "det.heartbeats.c"):
+        assert not allows(publish, other), other
+    assert not allows(publish, "$KV.snapshots.scheduler.SchedulerCore")
+    assert allows(publish, "$JS.API.CONSUMER.CREATE.OBJ_contexts")  # it fetches the contexts it runs
+
+
 def test_the_operator_reads_and_appends_nothing() -> None:
     operator = permissions("operator")
     assert not any(s.startswith(("det.", "$O.")) or ".STREAM.CREATE." in s or ".STREAM.UPDATE." in s
@@ -76,7 +149,7 @@ def test_the_operator_reads_and_appends_nothing() -> None:
 
 
 def test_only_the_gateway_changes_streams_and_stores_contexts() -> None:
-    for user in NATS_USERS:
+    for user in USERS:
         changes = [s for s in permissions(user).publish if ".STREAM.UPDATE." in s or ".STREAM.PURGE." in s
                    or s.startswith("$O.")]
         assert bool(changes) == (user == "gateway"), user
@@ -84,30 +157,33 @@ def test_only_the_gateway_changes_streams_and_stores_contexts() -> None:
 
 
 def test_each_user_subscribes_to_its_own_inboxes_and_only_the_scheduler_to_heartbeats() -> None:
-    for user in NATS_USERS:
+    for user in USERS:
         subscribe = permissions(user).subscribe
         assert f"_INBOX.{user}.>" in subscribe and "_INBOX.>" not in subscribe
         assert ("det.heartbeats.>" in subscribe) == (user == "scheduler")
-    assert "det.heartbeats.>" in permissions("agent").publish
+    assert permissions(agent_user("a.b")).subscribe == ("_INBOX.agent:a~b.>",)  # one token: not agent a's
 
 
 def test_a_namespace_names_its_own_streams() -> None:
-    publish = permissions("agent", "t1").publish
-    assert "$JS.API.STREAM.CREATE.EVENTS_t1" in publish and "t1.events.agent.>" in publish
+    publish = permissions(AGENT, "t1").publish
+    assert "$JS.API.STREAM.CREATE.EVENTS_t1" in publish and "t1.events.agent.a1" in publish
+    assert "$JS.API.CONSUMER.CREATE.EVENTS_t1.*.t1.events.allocation.>" in publish
 
 
-def test_agent_parts_share_the_agent_user() -> None:
-    assert [nats_user_of(p) for p in ("agent", "agent-1", "agent-far-away", "gateway")] == [
-        "agent", "agent", "agent", "gateway"]
+def test_each_agent_part_logs_in_as_its_agent() -> None:
+    assert [nats_user_of(p, i) for p, i in (("agent", "host"), ("agent-1", "agent-1"), ("gateway", ""))] == [
+        "agent:host", "agent:agent-1", "gateway"]
+    with pytest.raises(CredentialsError, match="agent-2 has no agent id"):
+        nats_user_of("agent-2")
 
 
 def test_the_config_holds_bcrypt_hashes_of_the_passwords_never_the_passwords(tmp_path: Path) -> None:
-    found = credentials(tmp_path)
+    found = credentials(tmp_path, ["a1"])
     text = authorization_config(found.nats)
     for user in found.nats.values():
         assert user.password not in text and json.dumps(user.password_hash) in text
         assert bcrypt.checkpw(user.password.encode(), user.password_hash.encode())
-    assert text.count("{user: ") == len(NATS_USERS)
+    assert text.count("{user: ") == len(USERS)
     assert '"$JS.API.STREAM.INFO.*"' in text
     assert text in NatsServer(tmp_path, 4222, tmp_path / "log", authorization=text).config_text()
     assert "authorization" not in NatsServer(tmp_path, 4222, tmp_path / "log").config_text()
@@ -124,38 +200,50 @@ def test_an_older_file_gets_what_it_lacks_and_keeps_what_it_has(tmp_path: Path) 
     made = credentials(tmp_path)
     document = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
     del document["nats"]["operator"], document["postgres"]["gateway"]
+    document["nats"]["agent"] = {"password": "shared", "bcrypt": "x"}  # the agents' shared user of old
     (tmp_path / CREDENTIALS_FILE).write_text(json.dumps(document))
-    again = credentials(tmp_path)
-    assert again.nats["agent"] == made.nats["agent"] and again.postgres_password == made.postgres_password
+    again = credentials(tmp_path, ["a1"])
+    assert again.nats["gateway"] == made.nats["gateway"] and again.postgres_password == made.postgres_password
     assert again.nats["operator"] != made.nats["operator"] and again.gateway_password
+    assert "agent" not in again.nats and again.nats[AGENT] == credentials(tmp_path, ["a1"]).nats[AGENT]
 
 
-def test_cluster_secret_carries_the_agents_password_also_for_an_older_file(tmp_path: Path) -> None:
-    (tmp_path / "cluster.secret").write_text(json.dumps({"cluster_id": "c1", "secret": "s1"}))
+def test_an_older_cluster_secret_loses_the_agents_shared_password(tmp_path: Path) -> None:
+    (tmp_path / "cluster.secret").write_text(json.dumps(
+        {"cluster_id": "c1", "secret": "s1", "nats_user": "agent", "nats_password": "shared"}))
     assert cluster_identity(tmp_path) == ("c1", "s1")
-    identity = json.loads((tmp_path / "cluster.secret").read_text())
-    assert identity["nats_user"] == "agent"
-    assert identity["nats_password"] == credentials(tmp_path).nats["agent"].password
+    assert json.loads((tmp_path / "cluster.secret").read_text()) == {"cluster_id": "c1", "secret": "s1"}
     assert stat.S_IMODE((tmp_path / "cluster.secret").stat().st_mode) == 0o600
 
 
+def test_a_remote_agents_secret_file_holds_its_own_user_only(tmp_path: Path) -> None:
+    path = agent_secret_file(tmp_path, "far-1")
+    identity = json.loads(path.read_text())
+    cluster_id, secret = cluster_identity(tmp_path)
+    assert identity == {"cluster_id": cluster_id, "secret": secret, "agent_id": "far-1", "nats_user": "agent:far-1",
+                        "nats_password": credentials(tmp_path).nats["agent:far-1"].password}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.parent.name == "agent-secrets"
+    with pytest.raises(DeployError, match="cannot be an agent id"):
+        agent_secret_file(tmp_path, "../gateway")
+
+
 def test_each_part_gets_its_own_credentials_only(tmp_path: Path) -> None:
-    found = credentials(tmp_path)
+    found = credentials(tmp_path, ["agent-2"])
     common = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x")
     secrets_ = [user.password for user in found.nats.values()] + [found.postgres_password, found.gateway_password]
     assert not any(secret in json.dumps(common) for secret in secrets_)
-    agent = part_credentials("agent-2", tmp_path, 5433)
-    assert agent == {"DET_NATS_USER": "agent", "DET_NATS_PASSWORD": found.nats["agent"].password}
+    agent = part_credentials("agent-2", tmp_path, 5433, "agent-2")
+    assert agent == {"DET_NATS_USER": "agent:agent-2", "DET_NATS_PASSWORD": found.nats["agent:agent-2"].password}
     gateway = part_credentials("gateway", tmp_path, 5433)
     assert gateway["DET_NATS_USER"] == "gateway"
     assert gateway["DET_DATABASE_URL"] == f"postgresql://gateway:{found.gateway_password}@127.0.0.1:5433/determined"
     assert found.postgres_password not in json.dumps(gateway)
 
 
-def test_a_remote_agent_logs_in_as_agent() -> None:
-    remote = RemoteCluster("master:8080", "nats://10.0.0.1:4222", "det", "c1", "s3cret", "pw")
+def test_a_remote_agent_logs_in_as_itself() -> None:
+    remote = RemoteCluster("master:8080", "nats://10.0.0.1:4222", "det", "c1", "s3cret", "pw", "agent:far-1")
     environment = remote_environment(ClusterOptions(Path("/nowhere")), Path("/nowhere"), remote)
-    assert environment["DET_NATS_USER"] == "agent" and environment["DET_NATS_PASSWORD"] == "pw"
+    assert environment["DET_NATS_USER"] == "agent:far-1" and environment["DET_NATS_PASSWORD"] == "pw"
 
 
 def test_the_scram_verifier_is_postgres_own_form() -> None:

@@ -97,13 +97,12 @@ def test_each_agent_gets_its_id_slots_pool_folder_and_address(tmp_path: Path) ->
         "2",
         "127.0.0.1",
     )
-    assert first["DET_AGENT_WORK_DIR"] == str(tmp_path / "agent-work")
+    # Away from the data folder's secrets (deploy/local/trial_home.py).
+    assert first["DET_AGENT_WORK_DIR"] == str(agent_work_dir(tmp_path, "agent"))
+    assert tmp_path not in Path(first["DET_AGENT_WORK_DIR"]).parents
     assert (other["DET_AGENT_POOL"], other["DET_AGENT_ADDRESS"]) == ("gpu", "10.0.0.1")
-    assert (
-        other["DET_AGENT_WORK_DIR"]
-        == str(agent_work_dir(tmp_path, "agent-2"))
-        == str(tmp_path / "agents/agent-2")
-    )
+    assert other["DET_AGENT_WORK_DIR"] == str(agent_work_dir(tmp_path, "agent-2"))
+    assert Path(other["DET_AGENT_WORK_DIR"]).parent == Path(first["DET_AGENT_WORK_DIR"]).parent
 
 
 def test_a_remote_agent_reaches_the_cluster_it_was_given(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ async def delivered(chunks: list[bytes]) -> tuple[list[tuple[bytes, bytes]], lis
 
     nc._process_msg = nats_dispatch  # type: ignore[method-assign]  # stands for nats-py's
     delivery = _DirectDelivery(nc)
-    delivery._receivers[DIRECT] = lambda reply, data: direct.append((reply, data))
+    delivery._receivers[DIRECT] = lambda reply, data, subject: direct.append((reply, data))
     for chunk in chunks:
         await nc._ps.parse(chunk)
     return direct, to_nats

@@ -182,10 +182,21 @@ def test_running_experiments_and_model_versions_are_not_deleted() -> None:
 
 
 def test_only_the_owner_or_admin_deletes_an_experiment() -> None:
-    rules.check_may_delete_experiment(7, "ann", "ann", admin=False)
-    rules.check_may_delete_experiment(7, "ann", "root", admin=True)
-    with pytest.raises(PermissionDeniedError, match="belongs to ann"):
-        rules.check_may_delete_experiment(7, "ann", "bob", admin=False)
+    rules.check_owner_or_admin(7, "ann", "ann", admin=False, what="delete it")
+    rules.check_owner_or_admin(7, "ann", "root", admin=True, what="delete it")
+    with pytest.raises(PermissionDeniedError, match="belongs to ann: only its owner or an admin may delete it"):
+        rules.check_owner_or_admin(7, "ann", "bob", admin=False, what="delete it")
+
+
+def test_a_user_deletes_checkpoints_of_their_own_experiments_only() -> None:
+    found = [checkpoint("a", experiment_id=1), checkpoint("b", experiment_id=2), checkpoint("c", experiment_id=2)]
+    owners = {1: "bob", 2: "ann"}
+    rules.check_may_delete_checkpoints(found[1:], owners, "ann", admin=False)
+    rules.check_may_delete_checkpoints(found, owners, "root", admin=True)
+    with pytest.raises(PermissionDeniedError, match=r"experiment 1 belongs to bob: .* delete its checkpoints \(a\)"):
+        rules.check_may_delete_checkpoints(found, owners, "ann", admin=False)
+    with pytest.raises(PermissionDeniedError, match="experiment 2 belongs to ann"):
+        rules.check_may_delete_checkpoints(found[1:], owners, "mallory", admin=False)
 
 
 # -- deleting checkpoints -------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """The CLI's connection to the gateway.
 
 grpc and the generated stubs are imported here, lazily, so that `det --help`
-starts fast. Errors from the gateway become CliError at this one choke point.
+starts fast. Errors from the gateway become CliError at this one choke point,
+and calls that meet a restarting master or a part of the cluster that is down
+are made again for a while when that is safe (see _waiting).
 """
 
 import argparse
 import atexit
 import contextlib
+import itertools
 import os
 import queue
 import re
@@ -14,9 +17,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from determined.cli import _waiting
+
 DEFAULT_MASTER = "localhost:8080"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
-RETRY_INTERVAL_S = 0.5
+# Reconnect soon once a restarted gateway listens again (grpcio's default backoff grows to 120 s).
+RECONNECT_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
 # The RPCs the gateway answers without a session token.
 UNAUTHENTICATED_METHODS = frozenset({"GetMaster", "Login"})
 # The channel tells its state at once when asked; this is only a safety net.
@@ -40,7 +50,14 @@ class CliError(Exception):
 
 
 class MasterUnavailableError(CliError):
-    """The master did not answer (not running, or restarting)."""
+    """The master did not answer (not running, or restarting), or answered that a part
+    it stands on is down. `outage`: what is happening, when waiting may mend it ("" when
+    it cannot: no cluster runs there); `never_sent`: the call never reached the master."""
+
+    def __init__(self, message: str, code: str = "", *, outage: str = "", never_sent: bool = False) -> None:
+        super().__init__(message, code)
+        self.outage = outage
+        self.never_sent = never_sent
 
 
 def master_address(flag: str | None) -> str:
@@ -89,6 +106,7 @@ class Gateway:
                 [
                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    *RECONNECT_OPTIONS,
                 ],
                 environ,
             )
@@ -102,6 +120,8 @@ class Gateway:
         # Closed before the interpreter tears down: a channel left to its finalizer after a
         # connectivity subscription (see _connected) can hang the exit.
         atexit.register(self._channel.close)
+        # When the outage being waited out began (monotonic); None: the last call was answered.
+        self._outage_since: float | None = None
 
     def login(self, user: str, hashed_password: str) -> str:
         """A new session of `user` (password as determined.common.passwords hashes it): its token."""
@@ -127,24 +147,58 @@ class Gateway:
         self, method: Callable[..., T], request: Any, timeout: float | None = 60.0,
         metadata: tuple[tuple[str, str], ...] | None = None,
     ) -> T:
-        with self.answering():
-            return method(request, timeout=timeout, metadata=metadata)
-
-    def call_retrying(self, method: Callable[..., T], request: Any, for_s: float) -> T:
-        """Like call, but retries for a while when the master does not answer:
-        only for requests that are safe to repeat (they carry a request id)."""
-        deadline = time.monotonic() + for_s
-        while True:
-            try:
-                return self.call(method, request)
-            except MasterUnavailableError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(RETRY_INTERVAL_S)
+        """One unary call, waited out while the master restarts or a part is down (see _waiting)."""
+        repeatable = _waiting.safe_to_repeat(_waiting.rpc_name(request), request)
+        return self.repeating(
+            lambda: method(request, timeout=timeout, metadata=metadata), repeatable=repeatable
+        )
 
     def stream(self, method: Callable[..., Iterator[T]], request: Any) -> Iterator[T]:
+        """A server stream; an outage before its first answer is waited out as in call, one
+        after it ends the stream with MasterUnavailableError (what came is not sent twice)."""
+        repeatable = _waiting.safe_to_repeat(_waiting.rpc_name(request), request)
+        responses = self.repeating(lambda: _started(method(request)), repeatable=repeatable)
         with self.answering():
-            yield from method(request)
+            yield from responses
+
+    def repeating(self, attempt: Callable[[], T], *, repeatable: bool) -> T:
+        """`attempt()`, made again with backoff while the master restarts or a part of the
+        cluster is down, for up to $DET_CLI_WAIT_S in all (see _waiting), when `repeatable`
+        (safe to repeat) or the failed attempt never reached the master."""
+        pauses = _waiting.pauses()
+        while True:
+            try:
+                with self.answering():
+                    result = attempt()
+            except MasterUnavailableError as failure:
+                self._wait_out(failure, repeatable, next(pauses))
+                continue
+            self._outage_since = None
+            return result
+
+    def _wait_out(self, failure: MasterUnavailableError, repeatable: bool, pause_s: float) -> None:
+        """Sleeps `pause_s` when the failure is worth waiting out; raises what the user
+        should read when it is not."""
+        from determined.cli._output import notice
+
+        try:
+            budget_s = _waiting.wait_budget()
+        except ValueError as bad:
+            raise CliError(str(bad)) from None
+        now = time.monotonic()
+        waited_s = 0.0 if self._outage_since is None else now - self._outage_since
+        repeatable = repeatable or failure.never_sent
+        decision = _waiting.decide(failure.outage, repeatable, budget_s, waited_s, pause_s)
+        if decision == "fail":
+            raise failure
+        if decision == "not_repeatable":
+            raise CliError(_waiting.not_repeated(str(failure)), failure.code) from None
+        if decision == "give_up":
+            raise CliError(_waiting.gave_up(str(failure), budget_s), failure.code) from None
+        if self._outage_since is None:
+            self._outage_since = now
+            notice(_waiting.waiting_line(failure.outage, budget_s))
+        time.sleep(pause_s)
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
@@ -156,18 +210,27 @@ class Gateway:
 
     def _translate(self, error: Any) -> CliError:
         code = error.code()
-        if code == self._grpc.StatusCode.UNAVAILABLE:
-            if self._connected():
-                # The gateway answered: a part it stands on (NATS, PostgreSQL) is down, and it says which.
-                return MasterUnavailableError(
-                    error.details() or "the master is unavailable; try again", code.name
-                )
-            from determined.cli._cluster_status import read_reason
+        if code != self._grpc.StatusCode.UNAVAILABLE:
+            return CliError(error.details() or str(code), code.name)
+        details = error.details() or ""
+        if self._connected():
+            # The gateway answered: a part it stands on (NATS, PostgreSQL) is down, and it says which.
+            return MasterUnavailableError(
+                details or "the master is unavailable; try again", code.name,
+                outage=_waiting.part_down(self.address, details),
+            )
+        unreachable = f"could not reach the master at {self.address}"
+        if TLS_FAILURES.search(details):
+            return MasterUnavailableError(f"{unreachable}: {TLS_REFUSED}", code.name)
+        from determined.cli._cluster_status import cluster_expected_up, read_local_cluster, unreachable_reason
 
-            details = error.details() or ""
-            reason = TLS_REFUSED if TLS_FAILURES.search(details) else read_reason(self.address, self.tls)
-            return MasterUnavailableError(f"could not reach the master at {self.address}: {reason}", code.name)
-        return CliError(error.details() or str(code), code.name)
+        local = read_local_cluster(self.address)
+        reason = unreachable_reason(self.address, local, self.tls)
+        up = cluster_expected_up(self.address, local, self.tls)
+        outage = _waiting.restarting(self.address, reason) if up else ""
+        return MasterUnavailableError(
+            f"{unreachable}: {reason}", code.name, outage=outage, never_sent=_waiting.never_sent(details)
+        )
 
     def _connected(self) -> bool:
         """Whether the channel is connected to the gateway now (asked without
@@ -182,6 +245,13 @@ class Gateway:
         finally:
             self._channel.unsubscribe(tell)
         return bool(state == self._grpc.ChannelConnectivity.READY)
+
+
+def _started(responses: Iterator[T]) -> Iterator[T]:
+    """`responses` with its first answer already received (an error shows here)."""
+    for first in responses:
+        return itertools.chain([first], responses)
+    return iter(())
 
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:

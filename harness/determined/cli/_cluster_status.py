@@ -3,8 +3,12 @@ supervisor records every part in `<data dir>/run/status.json` (see
 deploy/local), so the CLI can tell "no cluster is running" from "the gateway
 is restarting" instead of guessing.
 
-`unreachable_reason` decides from what was read (pure); `read_reason` reads
-the files.
+The data folder is $DET_DATA_DIR (else the default one), or, when that one's
+cluster listens elsewhere, the folder of a running supervisor whose cluster
+listens at the address (`cluster-up --data-dir` elsewhere; found in /proc).
+
+`unreachable_reason` and `cluster_expected_up` decide from what was read
+(pure); `read_local_cluster` reads the files.
 """
 
 import json
@@ -18,6 +22,9 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0")
 # How a part's state reads in a sentence.
 STATE_WORDS = {"backoff": "restarting", "starting": "starting", "stopped": "stopped"}
 MAX_ERROR_CHARS = 300
+# How a local cluster's supervisor is started (deploy/local/control.py).
+SUPERVISOR_MODULE = b"deploy.local.supervisor"
+DATA_DIR_FLAG = b"--data-dir"
 
 
 @dataclass(frozen=True)
@@ -32,10 +39,30 @@ class LocalCluster:
     tls_cert: str = ""
 
 
-def read_reason(address: str, tls: bool = False) -> str:
-    """Why the master at `address` does not answer (the client used `tls` or not), as
-    precisely as the local data folder tells."""
-    return unreachable_reason(address, _read_local_cluster() if _is_local(address) else None, tls)
+def read_local_cluster(address: str) -> LocalCluster | None:
+    """What this machine's data folders say about the cluster at `address`; None
+    when it is not on this machine."""
+    if not _is_local(address):
+        return None
+    configured = _read_local_cluster(_data_dir())
+    if configured.master_port == _port(address):
+        return configured
+    for data_dir in _supervised_data_dirs():
+        found = _read_local_cluster(data_dir)
+        if found.master_port == _port(address):
+            return found
+    return configured
+
+
+def cluster_expected_up(address: str, local: LocalCluster | None, tls: bool = False) -> bool:
+    """Whether the local record says a cluster runs at `address` (its supervisor is alive),
+    so that a master that does not answer is restarting or starting, and worth waiting for;
+    False when nothing says so, or when waiting cannot help (plaintext to a TLS gateway)."""
+    if local is None or local.status is None or not local.supervisor_alive:
+        return False
+    if local.master_port is not None and local.master_port != _port(address):
+        return False
+    return not (local.tls_cert and not tls)
 
 
 def unreachable_reason(address: str, local: LocalCluster | None, tls: bool = False) -> str:
@@ -91,13 +118,37 @@ def _is_local(address: str) -> bool:
     return host in LOCAL_HOSTS or host.startswith("127.")
 
 
+def _port(address: str) -> int | None:
+    port = address.rpartition(":")[2]
+    return int(port) if port.isdigit() else None
+
+
 def _data_dir() -> Path:
     configured = os.environ.get("DET_DATA_DIR")
     return Path(configured) if configured else Path.home() / ".local" / "share" / "determined-es"
 
 
-def _read_local_cluster() -> LocalCluster:
-    run = _data_dir() / "run"
+def _supervised_data_dirs() -> list[Path]:
+    """The data folders of the local clusters whose supervisors run now, from their
+    command lines (`python -m deploy.local.supervisor --data-dir D`); none where
+    there is no /proc."""
+    found = []
+    try:
+        pids = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if SUPERVISOR_MODULE in argv and DATA_DIR_FLAG in argv[:-1]:
+            found.append(Path(os.fsdecode(argv[argv.index(DATA_DIR_FLAG) + 1])))
+    return found
+
+
+def _read_local_cluster(data_dir: Path) -> LocalCluster:
+    run = data_dir / "run"
     status = _read_json(run / "status.json")
     cluster = _read_json(run / "cluster.json")
     port = cluster.get("master_port") if cluster else None

@@ -14,7 +14,9 @@ download` and the SDK's `Checkpoint.download`.
 
 The checkpoint's recorded resources say what a whole download holds
 (directories as `dir/`, files with their sizes); a download is checked
-against them whichever way it went.
+against them whichever way it went. Either way a file that may lead outside
+the checkpoint (a symbolic link, a hard link: `storage.open_checkpoint_file`)
+stops the download with an error naming it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def _direct(checkpoint: api_pb2.Checkpoint, dst: pathlib.Path, selector: Selecto
     try:
         manager = storage.build(json.loads(checkpoint.storage_json))
         manager.download(checkpoint.uuid, dst, selector=selector)
+    except storage.UnsafeCheckpointFileError as refused:  # the master refuses it too: no fallback
+        raise CliError(f"could not download checkpoint {checkpoint.uuid}: {refused}") from None
     except Exception as failure:  # any backend's failure to read means "not from here"
         raise _DirectFailed(f"{type(failure).__name__}: {failure}") from failure
     short = _incomplete(checkpoint, dst, selector)
@@ -123,12 +127,15 @@ def _wanted(checkpoint: api_pb2.Checkpoint, selector: Selector | None) -> dict[s
 
 
 def inside(dst: pathlib.Path, relpath: str) -> pathlib.Path:
-    """Where a checkpoint's file goes under `dst`; CliError for a path that
-    would land outside it (absolute, or climbing with ..)."""
-    parts = pathlib.PurePosixPath(relpath).parts
-    if not parts or relpath.startswith("/") or ".." in parts:
-        raise CliError(f"the checkpoint lists a file outside its folder: {relpath!r}")
-    return dst.joinpath(*parts)
+    """Where a checkpoint's file goes under `dst`; CliError for a name that is not
+    inside a checkpoint (absolute, climbing with .., odd: `storage.check_relpath`)."""
+    from determined.common import storage
+
+    try:
+        storage.check_relpath(relpath)
+    except ValueError as problem:
+        raise CliError(f"the checkpoint lists a file outside its folder: {relpath[:200]!r} ({problem})") from None
+    return dst.joinpath(*relpath.rstrip("/").split("/"))
 
 
 def _through_master(

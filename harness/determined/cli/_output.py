@@ -76,6 +76,12 @@ def error(message: str) -> None:
     sys.stderr.write(f"\033[31m{message}\033[0m\n" if color else f"{message}\n")
 
 
+def notice(message: str) -> None:
+    """A line on stderr about what the command is doing (stdout stays its output)."""
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
 def message_dict(message: Any) -> dict[str, Any]:
     """A response message as plain JSON: field names as in the .proto, numbers
     as numbers, every field present, and every `*_json` string field expanded

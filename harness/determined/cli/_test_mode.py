@@ -146,7 +146,7 @@ def _rewritten_yaml(config_yaml: str) -> tuple[dict[str, Any], str]:
     from determined.common import expconf
 
     try:
-        rewritten = rewrite_for_test_mode(yaml.safe_load(config_yaml) or {})
+        rewritten = rewrite_for_test_mode(expconf.parse_yaml(config_yaml) or {})
     except expconf.InvalidConfigError as problem:
         raise CliError(f"the test-mode config is not valid:\n{problem}") from None
     return rewritten, yaml.safe_dump(rewritten, sort_keys=False)
@@ -275,12 +275,15 @@ def local_entrypoint(config: ExperimentConfig, folder: Path) -> str | list[str] 
 def _unpacked_context(context_dir: Path | None, includes: list[Path], run_dir: Path) -> Path:
     """`run_dir` holding the context as an upload would pack it (`.detignore`,
     `-i/--include` and the size limit apply)."""
+    from determined.cli.experiment import say_context_notes
     from determined.common import context
 
     run_dir.mkdir()
     if context_dir is not None or includes:
         try:
-            context.extract_context(context.pack_context(context_dir, includes=includes), run_dir)
+            files = context.context_files(context_dir, includes=includes)
+            say_context_notes(files)
+            context.extract_context(b"".join(files.archive_chunks()), run_dir)
         except context.ContextError as problem:
             raise CliError(str(problem)) from None
     return run_dir

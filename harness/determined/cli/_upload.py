@@ -13,30 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from determined.cli._client import CliError, Gateway, MasterUnavailableError
+from determined.cli._client import CliError, Gateway
 
 if TYPE_CHECKING:
     from determined.common.context import ContextFiles
 
-RETRY_INTERVAL_S = 0.5
 
-
-def upload_context(gateway: Gateway, files: ContextFiles, *, retry_for_s: float) -> str:
+def upload_context(gateway: Gateway, files: ContextFiles) -> str:
     """Uploads the archive of `files`; returns its hash. Starts again (the
-    archive is the same bytes) while the master does not answer, for at
-    most `retry_for_s`."""
-    deadline = time.monotonic() + retry_for_s
-    while True:
-        try:
-            return _upload_once(gateway, files)
-        except MasterUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(RETRY_INTERVAL_S)
+    archive is the same bytes, stored by its hash) while the master restarts
+    or a part of the cluster is down, as Gateway.repeating waits."""
+    return gateway.repeating(lambda: _upload_once(gateway, files), repeatable=True)
 
 
 def _upload_once(gateway: Gateway, files: ContextFiles) -> str:

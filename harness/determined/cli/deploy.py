@@ -1,13 +1,15 @@
 """`det deploy local cluster-up | cluster-down | status | restart-service |
-stop-service | start-service | agent-up | agent-down`: a local cluster run by
-its supervisor (deploy/local/supervisor.py).
+stop-service | start-service | agent-up | agent-down | agent-credentials`: a
+local cluster run by its supervisor (deploy/local/supervisor.py).
 
 Agents: cluster-up --agents 1 runs the part "agent" (agent id: --agent-name or
 the host name); --agents N > 1 runs parts agent-1 .. agent-N with agent ids
 agent-1 .. agent-N (<agent-name>-1 .. with --agent-name). agent-up adds one
 (agent id --agent-id or the first free agent-<n>; part agent-<id>, or the id
 itself when it starts with agent-); with --master-host it runs an agent for a
-cluster on another machine, under a supervisor of its own in its own data folder.
+cluster on another machine, under a supervisor of its own in its own data folder,
+with the secret file agent-credentials made for it on the cluster's machine (its
+own nats-server user: an agent appends only as itself).
 
 Users: a new cluster's built-in users admin and determined get the password
 --initial-user-password, else one cluster-up generates and shows once; then
@@ -95,13 +97,25 @@ def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]
                          "with a certificate the system's CAs do not vouch for, set DET_MASTER_CERT_FILE instead)")
     up.add_argument("--master-port", type=_port, default=8080, help="that master's port (default 8080)")
     up.add_argument("--secret-file", type=Path, default=None,
-                    help="with --master-host: a copy of the cluster's <data dir>/cluster.secret "
-                         "(default: $DET_CLUSTER_SECRET)")
+                    help="with --master-host: a copy of the agent's secret file, which det deploy local "
+                         "agent-credentials makes on the cluster's machine (it names the agent's id)")
     up.add_argument("--advertise-host", default="", metavar="HOST",
                     help="with --master-host: the address the cluster's other machines reach this one by "
                          "(for multi-agent trials; default: its host name)")
     up.add_argument("--no-gpu", dest="gpu", action="store_false", default=True, help="offer CPU slots only")
     up.set_defaults(run=agent_up)
+
+    secret = verbs.add_parser(
+        "agent-credentials", help="make the secret file an agent on another machine runs with",
+        description="Give an agent that runs on another machine (agent-up --master-host) its own nats-server "
+                    "user, let in at once, and write the file its operator copies there: "
+                    "<data dir>/agent-secrets/<agent id>.secret. It lets that agent append only as itself.",
+    )
+    _add_data_dir(secret)
+    secret.add_argument("--agent-id", required=True, type=_agent_id, help="the id the agent will run with")
+    secret.add_argument("--revoke", action="store_true",
+                        help="instead: remove that agent's user (its connections are closed) and its file")
+    secret.set_defaults(run=agent_credentials)
 
     down = verbs.add_parser("agent-down", help="stop an agent and remove it (its trials run again elsewhere)")
     _add_data_dir(down)
@@ -427,9 +441,24 @@ def agent_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def agent_credentials(args: argparse.Namespace) -> int:
+    from deploy.local import cluster, control
+
+    try:
+        if args.revoke:
+            control.revoke_agent_credentials(_data_dir(args), args.agent_id)
+            print(f"Agent {args.agent_id}'s nats-server user is removed: its secret file no longer logs in")
+            return 0
+        path = control.agent_credentials(_data_dir(args), args.agent_id)
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    print(f"Copy {path} to the agent's machine and run there: det deploy local agent-up --master-host <this host> "
+          f"--secret-file <the copy>")
+    return 0
+
+
 def _remote_agent_up(args: argparse.Namespace) -> int:
     """Asks the master where the cluster's NATS is, then starts the agent here."""
-    import os
     import socket
 
     from deploy.local import cluster, control
@@ -444,17 +473,17 @@ def _remote_agent_up(args: argparse.Namespace) -> int:
     if _loopback(info.nats_url) and not _loopback(f"nats://{host}"):
         raise CliError(f"the cluster at {master} offers NATS at {info.nats_url} only, which other machines cannot "
                        "reach: start it with det deploy local cluster-up --advertise-host <its address>")
-    secret, nats_password = (_secret(args.secret_file) if args.secret_file
-                             else (os.environ.get("DET_CLUSTER_SECRET", ""), os.environ.get("DET_NATS_PASSWORD", "")))
-    if not secret:
-        raise CliError("an agent for another machine's cluster needs the cluster's secret: copy that machine's "
-                       "<data dir>/cluster.secret here and pass --secret-file, or set DET_CLUSTER_SECRET")
-    if not nats_password:
-        raise CliError("the cluster's secret has no password for the agents' nats-server user: copy that machine's "
-                       "<data dir>/cluster.secret again (cluster-up of this version adds it), or set DET_NATS_PASSWORD")
-    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, secret,
-                                   nats_password, **_certificate_of_master())
-    agent_id = args.agent_id or socket.gethostname()
+    given = _secret(args.secret_file) if args.secret_file else {}
+    if not given.get("nats_user") or not given.get("nats_password") or not given.get("secret"):
+        raise CliError("an agent for another machine's cluster needs its own secret file: on the cluster's machine "
+                       "run det deploy local agent-credentials --agent-id <id>, copy the file it names here and "
+                       "pass --secret-file")
+    agent_id = args.agent_id or given.get("agent_id") or socket.gethostname()
+    if given.get("agent_id") and agent_id != given["agent_id"]:
+        raise CliError(f"{args.secret_file} is agent {given['agent_id']}'s: run it with that --agent-id, or make "
+                       f"one for {agent_id} (det deploy local agent-credentials --agent-id {agent_id})")
+    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, given["secret"],
+                                   given["nats_password"], given["nats_user"], **_certificate_of_master())
     agent = cluster.added_agent([], agent_id, args.cpu_slots, args.pool)
     data_dir = Path(args.data_dir or cluster.default_data_dir().with_name("determined-es-agent")).expanduser()
     options = cluster.ClusterOptions(
@@ -489,18 +518,18 @@ def _loopback(url: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _secret(path: Path) -> tuple[str, str]:
-    """The token secret and the agents' nats-server password in a copy of a cluster's
-    cluster.secret (JSON); a file holding the secret alone gives DET_NATS_PASSWORD with it."""
+def _secret(path: Path) -> dict[str, str]:
+    """What an agent's secret file (det deploy local agent-credentials) holds: secret,
+    agent_id, nats_user, nats_password; {} for anything else."""
     import json
-    import os
 
-    text = path.expanduser().read_text().strip()
     try:
-        identity = json.loads(text)
-        return str(identity["secret"]), str(identity.get("nats_password", ""))
-    except (ValueError, KeyError, TypeError):
-        return text, os.environ.get("DET_NATS_PASSWORD", "")
+        identity = json.loads(path.expanduser().read_text())
+    except (OSError, ValueError) as error:
+        raise CliError(f"cannot read {path}: {error}") from None
+    if not isinstance(identity, dict):
+        return {}
+    return {key: str(identity.get(key, "")) for key in ("secret", "agent_id", "nats_user", "nats_password")}
 
 
 def agent_down(args: argparse.Namespace) -> int:
@@ -541,7 +570,7 @@ def change_part(args: argparse.Namespace) -> int:
 
 
 def show_status(args: argparse.Namespace) -> int:
-    from deploy.local import cluster, control
+    from deploy.local import cluster, control, status
 
     try:
         report = control.cluster_report(_data_dir(args))
@@ -558,6 +587,10 @@ def show_status(args: argparse.Namespace) -> int:
     print("\nAgents:")
     print_table(["Part", "Agent ID", "CPU slots", "Resource Pool"],
                 [[a.part, a.agent_id, a.cpu_slots, a.pool or "default"] for a in report.record.agent_specs()])
+    notes = status.event_notes(report.events)
+    if notes:
+        print("\nEvent log:")
+        print("\n".join(notes))
     return 0
 
 
@@ -568,7 +601,7 @@ def status_json(report: "ClusterReport") -> dict[str, Any]:
     return dict(document, data_dir=str(report.data_dir), supervisor_alive=report.supervisor_alive,
                 master_port=report.record.master_port,
                 postgres_data_dir=str(report.record.postgres_folder(report.data_dir)),
-                agents=[asdict(agent) for agent in report.record.agent_specs()])
+                agents=[asdict(agent) for agent in report.record.agent_specs()], events=report.events)
 
 
 def status_heading(report: "ClusterReport") -> str:

@@ -35,10 +35,9 @@ if TYPE_CHECKING:
     from determined.common.context import ContextFiles
 
 POLL_INTERVAL_S = 0.2
-# Long enough to ride out a gateway restart (about 1 s), short enough not to keep a
-# user without a running cluster waiting.
-CREATE_RETRY_S = 2.0
 TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
+# How many of the context's notes (links followed or skipped) are printed before a count.
+MAX_CONTEXT_NOTES = 20
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -155,7 +154,7 @@ def create_experiment(args: argparse.Namespace) -> int:
         return _test_mode.run_local(config_yaml, args.context, args.include)
     files = _context_files(args.context, args.include)
     gateway = connect(args)
-    context_hash = upload_context(gateway, files, retry_for_s=CREATE_RETRY_S) if files else ""
+    context_hash = upload_context(gateway, files) if files else ""
     if args.test_mode:
         from determined.cli import _test_mode
 
@@ -178,29 +177,32 @@ def submit(gateway: Gateway, config_yaml: str, context_hash: str, *, activate: b
     request = api_pb2.CreateExperimentRequest(
         config_yaml=config_yaml, context_hash=context_hash, activate=activate, request_id=uuid.uuid4().hex
     )
-    return gateway.call_retrying(gateway.stub.CreateExperiment, request, for_s=CREATE_RETRY_S)
+    return gateway.call(gateway.stub.CreateExperiment, request)
 
 
 def _read_config(path: Path, overrides: list[str]) -> str:
-    """The config text to send, validated here first so a typo costs no upload."""
+    """The config text to send, validated here first so a typo costs no upload. Read
+    within the config limits (size, nesting, aliases, hyperparameter values) that the
+    master checks again."""
     import yaml
 
     from determined.common import expconf
+    from determined.common.expconf._limits import size_exceeded
 
     if not path.is_file():
         raise CliError(f"config file {path} {'is not a file' if path.exists() else 'does not exist'}")
     try:
+        size = path.stat().st_size
+        if size > expconf.MAX_CONFIG_BYTES:
+            raise size_exceeded(size)
         text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as problem:
-        raise CliError(f"{path} is not UTF-8 text: {problem.reason} at byte {problem.start}") from None
-    try:
-        raw = yaml.safe_load(text)
+        raw = expconf.parse_yaml(text)
         if overrides:
             raw = expconf.apply_overrides(raw or {}, overrides)
             text = yaml.safe_dump(raw, sort_keys=False)
-        expconf.load_config(raw if overrides else text)
-    except yaml.YAMLError as problem:
-        raise CliError(f"{path} is not valid YAML: {problem}") from None
+        expconf.load_config(raw)
+    except UnicodeDecodeError as problem:
+        raise CliError(f"{path} is not UTF-8 text: {problem.reason} at byte {problem.start}") from None
     except expconf.InvalidConfigError as problem:
         raise CliError(f"{path} is not a valid experiment config:\n{problem}") from None
     return text
@@ -217,10 +219,21 @@ def _context_files(folder: Path | None, includes: list[Path]) -> ContextFiles | 
         files = context.context_files(folder, includes=includes)
     except context.ContextError as problem:
         raise CliError(str(problem)) from None
+    say_context_notes(files)
     sources = ", ".join(str(path.resolve()) for path in ([folder] if folder else []) + includes)
     print(f"Preparing files ({sources}) to send to master... "
           f"{human_size(files.content_size)} and {files.file_count} files", flush=True)
     return files
+
+
+def say_context_notes(files: ContextFiles) -> None:
+    """Tells the user, on stderr, what packing did with links and which files it left out
+    though .detignore does not say so."""
+    for note in files.notes[:MAX_CONTEXT_NOTES]:
+        print(f"note: {note}", file=sys.stderr)
+    if len(files.notes) > MAX_CONTEXT_NOTES:
+        print(f"note: ... and {len(files.notes) - MAX_CONTEXT_NOTES} more links or files like these",
+              file=sys.stderr)
 
 
 def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:

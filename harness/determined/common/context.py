@@ -5,6 +5,19 @@ Packing honours a ``.detignore`` (gitignore syntax) in the root of the
 folder plus Determined's always-ignored patterns. Extraction trusts nothing
 in the archive: it only ever writes inside the destination folder.
 
+Symbolic links met while packing (the context folder and each -i/--include
+path themselves are followed: the user named them):
+
+- a link to a file inside the folder is packed as a copy of that file;
+- a link to a folder inside the folder is packed as a link (relative), so the
+  layout is kept without packing anything twice (or forever, for a loop);
+- a link pointing outside the folder, one that leads nowhere, and one to
+  something .detignore leaves out are skipped;
+- an unreadable file, a fifo, a socket or a device is skipped.
+
+Each followed or skipped link and each skipped file is told in
+``ContextFiles.notes`` (the CLI prints them), never silently.
+
 Kept free of pydantic and the services: the ``det`` CLI imports it."""
 
 from __future__ import annotations
@@ -52,8 +65,9 @@ class ContextError(Exception):
 class _Entry:
     path: Path
     name: str  # posix path inside the archive
-    is_dir: bool
+    is_dir: bool  # a folder, or a link to one (then `link` is set and nothing below it is packed)
     size: int
+    link: str = ""  # a symbolic link's relative target (to a folder inside the context)
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,8 @@ class ContextFiles:
     the root, size within the limit) before a byte is sent."""
 
     entries: tuple[_Entry, ...]
+    # What was done with links, and what was left out though .detignore does not say so.
+    notes: tuple[str, ...] = ()
 
     @property
     def file_count(self) -> int:
@@ -87,14 +103,15 @@ def context_files(
     at the root. Raises ContextError when a path is missing, two entries would
     share a name at the root, or the files left add up to more than ``max_size``."""
     entries: list[_Entry] = []
+    notes: list[str] = []
     if folder is not None:
         root = _existing(Path(folder), "context folder", must_be_dir=True)
-        entries += _walk(root, "", _ignore_spec(root))
+        entries += _walk(root, "", _ignore_spec(root), _Base(root.resolve(), "the context folder"), notes)
     for include in map(Path, includes):
-        entries += _included(_existing(include, "included path", must_be_dir=False))
+        entries += _included(_existing(include, "included path", must_be_dir=False), notes)
     _check_unique_roots(entries)
     _check_size(entries, max_size)
-    return ContextFiles(tuple(entries))
+    return ContextFiles(tuple(entries), tuple(notes))
 
 
 def pack_context(
@@ -112,12 +129,13 @@ def _existing(path: Path, what: str, *, must_be_dir: bool) -> Path:
     return path
 
 
-def _included(path: Path) -> list[_Entry]:
+def _included(path: Path, notes: list[str]) -> list[_Entry]:
     """An included folder keeps its name and its own root ``.detignore``."""
     name = path.resolve().name
     if not path.is_dir():
         return [_Entry(path, name, False, path.stat().st_size)]
-    inside = [e for e in _walk(path, name + "/", _ignore_spec(path)) if e.name != f"{name}/{DETIGNORE}"]
+    base = _Base(path.resolve(), f"the included folder {str(path)!r}", name + "/")
+    inside = [e for e in _walk(path, name + "/", _ignore_spec(path), base, notes) if e.name != f"{name}/{DETIGNORE}"]
     return [_Entry(path, name, True, 0), *inside]
 
 
@@ -141,26 +159,77 @@ def _ignore_spec(root: Path) -> GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _walk(folder: Path, prefix: str, spec: GitIgnoreSpec) -> list[_Entry]:
-    """Entries below ``folder`` in name order; ignored directories are not entered."""
+@dataclass(frozen=True)
+class _Base:
+    """The folder being packed (its real path): links must stay inside it."""
+
+    real: Path
+    what: str  # for notes: "the context folder", "the included folder 'data'"
+    prefix: str = ""  # its entries' names start with this in the archive
+
+
+def _walk(folder: Path, prefix: str, spec: GitIgnoreSpec, base: _Base, notes: list[str]) -> list[_Entry]:
+    """Entries below ``folder`` in name order; ignored directories are not entered,
+    links are not followed into folders (see the module's docstring)."""
     found: list[_Entry] = []
     for child in sorted(folder.iterdir(), key=lambda path: path.name):
         name = prefix + child.name
         if name == DETIGNORE:
             continue
         try:
-            info = child.stat()
+            info = child.lstat()
         except OSError:
-            continue  # a dangling link or an unreadable file: nothing to send
+            continue  # gone since it was listed
+        if stat.S_ISLNK(info.st_mode):
+            found += _link(child, name, spec, base, notes)
+            continue
         is_dir = stat.S_ISDIR(info.st_mode)
         if spec.match_file(name + "/" if is_dir else name):
             continue
-        if is_dir and not child.is_symlink():
+        if is_dir:
             found.append(_Entry(child, name, True, 0))
-            found += _walk(child, name + "/", spec)
-        elif stat.S_ISREG(info.st_mode) and os.access(child, os.R_OK):
+            found += _walk(child, name + "/", spec, base, notes)
+        elif not stat.S_ISREG(info.st_mode):
+            notes.append(f"skipped {name}: it is not a regular file (a fifo, socket or device)")
+        elif not os.access(child, os.R_OK):
+            notes.append(f"skipped {name}: it cannot be read")
+        else:
             found.append(_Entry(child, name, False, info.st_size))
     return found
+
+
+def _link(child: Path, name: str, spec: GitIgnoreSpec, base: _Base, notes: list[str]) -> list[_Entry]:
+    """The entry a symbolic link found while packing makes (none when it is skipped),
+    telling `notes` what was done with it."""
+    shown = f"{name} -> {os.readlink(child)}"
+    try:
+        target = child.resolve(strict=True)
+        info = target.stat()
+    except (OSError, RuntimeError):  # missing, unreadable, or a loop of links
+        notes.append(f"skipped the link {shown}: it leads nowhere")
+        return []
+    is_dir = stat.S_ISDIR(info.st_mode)
+    if spec.match_file(name + "/" if is_dir else name):
+        return []
+    if not target.is_relative_to(base.real):
+        notes.append(
+            f"skipped the link {shown}: it points outside {base.what}"
+            f" (add -i/--include {target} to send it as its own entry)"
+        )
+        return []
+    inside = target.relative_to(base.real).as_posix()
+    if inside != "." and spec.match_file(base.prefix + inside + ("/" if is_dir else "")):
+        notes.append(f"skipped the link {shown}: it points to {inside}, which {DETIGNORE} leaves out")
+        return []
+    if is_dir:
+        relative = os.path.relpath(target, child.parent.resolve())
+        notes.append(f"packed the link {shown} as a link: it points to a folder inside {base.what}")
+        return [_Entry(child, name, True, 0, link=Path(relative).as_posix())]
+    if not stat.S_ISREG(info.st_mode) or not os.access(target, os.R_OK):
+        notes.append(f"skipped the link {shown}: what it points to is not a readable file")
+        return []
+    notes.append(f"packed the link {shown} as a copy of the file it points to")
+    return [_Entry(target, name, False, info.st_size)]
 
 
 def _check_size(entries: list[_Entry], max_size: int) -> None:
@@ -201,9 +270,13 @@ def _opened(entry: _Entry) -> tuple[tarfile.TarInfo, IO[bytes] | None]:
     """The entry's tar header and, for a file, its content opened for
     reading (the size is the open file's, as tarfile takes it)."""
     member = tarfile.TarInfo(entry.name)
-    info = entry.path.stat()
+    info = entry.path.lstat() if entry.link else entry.path.stat()
     member.mode = stat.S_IMODE(info.st_mode)
     member.mtime = int(info.st_mtime)
+    if entry.link:
+        member.type = tarfile.SYMTYPE
+        member.linkname = entry.link
+        return member, None
     if entry.is_dir:
         member.type = tarfile.DIRTYPE
         return member, None

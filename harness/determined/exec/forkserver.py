@@ -11,8 +11,10 @@ Protocol, one request per connection on the unix socket: the agent sends an
 *args], "cwd": ..., "env": {...}, "record": {"path": ..., "agent_id": ...,
 "allocation_id": ...}}` ("record" optional), with the two file descriptors
 the child's stdout and stderr go to (`socket.send_fds`). The server answers
-one JSON line `{"pid": N}` once the child has its own session and has written
-its process record to "path" (or `{"error": ...}`), and one more line
+one JSON line `{"pid": N, "start_ticks": T}` once the child has its own
+session and has written its process record to "path" (or `{"error": ...}`;
+T: when it started, read while it is still the server's unreaped child, so
+that the agent can record it without a reused pid in between), and one more line
 `{"exit": CODE}` when the child ends (CODE as a shell reports it: the exit
 code, or -signal). The record is the agent's (see
 `services/common/processes.py`): `{"agent_id", "allocation_id", "pid",
@@ -120,21 +122,25 @@ def _write_record(record: dict[str, str]) -> None:
     """In the child, once it leads its own session: the agent's record of it
     (written atomically, as `services.common.processes.write_process_record`)."""
     pid = os.getpid()
-    with open(f"/proc/{pid}/stat") as stat:
-        text = stat.read()
-    start_ticks = int(text[text.rindex(")") + 2 :].split()[19])
     document = {
         "agent_id": record["agent_id"],
         "allocation_id": record["allocation_id"],
         "pid": pid,
         "pgid": os.getpgid(0),
-        "start_ticks": start_ticks,
+        "start_ticks": _start_ticks(pid),
     }
     path = record["path"]
     staging = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{pid}")
     with open(staging, "w") as file:
         file.write(json.dumps(document) + "\n")
     os.replace(staging, path)
+
+
+def _start_ticks(pid: int) -> int:
+    """When the process started (field 22 of /proc/<pid>/stat, clock ticks since boot)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return int(text[text.rindex(")") + 2 :].split()[19])
 
 
 def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
@@ -264,7 +270,7 @@ class Server:
             os.close(out_fd)
             os.close(err_fd)
         try:
-            _send(conn, {"pid": pid})
+            _send(conn, {"pid": pid, "start_ticks": _start_ticks(pid)})  # not reaped yet: still our child
         except OSError:  # the agent cannot know of it: it must not run
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)

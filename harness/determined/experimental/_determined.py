@@ -16,10 +16,6 @@ from determined.experimental._trial import Trial
 if TYPE_CHECKING:
     from determined.proto import api_pb2
 
-# How long create_experiment retries while the master restarts (it sends a request id: a
-# repeat creates nothing new).
-CREATE_RETRY_S = 2.0
-
 
 class Determined:
     """A master, by address: `master` as `det -m` takes it (host:port, or a
@@ -59,7 +55,7 @@ class Determined:
                 files = context.context_files(folder, includes=extra)
             except context.ContextError as problem:
                 raise ValueError(str(problem)) from None
-            context_hash = upload_context(self._gateway, files, retry_for_s=CREATE_RETRY_S)
+            context_hash = upload_context(self._gateway, files)
         created = submit(self._gateway, config_yaml, context_hash, activate=True)
         return self.get_experiment(created.experiment_id)
 

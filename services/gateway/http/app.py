@@ -9,6 +9,10 @@ then runs the handler acting as that user, as an RPC does. Domain errors
 become the HTTP status grpc-gateway gives their gRPC code, with a JSON body
 `{"code", "message", "details"}`; an error no layer explains is left to the
 server (500).
+
+An allocation token (a trial process's) is good for no route: a request
+carrying one in `x-allocation-token` is refused (403) whatever its path, and
+one sent as a bearer token is no session token (401).
 """
 
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,10 +23,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.common.connection import limit_outage_wait
-from services.gateway.auth import EVENT_LOG_WAIT_S, Principal, acting_as
-from services.gateway.errors import GatewayError, as_gateway_error
+from services.gateway.auth import ALLOCATION_TOKEN, EVENT_LOG_WAIT_S, Principal, acting_as
+from services.gateway.errors import GatewayError, PermissionDeniedError, as_gateway_error
 
 # Checks a call's credentials (the header names of gRPC metadata, lower case):
 # Authenticator.authenticate, which raises UnauthenticatedError.
@@ -99,5 +104,25 @@ async def _http_error(request: Request, error: Exception) -> Response:
     )
 
 
+class RefuseAllocationTokens:
+    """Refuses every HTTP request that carries an allocation token: the HTTP
+    API has no trial process's calls (auth.TRIAL_RPCS are gRPC only)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and any(name == ALLOCATION_TOKEN.encode() for name, _ in scope["headers"]):
+            refusal = PermissionDeniedError(
+                "an allocation token is good for no HTTP route: it is a trial process's, for its own reports"
+                " over gRPC; a user calls the API with their login's token (Authorization: Bearer)"
+            )
+            await error_response(refusal)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def application(routes: list[BaseRoute]) -> Starlette:
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.add_middleware(RefuseAllocationTokens)
+    return app

@@ -6,6 +6,7 @@ in Determined's shapes (shapes.py).
 """
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from functools import partial
@@ -20,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from determined.proto import api_pb2
+from services.common.connection import NatsUnavailableError
 from services.gateway import projection
 from services.gateway.auth import Principal, acting_as, current_principal
 from services.gateway.downsample import lttb
@@ -121,32 +123,56 @@ class Routes:
         })
 
     async def health(self, request: Request) -> Response:
-        """Whether the parts the gateway stands on answer: 200 when both do, else 503."""
+        """Whether the parts the gateway stands on answer and the projector
+        keeps up: 200 when they do ("ok"); 503 when one is down ("unavailable")
+        or the projector is stuck behind the log ("stuck"). `projector` says
+        how far it is, `skippedEvents` which events the gateway could not
+        read or apply (services/common/skips.py)."""
         event_log = self.servicer.store.nc.is_connected
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 read_models = await self.servicer.queries.pool.fetchval("SELECT true") is True
         except (TimeoutError, ReadModelsUnavailableError):
             read_models = False
+        projector = self.servicer.projector
+        with contextlib.suppress(TimeoutError, NatsUnavailableError):
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                await projector.look_at_log()
+        progress = projector.progress()
         healthy = event_log and read_models
+        status = "unavailable" if not healthy else "stuck" if progress["state"] == "stuck" else "ok"
+        skips = self.servicer.store.skips
         return JSONResponse(
             {
-                "status": "ok" if healthy else "unavailable",
+                "status": status,
                 "eventLog": "up" if event_log else "down",
                 "readModels": "up" if read_models else "down",
+                "projector": {
+                    "state": progress["state"],
+                    "appliedSequence": progress["applied"],
+                    "logLastSequence": progress["log_last"],
+                    "behind": progress["behind"],
+                },
+                "skippedEvents": {
+                    "count": skips.count,
+                    "latest": [
+                        {"sequence": s.sequence, "subject": s.subject, "reason": s.reason, "reader": s.reader}
+                        for s in skips.latest
+                    ],
+                },
             },
-            status_code=200 if healthy else 503,
+            status_code=200 if status == "ok" else 503,
         )
 
     async def login(self, request: Request) -> Response:
         body = await json_body(request)
-        answer = await self.servicer.Login(
+        answer = await self.servicer.login(
             api_pb2.LoginRequest(
                 username=str(body.get("username", "")),
                 password=str(body.get("password", "")),
                 is_hashed=bool(body.get("isHashed", False)),
             ),
-            NO_GRPC_CONTEXT,
+            address=request.client.host if request.client is not None else "",
         )
         return JSONResponse({
             "token": answer.token,

@@ -9,8 +9,14 @@ from pydantic import Field, PlainValidator, ValidationInfo, model_validator
 from determined.common.entrypoint import is_legacy_trial, launch_entrypoint
 from determined.common.expconf._base import ConfigModel, raise_problems
 from determined.common.expconf._errors import ConfigRuleError
-from determined.common.expconf._hyperparameters import Hyperparameters, hyperparameters_to_json, walk_ranges
+from determined.common.expconf._hyperparameters import (
+    Hyperparameters,
+    grid_point_count,
+    hyperparameters_to_json,
+    walk_ranges,
+)
 from determined.common.expconf._lengths import Length, batches
+from determined.common.expconf._limits import grid_points_rule
 from determined.common.expconf._resources import BindMount, Environment, Resources
 from determined.common.expconf._searcher import SearcherConfig
 from determined.common.expconf._sections import (
@@ -91,6 +97,9 @@ class ExperimentConfig(ConfigModel):
                 for path, hp in walk_ranges(self.hyperparameters)
                 if hp.count is None
             ]
+            too_many = grid_points_rule(grid_point_count(self.hyperparameters))
+            if too_many:
+                problems.append(("hyperparameters", too_many))
         if bool(self.workspace) != bool(self.project):
             problems.append(("", "workspace and project must both be included in config if one is provided"))
         if self.entrypoint is None and (info.context or {}).get("new_experiment"):

@@ -15,6 +15,7 @@ from pydantic import Field, PlainValidator, model_validator
 
 from determined.common.expconf._base import ConfigModel, raise_problems, validate_part
 from determined.common.expconf._errors import ConfigRuleError, Problem, show_value
+from determined.common.expconf._limits import GRID_COUNT_CAP, hyperparameter_values_rule
 
 Count = Annotated[int, Field(ge=1)] | None
 
@@ -30,6 +31,10 @@ class _Range(ConfigModel):
         minval, maxval = getattr(self, "minval"), getattr(self, "maxval")  # noqa: B009 - set by subclasses
         if minval >= maxval:
             raise ConfigRuleError([("", f"minval ({minval}) must be less than maxval ({maxval})")])
+        count: int | None = getattr(self, "count")  # noqa: B009 - set by subclasses
+        rule = hyperparameter_values_rule(count or 0, "asks for")
+        if rule:
+            raise ConfigRuleError([("count", rule)])
         return self
 
 
@@ -60,6 +65,15 @@ class LogHyperparameter(_Range):
 class CategoricalHyperparameter(ConfigModel):
     type: Literal["categorical"] = "categorical"
     vals: Annotated[list[Any], Field(min_length=1)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_too_many(cls, data: Any) -> Any:
+        vals = data.get("vals") if isinstance(data, Mapping) else None
+        rule = hyperparameter_values_rule(len(vals)) if isinstance(vals, list) else None
+        if rule:
+            raise ConfigRuleError([("vals", rule)])
+        return data
 
 
 class HyperparameterGroup(ConfigModel):
@@ -134,6 +148,25 @@ def _to_json(hp: Hyperparameter) -> dict[str, Any]:
     if isinstance(hp, HyperparameterGroup):
         return {"type": "object", "vals": hyperparameters_to_json(hp.vals)}
     return hp.model_dump(mode="json")
+
+
+def grid_point_count(hparams: Mapping[str, Hyperparameter]) -> int:
+    """How many points a grid search over `hparams` has (as the searcher expands it: an
+    int range gives at most one point per integer), counted only up to just past
+    GRID_COUNT_CAP. Ranges without a count are counted as one point (refused elsewhere)."""
+    points = 1
+    for hp in hparams.values():
+        if isinstance(hp, HyperparameterGroup):
+            points *= grid_point_count(hp.vals)
+        elif isinstance(hp, CategoricalHyperparameter):
+            points *= len(hp.vals)
+        elif isinstance(hp, IntHyperparameter):
+            points *= min(hp.count or 1, hp.maxval - hp.minval + 1)
+        elif isinstance(hp, DoubleHyperparameter | LogHyperparameter):
+            points *= hp.count or 1
+        if points > GRID_COUNT_CAP:
+            return GRID_COUNT_CAP + 1
+    return points
 
 
 def walk_ranges(

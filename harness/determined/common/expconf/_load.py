@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from determined.common.expconf._errors import InvalidConfigError, messages_from
 from determined.common.expconf._experiment import ExperimentConfig
+from determined.common.expconf._limits import check_config_value
 from determined.common.expconf._storage import CheckpointStorage
 from determined.common.expconf._yaml import parse_yaml
 
@@ -19,8 +20,16 @@ def load_config(source: str | bytes | Mapping[str, Any], *, new_experiment: bool
 
     ``new_experiment`` (the default) also applies the creation-time rules: an
     entrypoint is required and the removed searchers are refused. Raises
-    InvalidConfigError listing every problem."""
-    data = parse_yaml(source) if isinstance(source, str | bytes) else source
+    InvalidConfigError listing every problem, or naming the limit (`_limits.py`) the
+    config goes past: checked before the config is expanded or validated. A stored config
+    (``new_experiment=False``, a mapping) was checked when it was created: the defaults it
+    has gained since must not push it past a limit."""
+    if isinstance(source, str | bytes):
+        data = parse_yaml(source)
+    else:
+        if new_experiment:
+            check_config_value(source)
+        data = source
     if data is None:
         raise InvalidConfigError(["the experiment configuration is empty"])
     if not isinstance(data, Mapping):

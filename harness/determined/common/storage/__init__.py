@@ -11,7 +11,14 @@ package imports no cloud library: `build` imports the one a section needs."""
 from determined.common.storage._base import DeleteResult, Selector, StorageError, StorageManager
 from determined.common.storage._build import STORAGE_TYPES, build, section_from_string
 from determined.common.storage._local import LocalStorageManager
-from determined.common.storage._paths import glob_matcher, local_resources
+from determined.common.storage._paths import (
+    UnsafeCheckpointFileError,
+    check_relpath,
+    check_storage_id,
+    glob_matcher,
+    local_resources,
+    open_checkpoint_file,
+)
 
 __all__ = [
     "STORAGE_TYPES",
@@ -20,8 +27,12 @@ __all__ = [
     "Selector",
     "StorageError",
     "StorageManager",
+    "UnsafeCheckpointFileError",
     "build",
+    "check_relpath",
+    "check_storage_id",
     "glob_matcher",
     "local_resources",
+    "open_checkpoint_file",
     "section_from_string",
 ]

@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from determined.common.storage._base import DeleteResult, Selector, StorageManager
+
+# The size of each read while a checkpoint's file is copied out of the storage.
+CHUNK_BYTES = 1 << 20
 from determined.common.storage._paths import (
     check_range,
     check_relpath,
     check_storage_id,
     local_resources,
+    open_checkpoint_file,
     to_delete,
 )
 
@@ -35,8 +39,17 @@ class LocalStorageManager(StorageManager):
         copy_files(src, dest, relpaths)
 
     def download(self, storage_id: str, dst: pathlib.Path, *, selector: Selector | None = None) -> None:
+        """As every backend; a file that may lead outside the checkpoint (a link, a hard
+        link) stops the download with UnsafeCheckpointFileError naming it."""
         source = self._existing(storage_id)
-        copy_files(source, dst, [p for p in local_resources(source) if selector is None or selector(p)])
+        dst.mkdir(parents=True, exist_ok=True)
+        for relpath in [p for p in local_resources(source) if selector is None or selector(p)]:
+            if relpath.endswith("/"):
+                (dst / relpath).mkdir(parents=True, exist_ok=True)
+            else:
+                (dst / relpath).parent.mkdir(parents=True, exist_ok=True)
+                with open_checkpoint_file(self.root, storage_id, relpath) as src, open(dst / relpath, "wb") as out:
+                    shutil.copyfileobj(src, out, CHUNK_BYTES)
 
     def delete(self, storage_id: str, globs: list[str] | None = None) -> DeleteResult:
         folder = self.local_path(storage_id)
@@ -67,10 +80,10 @@ class LocalStorageManager(StorageManager):
         self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = 1 << 20
     ) -> Iterator[bytes]:
         check_range(offset, chunk_bytes)
-        path = self.local_path(storage_id) / check_relpath(relpath)
-        if relpath.endswith("/") or path.is_dir():
+        if check_relpath(relpath).endswith("/"):
             raise FileNotFoundError(f"{relpath} is a folder of checkpoint {storage_id}, not a file")
-        handle = path.open("rb")  # FileNotFoundError now, not at the first chunk
+        # FileNotFoundError or UnsafeCheckpointFileError now, not at the first chunk.
+        handle = open_checkpoint_file(self.root, storage_id, relpath)
         return _chunks(handle, offset, chunk_bytes)
 
     def _existing(self, storage_id: str) -> pathlib.Path:

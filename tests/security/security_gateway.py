@@ -1,0 +1,66 @@
+"""A real gateway (gRPC and HTTP) over the tests' nats-server and PostgreSQL,
+for the security tests of the gateway's checks: the admin, and a non-admin
+"mallory" who plays the attacker."""
+
+from collections.abc import AsyncIterator
+
+import grpc
+import httpx
+import pytest
+
+from deploy.local.servers import free_port
+from determined.proto import api_pb2, api_pb2_grpc
+from services.gateway.server import Gateway
+from services.gateway.settings import GatewaySettings
+
+SECRET = "security-test-secret"
+PASSWORD = "Initial-Pass1"
+MALLORY_PASSWORD = "Mallory-Pass1"
+Metadata = tuple[tuple[str, str], ...]
+
+
+@pytest.fixture
+async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
+    settings = GatewaySettings(
+        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
+        gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET, cluster_id="security-test",
+        grace_period_s=0.1, initial_user_password=PASSWORD,
+    )
+    started = await Gateway.start(settings)
+    yield started
+    await started.stop()
+
+
+@pytest.fixture
+async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+        yield api_pb2_grpc.DeterminedStub(channel)
+
+
+@pytest.fixture
+async def http(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    assert gateway.http is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:
+        yield client
+
+
+async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = PASSWORD) -> Metadata:
+    """The metadata of calls made as `username`."""
+    response = await api.Login(api_pb2.LoginRequest(username=username, password=password))
+    return (("authorization", f"Bearer {response.token}"),)
+
+
+async def mallory(api: api_pb2_grpc.DeterminedStub, admin: Metadata) -> Metadata:
+    """Creates the non-admin user mallory (as the admin) and logs her in."""
+    request = api_pb2.CreateUserRequest(username="mallory", password=MALLORY_PASSWORD)
+    await api.CreateUser(request, metadata=admin)
+    return await logged_in(api, "mallory", MALLORY_PASSWORD)
+
+
+async def refused(call: object) -> grpc.aio.AioRpcError:
+    """The error a call that must fail ends with."""
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as error:
+        return error
+    raise AssertionError("the call was not refused")
