@@ -45,6 +45,7 @@ from typing import Any
 import bcrypt
 
 from services.common.envelope import SUBJECT_KINDS
+from services.common.ownership import APPENDS, READS
 from services.common.settings import inbox_prefix
 
 CREDENTIALS_FILE = "credentials.json"
@@ -58,38 +59,6 @@ DATABASE_ROLE = "gateway"
 # nats-server checks a bcrypt hash at each connection: cost 10 takes ~50 ms.
 BCRYPT_ROUNDS = 10
 SCRAM_ITERATIONS = 4096
-
-# The event types each part appends (docs/CONTRACTS.md, "Who appends what"); it may publish
-# on the subject kinds of these (SUBJECT_KINDS) and no other. The gateway appends for users
-# and for trials, of nearly every kind: it may publish on every events subject.
-APPENDS: dict[str, tuple[str, ...]] = {
-    "searcher": (
-        "trial_created", "trial_length_set", "trial_stop_requested", "trial_ended",
-        "experiment_progress_changed", "experiment_state_changed",
-        "allocation_requested", "allocation_stop_requested", "allocation_kill_requested",
-    ),
-    "scheduler": (
-        "allocation_assigned", "allocation_canceled", "allocation_stop_requested", "allocation_kill_requested",
-        "allocation_exited", "agent_lost",
-    ),
-    "checkpoint": (
-        "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted",
-        "experiment_deleted", "experiment_delete_failed",
-    ),
-    "agent": ("agent_registered", "allocation_started", "allocation_exited", "allocation_resources_exited"),
-}
-
-# The subject kinds each part reads: those of the events its cores fold (kinds_of of
-# AGENT_FOLDS, SCHEDULER_FOLDS, SEARCHER_FOLDS + LIFECYCLE_FOLDS, GC_FOLDS; checked by
-# tests/unit/test_credentials.py), which include those it appends to (an append that
-# was cut short looks at its aggregate's newest event). No part but the gateway reads
-# `user` events.
-READS: dict[str, tuple[str, ...]] = {
-    "scheduler": ("agent", "allocation", "experiment"),
-    "searcher": ("allocation", "checkpoint", "experiment", "trial", "validation"),
-    "checkpoint": ("checkpoint", "experiment", "model", "validation"),
-    "agent": ("agent", "allocation"),
-}
 
 # What reading the log takes, whatever is read: stream lookups, pull requests on a
 # consumer it made (by a name no other part knows), consumer lookups and deletes, acks

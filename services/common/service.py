@@ -18,6 +18,7 @@ from services.common.decider import Core, Shell
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
+from services.common.ownership import APPENDS
 from services.common.settings import CommonSettings
 from services.common.skips import Skips, report_path_of
 from services.common.snapshots import Snapshots
@@ -36,11 +37,9 @@ async def write_ready(path: Path | None) -> None:
 
 
 def appended_types(part: str) -> frozenset[str] | None:
-    """The event types a part appends (deploy/local/credentials.py's APPENDS,
-    from docs/CONTRACTS.md); None for a part that appends for users and trials
-    (the gateway), whose appends are checked for well-formedness only."""
-    from deploy.local.credentials import APPENDS
-
+    """The event types a part appends (APPENDS, from docs/CONTRACTS.md); None
+    for a part that appends for users and trials (the gateway), whose appends
+    are checked for well-formedness only."""
     types = APPENDS.get(part)
     return None if types is None else frozenset(types)
 

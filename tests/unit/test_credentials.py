@@ -24,10 +24,8 @@ from deploy.local.cluster import (
     service_environment,
 )
 from deploy.local.credentials import (
-    APPENDS,
     CREDENTIALS_FILE,
     NATS_USERS,
-    READS,
     CredentialsError,
     agent_user,
     authorization_config,
@@ -40,6 +38,7 @@ from deploy.local.servers import PASSWORD_RULES, NatsServer
 from services.agent.core import AGENT_FOLDS
 from services.checkpoint.core import GC_FOLDS
 from services.common.envelope import SUBJECT_KINDS, Envelope, kinds_of
+from services.common.ownership import APPENDS, READS
 from services.scheduler.state import SCHEDULER_FOLDS
 from services.searcher.core import SEARCHER_FOLDS
 from services.searcher.lifecycle import LIFECYCLE_FOLDS
