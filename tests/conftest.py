@@ -13,14 +13,20 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import asyncpg
+import grpc
 import pytest
 from pg_server import running_postgres
 from s3_server import S3Server, running_s3_server
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
+from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore
+
+if TYPE_CHECKING:
+    from services.gateway.server import Gateway
 
 
 @pytest.fixture(autouse=True)
@@ -77,3 +83,10 @@ async def database_url(postgres_server: PostgresServer, namespace: str) -> str:
     finally:
         await connection.close()
     return postgres_server.url.rsplit("/", 1)[0] + f"/{namespace}"
+
+
+@pytest.fixture
+async def api(gateway: "Gateway") -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
+    """A stub on the module's own `gateway` fixture (each module that asks starts the gateway it needs)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+        yield api_pb2_grpc.DeterminedStub(channel)

@@ -113,7 +113,7 @@ def decoded(data: bytes, subject: str | None = None, namespace: str = "det") -> 
     if len(data) > MAX_EVENT_BYTES:
         raise MalformedEventError(f"{len(data)} bytes, over the limit of {MAX_EVENT_BYTES}")
     try:
-        envelope = Envelope.FromString(data)
+        envelope: Envelope = Envelope.FromString(data)
     except (DecodeError, ValueError, RecursionError) as error:
         raise MalformedEventError(f"not an event envelope ({type(error).__name__})") from None
     found = problem(envelope, subject, namespace)

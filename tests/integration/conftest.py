@@ -3,12 +3,9 @@
 from collections.abc import AsyncIterator
 
 import asyncpg
-import grpc
 import pytest
 from own_nats import own_nats  # noqa: F401 (the outage tests' fixture)
 
-from determined.proto import api_pb2_grpc
-from services.gateway.server import Gateway
 from services.gateway.tables import create_schema
 
 
@@ -20,10 +17,3 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
         await create_schema(connection)
     yield created
     await created.close()
-
-
-@pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    """A stub on the module's own `gateway` fixture (each module starts the gateway it needs)."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)

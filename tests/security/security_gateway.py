@@ -32,12 +32,6 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
 
 
 @pytest.fixture
-async def api(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
-@pytest.fixture
 async def http(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
     assert gateway.http is not None
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:

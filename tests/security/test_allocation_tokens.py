@@ -27,7 +27,6 @@ from services.gateway.http.routes import Routes
 from services.gateway.server import Gateway
 
 # The module's fixtures: a real gateway and clients of it (security_gateway.py).
-api = security_gateway.api
 gateway = security_gateway.gateway
 http = security_gateway.http
 

@@ -15,7 +15,6 @@ from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
 
 # The module's fixtures: a real gateway and clients of it (security_gateway.py).
-api = security_gateway.api
 gateway = security_gateway.gateway
 
 

@@ -10,18 +10,17 @@
    the limit named, the gateway refuses them too when the CLI is bypassed, and
    `det e list` answers throughout."""
 
-import copy
 import itertools
 import json
 import re
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import attacker
 import httpx
 import pytest
-from e2e.e2e_cluster import Cluster, created_id, det, started_cluster, wait_for
+from e2e.e2e_cluster import Cluster, created_id, started_cluster, wait_for
 
 from determined.common import expconf
 
@@ -50,27 +49,16 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def password() -> str:
-    return f"M-{uuid.uuid4().hex[:12]}"
+# mallory, the attacker (attacker.py), on this module's cluster.
+mallory = attacker.mallory
+mallory_password = attacker.mallory_password
 
 
 @pytest.fixture(scope="module")
-def mallory(cluster: Cluster, password: str, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    """The cluster as the non-admin mallory sees it (her own CLI config)."""
-    cluster.det("user", "create", "mallory", "--password", password)
-    her = copy.copy(cluster)
-    her.env = dict(cluster.env, DET_CONFIG_DIR=str(tmp_path_factory.mktemp("mallory-cli")))
-    logged = det(her.env, "user", "login", "mallory", stdin=f"{password}\n")
-    assert logged.returncode == 0, logged.stdout + logged.stderr
-    return her
-
-
-@pytest.fixture(scope="module")
-def web(cluster: Cluster, mallory: Cluster, password: str) -> Iterator[httpx.Client]:
+def web(cluster: Cluster, mallory: Cluster, mallory_password: str) -> Iterator[httpx.Client]:
     """The HTTP API with mallory's token."""
     with httpx.Client(base_url=f"http://localhost:{cluster.master_port + 1}", timeout=60) as client:
-        login = client.post("/api/v1/auth/login", json={"username": "mallory", "password": password})
+        login = client.post("/api/v1/auth/login", json={"username": "mallory", "password": mallory_password})
         assert login.status_code == 200, login.text
         client.headers["authorization"] = f"Bearer {login.json()['token']}"
         yield client

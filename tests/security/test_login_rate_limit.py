@@ -16,7 +16,6 @@ from services.gateway.login_limits import FREE_FAILURES, MAX_DELAY_S
 from services.gateway.server import Gateway
 
 # The module's fixtures: a real gateway and clients of it (security_gateway.py).
-api = security_gateway.api
 gateway = security_gateway.gateway
 http = security_gateway.http
 

@@ -9,18 +9,17 @@ is refused, the trial runs as another OS user than the services, and no
 secret of the cluster appears in its logs. A config near the config size
 limit (once an "Argument list too long" at every trial's start) runs."""
 
-import copy
 import json
 import os
 import pwd
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attacker
 import pytest
-from e2e.e2e_cluster import Cluster, created_id, det, started_cluster, wait_for
+from e2e.e2e_cluster import Cluster, created_id, started_cluster, wait_for
 
 from deploy.local.cluster import ClusterRecord, default_checkpoints
 from deploy.local.credentials import credentials
@@ -73,16 +72,9 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def mallory(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Cluster:
-    """The cluster as the non-admin mallory sees it (her own CLI config)."""
-    password = f"M-{uuid.uuid4().hex[:12]}"
-    cluster.det("user", "create", "mallory", "--password", password)
-    her = copy.copy(cluster)
-    her.env = dict(cluster.env, DET_CONFIG_DIR=str(tmp_path_factory.mktemp("mallory-cli")))
-    logged = det(her.env, "user", "login", "mallory", stdin=f"{password}\n")
-    assert logged.returncode == 0, logged.stdout + logged.stderr
-    return her
+# mallory, the attacker (attacker.py), on this module's cluster.
+mallory = attacker.mallory
+mallory_password = attacker.mallory_password
 
 
 def targets(cluster: Cluster) -> dict[str, str]:
