@@ -195,9 +195,10 @@ def is_validation_loss(label: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Touched when the test has seen the watched experiment ACTIVE: its trials then end."""
-    return tmp_path_factory.mktemp("gate") / f"open-{uuid.uuid4().hex[:6]}"
+def gate(cluster: Cluster) -> Path:
+    """Touched when the test has seen the watched experiment ACTIVE: its trials then end.
+    In a folder the trials can see when they run as another OS user (not under tmp_path)."""
+    return cluster.storage_folder("gate") / f"open-{uuid.uuid4().hex[:6]}"
 
 
 @pytest.fixture(scope="module")
