@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 import grpc
+import httpx
 import pytest
 from pg_server import running_postgres
 from s3_server import S3Server, running_s3_server
@@ -90,3 +91,11 @@ async def api(gateway: "Gateway") -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
     """A stub on the module's own `gateway` fixture (each module that asks starts the gateway it needs)."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
         yield api_pb2_grpc.DeterminedStub(channel)
+
+
+@pytest.fixture
+async def http(gateway: "Gateway") -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the module's own `gateway` fixture's HTTP API."""
+    assert gateway.http is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:
+        yield client

@@ -23,7 +23,6 @@ from services.gateway.server import Gateway
 
 # test_http_api's gateway (gRPC and HTTP), its client and the admin's token.
 gateway = test_http_api.gateway
-http = test_http_api.http
 token = test_http_api.token
 
 PERMISSION_DENIED = grpc.StatusCode.PERMISSION_DENIED

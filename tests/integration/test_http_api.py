@@ -72,13 +72,6 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
 
 
 @pytest.fixture
-async def http(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
-    assert gateway.http is not None
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:
-        yield client
-
-
-@pytest.fixture
 async def token(http: httpx.AsyncClient) -> str:
     """The admin's token, from a login as Determined's clients send it."""
     answer = await http.post(

@@ -5,7 +5,6 @@ for the security tests of the gateway's checks: the admin, and a non-admin
 from collections.abc import AsyncIterator
 
 import grpc
-import httpx
 import pytest
 
 from deploy.local.servers import free_port
@@ -29,13 +28,6 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
     started = await Gateway.start(settings)
     yield started
     await started.stop()
-
-
-@pytest.fixture
-async def http(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
-    assert gateway.http is not None
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=30) as client:
-        yield client
 
 
 async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = PASSWORD) -> Metadata:

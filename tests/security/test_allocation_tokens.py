@@ -28,7 +28,6 @@ from services.gateway.server import Gateway
 
 # The module's fixtures: a real gateway and clients of it (security_gateway.py).
 gateway = security_gateway.gateway
-http = security_gateway.http
 
 SERVICE = api_pb2.DESCRIPTOR.services_by_name["Determined"]
 CHECKPOINT = "c-1"

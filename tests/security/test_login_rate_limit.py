@@ -17,7 +17,6 @@ from services.gateway.server import Gateway
 
 # The module's fixtures: a real gateway and clients of it (security_gateway.py).
 gateway = security_gateway.gateway
-http = security_gateway.http
 
 GUESSES = 30
 WRONG = "guess-{}"

@@ -10,16 +10,14 @@ part of the cluster is refused anything: nats-server logs every refusal, and
 the only ones are this test's)."""
 
 import asyncio
-import shutil
 import textwrap
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import nats
 import nats.errors
 import pytest
-from e2e.e2e_cluster import Cluster, storage_home, wait_for
+from e2e.e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.credentials import agent_user, credentials
 from services.common.settings import inbox_prefix
@@ -57,19 +55,8 @@ CONFIG_YAML = textwrap.dedent(
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """Two agents; at the end, every refusal nats-server logged was this test's own."""
-    data_dir = Path("/tmp") / f"det-e2e-nats-{uuid.uuid4().hex[:8]}"
-    running = Cluster(data_dir, ("--agents", "2"))
-    started = running.up()
-    assert started.returncode == 0, started.stdout + started.stderr
-    try:
+    with started_cluster("det-e2e-nats", ("--agents", "2"), attacker=ATTACKER) as running:
         yield running
-        others = [line for line in running.permission_violations() if f'/user:{ATTACKER}"' not in line]
-        assert not others, "nats-server refused a part of the cluster:\n" + "\n".join(others)
-    finally:
-        running.down()
-        shutil.rmtree(data_dir, ignore_errors=True)
-        shutil.rmtree(storage_home(data_dir), ignore_errors=True)
-        shutil.rmtree(running.cli_config, ignore_errors=True)
 
 
 async def attempts_as_agent_1(cluster: Cluster) -> tuple[list[str], list[str]]:
