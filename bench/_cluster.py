@@ -54,8 +54,15 @@ class BenchCluster:
 
     def events(self, *kinds: str) -> list[dict[str, Any]]:
         """The event log as `python -m services.eventlog` prints it (one dict an event)."""
-        args = [sys.executable, "-m", "services.eventlog", "--nats-url", self.nats_url,
-                "--credentials", str(self.data_dir / CREDENTIALS_FILE)]
+        args = [
+            sys.executable,
+            "-m",
+            "services.eventlog",
+            "--nats-url",
+            self.nats_url,
+            "--credentials",
+            str(self.data_dir / CREDENTIALS_FILE),
+        ]
         for kind in kinds:
             args += ["--kind", kind]
         out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -63,8 +70,9 @@ class BenchCluster:
 
 
 def det(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "determined.cli", *args], env=env,
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "determined.cli", *args], env=env, capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         raise SystemExit(f"det {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
     return result.stdout
@@ -74,8 +82,13 @@ def created_experiment_id(output: str) -> int:
     return int(output.strip().splitlines()[-1].split()[-1])
 
 
-def wait_for_state(stub: Any, experiment_id: int, states: tuple[str, ...] = TERMINAL_STATES,
-                   timeout: float = 1800.0, poll: float = 0.05) -> str:
+def wait_for_state(
+    stub: Any,
+    experiment_id: int,
+    states: tuple[str, ...] = TERMINAL_STATES,
+    timeout: float = 1800.0,
+    poll: float = 0.05,
+) -> str:
     """Polls GetExperiment until the experiment is in one of `states`; returns it."""
     from determined.proto import api_pb2
 
@@ -104,9 +117,20 @@ def local_cluster(
     data_dir = Path("/tmp") / f"det-bench-{uuid.uuid4().hex[:8]}"
     master_port, postgres_port, nats_port = free_port(), free_port(), free_port()
     env = dict(os.environ, DET_MASTER=f"localhost:{master_port}")
-    up = ["deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--no-gpu",
-          "--master-port", str(master_port), "--nats-port", str(nats_port),
-          "--postgres-port", str(postgres_port)]
+    up = [
+        "deploy",
+        "local",
+        "cluster-up",
+        "--data-dir",
+        str(data_dir),
+        "--no-gpu",
+        "--master-port",
+        str(master_port),
+        "--nats-port",
+        str(nats_port),
+        "--postgres-port",
+        str(postgres_port),
+    ]
     if gpu:
         up.remove("--no-gpu")
     if cpu_slots is not None:

@@ -72,9 +72,13 @@ async def ensure_log(nats_url: str, events: int, seed: int) -> tuple[str, int]:
     try:
         last = await store.last_sequence()
         if 0 < last < events:
-            raise SystemExit(f"the log in namespace {namespace} is incomplete ({last:,} events): run with --fresh")
+            raise SystemExit(
+                f"the log in namespace {namespace} is incomplete ({last:,} events): run with --fresh"
+            )
         if last == 0:
-            print(f"# generating a {events:,}-event log into namespace {namespace}", file=sys.stderr, flush=True)
+            print(
+                f"# generating a {events:,}-event log into namespace {namespace}", file=sys.stderr, flush=True
+            )
             print(describe(await append_log(nats_url, namespace, events, seed)), file=sys.stderr, flush=True)
             last = await store.last_sequence()
     finally:

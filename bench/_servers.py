@@ -60,7 +60,12 @@ async def gateway_settings(nats_url: str, postgres_url: str, **settings: Any) ->
     finally:
         await connection.close()
     return GatewaySettings(
-        nats_url=nats_url, namespace=database, database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
-        gateway_port=free_port(), gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
+        nats_url=nats_url,
+        namespace=database,
+        database_url=postgres_url.rsplit("/", 1)[0] + f"/{database}",
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        grace_period_s=0.1,
         **settings,
     )

@@ -30,8 +30,9 @@ from _report import busy_cpu_s, emit, log, wait_for_quiet
 CONTEXT = Path(__file__).resolve().parent / "asha_digits"
 
 
-def stop_chain(events: list[dict[str, Any]], experiment_id: int,
-               epochs_by_trial: dict[int, int]) -> dict[str, Any]:
+def stop_chain(
+    events: list[dict[str, Any]], experiment_id: int, epochs_by_trial: dict[int, int]
+) -> dict[str, Any]:
     """How long ASHA takes to stop a trial, from the event log (medians, ms): the trial's
     report call (the validation's reported_at_ns) -> its TrialValidationReported appended ->
     the searcher's TrialStopRequested (whose cause is that validation) -> the lifecycle's
@@ -47,7 +48,10 @@ def stop_chain(events: list[dict[str, Any]], experiment_id: int,
             v = e["trial_validation_reported"]
             if int(v.get("experiment_id", 0)) == experiment_id and "reported_at_ns" in v:
                 report_to_appended.append(int(e["occurred_at_ns"]) - int(v["reported_at_ns"]))
-        elif "trial_stop_requested" in e and int(e["trial_stop_requested"].get("experiment_id", 0)) == experiment_id:
+        elif (
+            "trial_stop_requested" in e
+            and int(e["trial_stop_requested"].get("experiment_id", 0)) == experiment_id
+        ):
             cause = by_id.get(e.get("causation_id", ""))
             for _ in range(3):  # a Stop decided with a Create names the TrialCreated as its cause
                 if cause is None or "trial_validation_reported" in cause:
@@ -73,10 +77,15 @@ def stop_chain(events: list[dict[str, Any]], experiment_id: int,
     for e in events:
         v = e.get("trial_validation_reported")
         if v and int(v.get("experiment_id", 0)) == experiment_id and "reported_at_ns" in v:
-            last_report[int(v["trial_id"])] = max(last_report.get(int(v["trial_id"]), 0), int(v["reported_at_ns"]))
-    report_to_exited = [int(e["occurred_at_ns"]) - last_report[int(e["allocation_exited"]["allocation_id"].split(".")[0])]
-                        for e in events if "allocation_exited" in e
-                        and int(e["allocation_exited"]["allocation_id"].split(".")[0]) in last_report]
+            last_report[int(v["trial_id"])] = max(
+                last_report.get(int(v["trial_id"]), 0), int(v["reported_at_ns"])
+            )
+    report_to_exited = [
+        int(e["occurred_at_ns"]) - last_report[int(e["allocation_exited"]["allocation_id"].split(".")[0])]
+        for e in events
+        if "allocation_exited" in e
+        and int(e["allocation_exited"]["allocation_id"].split(".")[0]) in last_report
+    ]
 
     def median_ms(values: list[int]) -> float | None:
         return round(statistics.median(values) / 1e6, 2) if values else None
@@ -96,9 +105,16 @@ def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
     waited = wait_for_quiet()
     busy0 = busy_cpu_s()
     start = time.perf_counter()
-    out = cluster.det("experiment", "create", str(CONTEXT / "adaptive.yaml"), str(CONTEXT),
-                      "--config", f"reproducibility.experiment_seed={seed}",
-                      "--config", f"searcher.mode={mode}")
+    out = cluster.det(
+        "experiment",
+        "create",
+        str(CONTEXT / "adaptive.yaml"),
+        str(CONTEXT),
+        "--config",
+        f"reproducibility.experiment_seed={seed}",
+        "--config",
+        f"searcher.mode={mode}",
+    )
     experiment_id = created_experiment_id(out)
     state = wait_for_state(cluster.stub(), experiment_id, timeout=1800)
     wall_s = time.perf_counter() - start
@@ -107,8 +123,12 @@ def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
     described = cluster.det_json("experiment", "describe", str(experiment_id))
     trials = cluster.det_json("experiment", "list-trials", str(experiment_id))
     events = cluster.events("validation", "trial", "allocation")
-    validations = [e["trial_validation_reported"] for e in events if "trial_validation_reported" in e
-                   and int(e["trial_validation_reported"].get("experiment_id", 0)) == experiment_id]
+    validations = [
+        e["trial_validation_reported"]
+        for e in events
+        if "trial_validation_reported" in e
+        and int(e["trial_validation_reported"].get("experiment_id", 0)) == experiment_id
+    ]
     epochs_by_trial: dict[int, int] = {}
     best = None
     for v in validations:
@@ -123,8 +143,10 @@ def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
         best_by_trial[trial_id] = max(best_by_trial.get(trial_id, 0.0), accuracy)
     for t in sorted(trials, key=lambda t: t["id"]):
         hp = t["hparams"]
-        log(f"trial {t['id']}: lr {hp['lr']:.2e} hidden {hp['hidden']:>3}: {epochs_by_trial.get(t['id'], 0):>2} "
-            f"epochs, best accuracy {best_by_trial.get(t['id'], 0.0):.4f}; {t['state']} ({t.get('end_reason', '')})")
+        log(
+            f"trial {t['id']}: lr {hp['lr']:.2e} hidden {hp['hidden']:>3}: {epochs_by_trial.get(t['id'], 0):>2} "
+            f"epochs, best accuracy {best_by_trial.get(t['id'], 0.0):.4f}; {t['state']} ({t.get('end_reason', '')})"
+        )
     trial_states: dict[str, int] = {}
     for t in trials:
         trial_states[t["state"]] = trial_states.get(t["state"], 0) + 1
@@ -151,20 +173,33 @@ def one_rep(cluster: BenchCluster, seed: int, mode: str) -> dict[str, Any]:
     for t in trials:  # show why a trial failed: the figure is not worth much otherwise
         if t["restarts"] or t["state"] != "COMPLETED":
             logs = cluster.det("trial", "logs", str(t["id"])).splitlines()
-            log(f"trial {t['id']} {t['state']} ({t.get('end_reason', '')}), {t['restarts']} restarts; "
-                f"the end of its logs:\n" + "\n".join(logs[-25:]))
+            log(
+                f"trial {t['id']} {t['state']} ({t.get('end_reason', '')}), {t['restarts']} restarts; "
+                f"the end of its logs:\n" + "\n".join(logs[-25:])
+            )
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument("--fork-trials", action="store_true",
-                        help="cluster-up --fork-trials: trials start from the agent's warm fork server")
+    parser.add_argument(
+        "--fork-trials",
+        action="store_true",
+        help="cluster-up --fork-trials: trials start from the agent's warm fork server",
+    )
     parser.add_argument("--seed", type=int, default=0, help="reproducibility.experiment_seed")
-    parser.add_argument("--mode", default="standard", choices=["aggressive", "standard", "conservative"],
-                        help="searcher.mode: aggressive is one bracket, the shape of Ray's ASHA")
-    parser.add_argument("--vary-seed", action="store_true", help="rep i uses seed + i (default: the same seed)")
+    parser.add_argument(
+        "--mode",
+        default="standard",
+        choices=["aggressive", "standard", "conservative"],
+        help="searcher.mode: aggressive is one bracket, the shape of Ray's ASHA",
+    )
+    parser.add_argument(
+        "--vary-seed", action="store_true", help="rep i uses seed + i (default: the same seed)"
+    )
     args = parser.parse_args()
     try:
         import sklearn  # noqa: F401

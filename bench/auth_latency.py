@@ -53,7 +53,9 @@ async def timed(call: Callable[[], Awaitable[object]], count: int) -> list[float
 async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> None:
     settings = await gateway_settings(nats_url, postgres_url, initial_user_password=PASSWORD)
     gateway = await Gateway.start(settings)
-    anonymous = await Gateway.start(settings.model_copy(update={"gateway_port": free_port(), "allow_anonymous": True}))
+    anonymous = await Gateway.start(
+        settings.model_copy(update={"gateway_port": free_port(), "allow_anonymous": True})
+    )
     try:
         async with (
             grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel,
@@ -61,7 +63,9 @@ async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> N
         ):
             api = api_pb2_grpc.DeterminedStub(channel)
             anonymous_api = api_pb2_grpc.DeterminedStub(anonymous_channel)
-            login = api_pb2.LoginRequest(username="determined", password=salted_hash(PASSWORD), is_hashed=True)
+            login = api_pb2.LoginRequest(
+                username="determined", password=salted_hash(PASSWORD), is_hashed=True
+            )
             logins = await timed(lambda: api.Login(login), args.logins)
             token = (await api.Login(login)).token
             metadata = (("authorization", f"Bearer {token}"),)

@@ -86,7 +86,9 @@ def check(target: Path, digests: dict[str, str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mib", type=int, default=200)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--reps", type=int, default=3)

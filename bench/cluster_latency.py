@@ -79,7 +79,9 @@ def wait_until_ended(stub: object, experiment_id: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
     with local_cluster() as cluster, tempfile.TemporaryDirectory() as folder:
@@ -87,7 +89,9 @@ def main() -> None:
         (Path(folder) / "train.py").write_text(TRAIN_PY)
         (Path(folder) / "const.yaml").write_text(CONFIG)
         print(f"det --help cold start:            {cold_start(env, ['--help'], runs) * 1000:7.0f} ms")
-        print(f"det experiment list cold start:   {cold_start(env, ['experiment', 'list'], runs) * 1000:7.0f} ms")
+        print(
+            f"det experiment list cold start:   {cold_start(env, ['experiment', 'list'], runs) * 1000:7.0f} ms"
+        )
         returned, invoked = first_metric_latency(env, Path(folder), runs)
         print(f"create returned -> first metric:  {returned * 1000:7.0f} ms")
         print(f"create invoked  -> first metric:  {invoked * 1000:7.0f} ms")

@@ -42,8 +42,18 @@ def create(cluster: BenchCluster, folder: Path) -> tuple[float, float, float, in
     invoked = time.time()
     start = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "determined.cli", "experiment", "create", str(folder / "const.yaml"), str(folder)],
-        env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "determined.cli",
+            "experiment",
+            "create",
+            str(folder / "const.yaml"),
+            str(folder),
+        ],
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert process.stdout is not None and process.stderr is not None
     out, error = process.stdout.read(), process.stderr.read()
@@ -78,9 +88,15 @@ def main() -> None:
             wait_for_quiet()
             invoked, wall, rss, experiment_id = create(cluster, folder)
             started = trial_started_at(cluster, experiment_id) - invoked
-            runs.append({"context_mib": round(size / 2**20, 1), "create_s": round(wall, 2),
-                         "upload_mib_s": round(size / 2**20 / wall, 1), "cli_peak_rss_mib": round(rss, 1),
-                         "trial_started_s": round(started, 2)})
+            runs.append(
+                {
+                    "context_mib": round(size / 2**20, 1),
+                    "create_s": round(wall, 2),
+                    "upload_mib_s": round(size / 2**20 / wall, 1),
+                    "cli_peak_rss_mib": round(rss, 1),
+                    "trial_started_s": round(started, 2),
+                }
+            )
             log(f"rep {rep}: {runs[-1]}")
     emit("context_upload", runs)
 

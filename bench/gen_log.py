@@ -65,9 +65,9 @@ PUBLISH_WINDOW = 2000
 
 SEARCHERS = {
     "adaptive_asha": "name: adaptive_asha\n  time_metric: batches\n  max_time: {max_time}\n"
-                     "  max_trials: {max_trials}\n  max_concurrent_trials: 8",
+    "  max_trials: {max_trials}\n  max_concurrent_trials: 8",
     "random": "name: random\n  max_length: {{batches: {max_time}}}\n  max_trials: {max_trials}\n"
-              "  max_concurrent_trials: 4",
+    "  max_concurrent_trials: 4",
     "single": "name: single\n  max_length: {{batches: {max_time}}}",
 }
 CONFIG = """name: bench-{number}
@@ -174,8 +174,14 @@ class Cluster:
         """Appends one event: folds it into every core that reads its kind and
         lets the agent, its trial processes and the users react."""
         if self._cause is not None and not append.causation_id:
-            append = Append(append.aggregate, append.payload, append.msg_id, append.expected_version,
-                            self._cause.event_id, self._cause.correlation_id or self._cause.event_id)
+            append = Append(
+                append.aggregate,
+                append.payload,
+                append.msg_id,
+                append.expected_version,
+                self._cause.event_id,
+                self._cause.correlation_id or self._cause.event_id,
+            )
         envelope = wrap(append, actor=actor, occurred_at_ns=self.now)
         self.sequence += 1
         self.versions[append.aggregate] = self.sequence
@@ -239,17 +245,28 @@ class Cluster:
         number = self.next_experiment
         self.next_experiment += 1
         searcher = self.rng.choices(list(SEARCHERS), weights=[70, 20, 10])[0]
-        max_time = self.rng.choice([400, 800, 1600]) if searcher == "adaptive_asha" else self.rng.choice([200, 400])
-        searcher_yaml = SEARCHERS[searcher].format(max_time=max_time, max_trials=self.rng.choice([16, 32, 64]))
+        max_time = (
+            self.rng.choice([400, 800, 1600]) if searcher == "adaptive_asha" else self.rng.choice([200, 400])
+        )
+        searcher_yaml = SEARCHERS[searcher].format(
+            max_time=max_time, max_trials=self.rng.choice([16, 32, 64])
+        )
         config_yaml = CONFIG.format(number=number, searcher=searcher, searcher_yaml=searcher_yaml)
         config = commands.validate_config(
-            config_yaml, checkpoint_host_path="/data/checkpoints", experiment_seed=self.rng.randrange(2**31),
+            config_yaml,
+            checkpoint_host_path="/data/checkpoints",
+            experiment_seed=self.rng.randrange(2**31),
             name=f"bench-{number}",
         )
         request_id = uuid.UUID(int=self.rng.getrandbits(128)).hex
         created = commands.experiment_created(
-            number, request_id, config, owner="determined", context_hash=f"{self.rng.getrandbits(256):064x}",
-            context_size=self.rng.randrange(10_000, 5_000_000), activate=True,
+            number,
+            request_id,
+            config,
+            owner="determined",
+            context_hash=f"{self.rng.getrandbits(256):064x}",
+            context_size=self.rng.randrange(10_000, 5_000_000),
+            activate=True,
         )
         self.experiments[number] = ExperimentPlan(
             number,
@@ -300,8 +317,12 @@ class Cluster:
     def _register_agent(self, agent_id: str) -> None:
         slots = [events_pb2.Slot(slot_id=n, type="cpu", device=f"cpu{n}") for n in range(SLOTS_PER_AGENT)]
         event = events_pb2.AgentRegistered(agent_id=agent_id, hostname=agent_id, slots=slots)
-        self.step(Append(f"agent/{agent_id}", event, f"agent-registered-{agent_id}-{self.rng.getrandbits(48):012x}"),
-                  "service:agent")
+        self.step(
+            Append(
+                f"agent/{agent_id}", event, f"agent-registered-{agent_id}-{self.rng.getrandbits(48):012x}"
+            ),
+            "service:agent",
+        )
 
     def _react(self, envelope: Envelope) -> None:
         field_name = envelope.WhichOneof("payload")
@@ -337,7 +358,8 @@ class Cluster:
                 self.searcher_stopped.discard(event.trial_id)
                 self.progress_reported.pop(event.trial_id, None)
             case "experiment_state_changed" if event.state in (
-                events_pb2.EXPERIMENT_STATE_COMPLETED, events_pb2.EXPERIMENT_STATE_CANCELED,
+                events_pb2.EXPERIMENT_STATE_COMPLETED,
+                events_pb2.EXPERIMENT_STATE_CANCELED,
                 events_pb2.EXPERIMENT_STATE_ERROR,
             ):
                 self.experiments.pop(event.experiment_id, None)
@@ -350,21 +372,34 @@ class Cluster:
             return
         length = launch.searcher_length or 100
         run = Run(
-            launch, allocation_id, agent_id, steps=launch.steps_completed, length=length,
-            report_every=plan.report_every, batch_s=plan.batch_s, hparams=json.loads(launch.hparams_json),
+            launch,
+            allocation_id,
+            agent_id,
+            steps=launch.steps_completed,
+            length=length,
+            report_every=plan.report_every,
+            batch_s=plan.batch_s,
+            hparams=json.loads(launch.hparams_json),
             fails_at=launch.steps_completed + self.rng.randrange(1, 200) if self._incident(0.02) else None,
             invalid_hp=self._incident(0.005),
         )
         self.runs[allocation_id] = run
         started = events_pb2.AllocationStarted(
-            allocation_id=allocation_id, trial_id=launch.trial_id, agent_id=agent_id, pid=self.rng.randrange(1000, 99999)
+            allocation_id=allocation_id,
+            trial_id=launch.trial_id,
+            agent_id=agent_id,
+            pid=self.rng.randrange(1000, 99999),
         )
-        self.step(Append(f"allocation/{allocation_id}", started, f"allocation-started-{allocation_id}"),
-                  "service:agent")
+        self.step(
+            Append(f"allocation/{allocation_id}", started, f"allocation-started-{allocation_id}"),
+            "service:agent",
+        )
         if launch.trial_run_id == 1 and self.rng.random() < 0.1:
             self._trial_status(run, "loading data")
         if self._incident(0.001):
-            self.later(self.rng.uniform(1, 100), lambda: self._kill_trial(launch.trial_id, launch.experiment_id))
+            self.later(
+                self.rng.uniform(1, 100), lambda: self._kill_trial(launch.trial_id, launch.experiment_id)
+            )
         self.later(self.rng.uniform(2, 10), lambda: self._tick(run))
 
     def _tick(self, run: Run) -> None:
@@ -390,14 +425,30 @@ class Cluster:
         run.steps = steps
         if run.fails_at is not None and steps >= run.fails_at:
             run.exiting = True
-            self._exit(run, exit_code=1, error="RuntimeError: CUDA error: an illegal memory access was encountered")
+            self._exit(
+                run, exit_code=1, error="RuntimeError: CUDA error: an illegal memory access was encountered"
+            )
             return
-        self._report(run, "training", {"loss": self._loss(run), "accuracy": 1 - self._loss(run) / 3,
-                                       "learning_rate": run.hparams.get("learning_rate", 0.01),
-                                       "grad_norm": round(self.rng.uniform(0.1, 5), 4)})
+        self._report(
+            run,
+            "training",
+            {
+                "loss": self._loss(run),
+                "accuracy": 1 - self._loss(run) / 3,
+                "learning_rate": run.hparams.get("learning_rate", 0.01),
+                "grad_norm": round(self.rng.uniform(0.1, 5), 4),
+            },
+        )
         if steps % VALIDATION_PERIOD == 0 or steps == run.length:
-            self._report(run, "validation", {"validation_loss": self._loss(run) * 1.1,
-                                             "validation_accuracy": 1 - self._loss(run) / 2.5, "batches": steps})
+            self._report(
+                run,
+                "validation",
+                {
+                    "validation_loss": self._loss(run) * 1.1,
+                    "validation_accuracy": 1 - self._loss(run) / 2.5,
+                    "batches": steps,
+                },
+            )
             self._progress(run)
         if steps % CHECKPOINT_PERIOD == 0:
             self._checkpoint(run)
@@ -409,11 +460,15 @@ class Cluster:
 
     def _report(self, run: Run, group: str, metrics: dict[str, Any]) -> None:
         run.batch_seq += 1
-        report = events_pb2.MetricReport(group=group, steps_completed=run.steps, metrics_json=json.dumps(metrics),
-                                         reported_at_ns=self.now)
+        report = events_pb2.MetricReport(
+            group=group, steps_completed=run.steps, metrics_json=json.dumps(metrics), reported_at_ns=self.now
+        )
         request = api_pb2.ReportMetricsRequest(
-            trial_id=run.launch.trial_id, trial_run_id=run.launch.trial_run_id, batch_seq=run.batch_seq,
-            reporter_id=run.allocation_id, reports=[report],
+            trial_id=run.launch.trial_id,
+            trial_run_id=run.launch.trial_run_id,
+            batch_seq=run.batch_seq,
+            reporter_id=run.allocation_id,
+            reports=[report],
         )
         for append in commands.metrics_reported(request, run.launch.experiment_id):
             self.step(append, f"trial:{run.launch.trial_id}")
@@ -427,23 +482,34 @@ class Cluster:
         if progress not in reported:
             reported.add(progress)
             request = api_pb2.ReportProgressRequest(trial_id=run.launch.trial_id, progress=progress)
-            self.step(commands.progress_reported(request, run.launch.experiment_id), f"trial:{run.launch.trial_id}")
+            self.step(
+                commands.progress_reported(request, run.launch.experiment_id), f"trial:{run.launch.trial_id}"
+            )
 
     def _trial_status(self, run: Run, status: str) -> None:
         event = events_pb2.TrialStatusReported(
             trial_id=run.launch.trial_id, experiment_id=run.launch.experiment_id, status=status
         )
-        self.step(Append(f"trial/{run.launch.trial_id}", event, f"status-{run.launch.trial_id}-{run.allocation_id}-1"),
-                  f"trial:{run.launch.trial_id}")
+        self.step(
+            Append(
+                f"trial/{run.launch.trial_id}", event, f"status-{run.launch.trial_id}-{run.allocation_id}-1"
+            ),
+            f"trial:{run.launch.trial_id}",
+        )
 
     def _checkpoint(self, run: Run) -> None:
         checkpoint_uuid = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         request = api_pb2.ReportCheckpointRequest(
-            trial_id=run.launch.trial_id, allocation_id=run.allocation_id, uuid=checkpoint_uuid,
+            trial_id=run.launch.trial_id,
+            allocation_id=run.allocation_id,
+            uuid=checkpoint_uuid,
             steps_completed=run.steps,
             metadata_json=json.dumps({"steps_completed": run.steps, "framework": "torch-2.13.0"}, indent=2),
-            resources={"model.pt": self.rng.randrange(10**6, 10**8), "optimizer.pt": self.rng.randrange(10**6, 10**8),
-                       "metadata.json": 64},
+            resources={
+                "model.pt": self.rng.randrange(10**6, 10**8),
+                "optimizer.pt": self.rng.randrange(10**6, 10**8),
+                "metadata.json": 64,
+            },
         )
         append = commands.checkpoint_reported(request, run.launch.experiment_id, reported_at_ns=self.now)
         self.step(append, f"trial:{run.launch.trial_id}")
@@ -453,9 +519,13 @@ class Cluster:
         trial resumes later; the searcher's stop is not (the trial is done)."""
         run.exiting = True
         if run.launch.trial_id not in self.searcher_stopped:
-            ack = events_pb2.AllocationStopAcknowledged(allocation_id=run.allocation_id, task_id=str(run.launch.trial_id))
-            self.step(Append(f"allocation/{run.allocation_id}", ack, f"stop-ack-{run.allocation_id}"),
-                      f"trial:{run.launch.trial_id}")
+            ack = events_pb2.AllocationStopAcknowledged(
+                allocation_id=run.allocation_id, task_id=str(run.launch.trial_id)
+            )
+            self.step(
+                Append(f"allocation/{run.allocation_id}", ack, f"stop-ack-{run.allocation_id}"),
+                f"trial:{run.launch.trial_id}",
+            )
             self._checkpoint(run)
         elif self.rng.random() < 0.5:
             self._checkpoint(run)
@@ -466,8 +536,10 @@ class Cluster:
         event = events_pb2.TrialEarlyExitReported(
             trial_id=run.launch.trial_id, experiment_id=run.launch.experiment_id, reason="INVALID_HP"
         )
-        self.step(Append(f"trial/{run.launch.trial_id}", event, f"early-exit-{run.launch.trial_id}"),
-                  f"trial:{run.launch.trial_id}")
+        self.step(
+            Append(f"trial/{run.launch.trial_id}", event, f"early-exit-{run.launch.trial_id}"),
+            f"trial:{run.launch.trial_id}",
+        )
         self.later(0.5, lambda: self._exit(run, exit_code=0))
 
     def _exit(self, run: Run, exit_code: int, killed: bool = False, error: str = "") -> None:
@@ -475,11 +547,19 @@ class Cluster:
             return
         run.exiting = True
         event = events_pb2.AllocationExited(
-            allocation_id=run.allocation_id, trial_id=run.launch.trial_id, experiment_id=run.launch.experiment_id,
-            agent_id=run.agent_id, exit_code=exit_code, killed=killed, error=error, task_id=str(run.launch.trial_id),
+            allocation_id=run.allocation_id,
+            trial_id=run.launch.trial_id,
+            experiment_id=run.launch.experiment_id,
+            agent_id=run.agent_id,
+            exit_code=exit_code,
+            killed=killed,
+            error=error,
+            task_id=str(run.launch.trial_id),
         )
-        self.step(Append(f"allocation/{run.allocation_id}", event, f"allocation-exited-{run.allocation_id}"),
-                  "service:agent")
+        self.step(
+            Append(f"allocation/{run.allocation_id}", event, f"allocation-exited-{run.allocation_id}"),
+            "service:agent",
+        )
 
 
 def generate(events: int, seed: int = 0, incidents: float = 1.0) -> Iterator[LogEntry]:
@@ -524,7 +604,11 @@ async def append_log(
             if len(pending) >= PUBLISH_WINDOW:
                 await _acked(pending)
             if count % 100_000 == 0:
-                print(f"# {count:,} events appended ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"# {count:,} events appended ({time.monotonic() - started:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         await _acked(pending)
     finally:
         await nc.drain()
@@ -564,13 +648,21 @@ def main() -> None:
     parser.add_argument("--jsonl", help="write the log to this file instead (JSON lines)")
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--incidents", type=float, default=1.0,
-                        help="multiplies how often pauses, kills, failures and invalid hyperparameters happen")
+    parser.add_argument(
+        "--incidents",
+        type=float,
+        default=1.0,
+        help="multiplies how often pauses, kills, failures and invalid hyperparameters happen",
+    )
     args = parser.parse_args()
     if args.jsonl:
-        print(f"wrote {write_jsonl(args.jsonl, args.events, args.seed, args.incidents):,} events to {args.jsonl}")
+        print(
+            f"wrote {write_jsonl(args.jsonl, args.events, args.seed, args.incidents):,} events to {args.jsonl}"
+        )
     elif args.nats_url:
-        appended = asyncio.run(append_log(args.nats_url, args.namespace, args.events, args.seed, args.incidents))
+        appended = asyncio.run(
+            append_log(args.nats_url, args.namespace, args.events, args.seed, args.incidents)
+        )
         print(describe(appended))
     else:
         parser.error("give --nats-url or --jsonl")

@@ -30,21 +30,34 @@ def batches(trial_id: int, values: int, reports_per_batch: int) -> list[api_pb2.
     metrics = json.dumps({f"metric_{i}": 0.5 + i for i in range(VALUES_PER_REPORT)})
     requests = []
     for batch_seq, first in enumerate(range(0, reports, reports_per_batch), start=1):
-        batch = [events_pb2.MetricReport(group="training", steps_completed=step + 1, metrics_json=metrics,
-                                         reported_at_ns=time.time_ns())
-                 for step in range(first, min(first + reports_per_batch, reports))]
-        requests.append(api_pb2.ReportMetricsRequest(trial_id=trial_id, trial_run_id=1, batch_seq=batch_seq,
-                                                     reports=batch))
+        batch = [
+            events_pb2.MetricReport(
+                group="training",
+                steps_completed=step + 1,
+                metrics_json=metrics,
+                reported_at_ns=time.time_ns(),
+            )
+            for step in range(first, min(first + reports_per_batch, reports))
+        ]
+        requests.append(
+            api_pb2.ReportMetricsRequest(
+                trial_id=trial_id, trial_run_id=1, batch_seq=batch_seq, reports=batch
+            )
+        )
     return requests
 
 
 async def one_run(gateway: Gateway, trial_id: int, values: int, reports_per_batch: int) -> float:
     """Metric values per second from the first report to the last row stored."""
     created = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=1)
-    await gateway.store.append(Append(f"trial/{trial_id}", created, f"trial-{trial_id}"), actor="service:bench")
+    await gateway.store.append(
+        Append(f"trial/{trial_id}", created, f"trial-{trial_id}"), actor="service:bench"
+    )
     # Reports are accepted only from the trial's current, open allocation.
     launch = events_pb2.TrialLaunch(experiment_id=1, trial_id=trial_id, trial_run_id=1)
-    requested = events_pb2.AllocationRequested(allocation_id=f"{trial_id}.1", task_id=str(trial_id), trial=launch)
+    requested = events_pb2.AllocationRequested(
+        allocation_id=f"{trial_id}.1", task_id=str(trial_id), trial=launch
+    )
     await gateway.store.append(
         Append(f"allocation/{trial_id}.1", requested, f"requested-{trial_id}"), actor="service:bench"
     )
@@ -57,9 +70,12 @@ async def one_run(gateway: Gateway, trial_id: int, values: int, reports_per_batc
         started = time.perf_counter()
         for request in requests:
             await api.ReportMetrics(request, metadata=(("x-allocation-token", token),))
-        while await gateway.pool.fetchval(
-            "SELECT count(*) FROM read_model.metrics WHERE trial_id = $1", trial_id
-        ) < expected_rows:
+        while (
+            await gateway.pool.fetchval(
+                "SELECT count(*) FROM read_model.metrics WHERE trial_id = $1", trial_id
+            )
+            < expected_rows
+        ):
             await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
     return expected_rows * VALUES_PER_REPORT / elapsed

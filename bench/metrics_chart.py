@@ -36,7 +36,9 @@ async def given_trial(gateway: Gateway, points: int) -> None:
     created = events_pb2.TrialCreated(trial_id=1, experiment_id=1, hparams_json="{}")
     await gateway.store.append(Append("trial/1", created, "trial-1"), actor="service:bench")
     launch = events_pb2.TrialLaunch(experiment_id=1, trial_id=1, trial_run_id=1)
-    requested = events_pb2.AllocationRequested(allocation_id="1.1", task_id="1", task_type="TRIAL", trial=launch)
+    requested = events_pb2.AllocationRequested(
+        allocation_id="1.1", task_id="1", task_type="TRIAL", trial=launch
+    )
     await gateway.store.append(Append("allocation/1.1", requested, "requested-1"), actor="service:bench")
     await gateway.projector.catch_up()
     token = mint_allocation_token(SECRET, 1, "1.1")
@@ -46,13 +48,20 @@ async def given_trial(gateway: Gateway, points: int) -> None:
         for batch_seq, first in enumerate(range(1, points + 1, REPORTS_PER_BATCH), start=1):
             reports = [
                 events_pb2.MetricReport(
-                    group="training", steps_completed=step,
-                    metrics_json=json.dumps({"loss": math.exp(-step / 200_000) + 0.05 * math.sin(step / 5000),
-                                             "accuracy": 1 - math.exp(-step / 100_000)}),
+                    group="training",
+                    steps_completed=step,
+                    metrics_json=json.dumps(
+                        {
+                            "loss": math.exp(-step / 200_000) + 0.05 * math.sin(step / 5000),
+                            "accuracy": 1 - math.exp(-step / 100_000),
+                        }
+                    ),
                 )
                 for step in range(first, min(first + REPORTS_PER_BATCH, points + 1))
             ]
-            request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=1, batch_seq=batch_seq, reports=reports)
+            request = api_pb2.ReportMetricsRequest(
+                trial_id=1, trial_run_id=1, batch_seq=batch_seq, reports=reports
+            )
             await api.ReportMetrics(request, metadata=(("x-allocation-token", token),))
     await gateway.projector.catch_up(timeout_s=600.0)
     stored = await gateway.pool.fetchval("SELECT count(*) FROM read_model.metrics WHERE trial_id = 1")
@@ -63,7 +72,8 @@ async def timed_requests(gateway: Gateway, requests: int, max_points: int) -> li
     assert gateway.http is not None
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=60) as http:
         login = await http.post(
-            "/api/v1/auth/login", json={"username": "admin", "password": salted_hash(PASSWORD), "isHashed": True}
+            "/api/v1/auth/login",
+            json={"username": "admin", "password": salted_hash(PASSWORD), "isHashed": True},
         )
         headers = {"authorization": f"Bearer {login.json()['token']}"}
         seconds = []
@@ -74,7 +84,9 @@ async def timed_requests(gateway: Gateway, requests: int, max_points: int) -> li
             )
             chart = answer.json()
             seconds.append(time.perf_counter() - started)
-        print(f"answer: {len(chart['steps'])} of {chart['totalPoints']:,} points, {len(answer.content):,} bytes")
+        print(
+            f"answer: {len(chart['steps'])} of {chart['totalPoints']:,} points, {len(answer.content):,} bytes"
+        )
         return seconds
 
 

@@ -87,62 +87,110 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    ours_asha, ray_asha = figure(results, "asha_digits", "wall_s"), figure(results, "ray_digits_asha", "wall_s")
-    ours_ep, ray_ep = (figure(results, "asha_digits", "total_epochs"),
-                       figure(results, "ray_digits_asha", "total_epochs"))
-    ours_acc, ray_acc = (figure(results, "asha_digits", "best_accuracy"),
-                         figure(results, "ray_digits_asha", "best_val_acc"))
+    ours_asha, ray_asha = (
+        figure(results, "asha_digits", "wall_s"),
+        figure(results, "ray_digits_asha", "wall_s"),
+    )
+    ours_ep, ray_ep = (
+        figure(results, "asha_digits", "total_epochs"),
+        figure(results, "ray_digits_asha", "total_epochs"),
+    )
+    ours_acc, ray_acc = (
+        figure(results, "asha_digits", "best_accuracy"),
+        figure(results, "ray_digits_asha", "best_val_acc"),
+    )
     ours_ovh = figure(results, "trial_overhead", "wall_s")
     fifo, reuse = figure(results, "ray_fifo", "wall_s"), figure(results, "ray_fifo_reuse", "wall_s")
     per_trial = figure(results, "trial_overhead", "per_trial_s")
     rows = [
-        ("ASHA digits: wall, create → COMPLETED (s)", fmt(ours_asha), f"{fmt(ray_asha)} (Tuner.fit)",
-         ratio(ours_asha, ray_asha)),
-        ("ASHA digits: epochs trained, all trials", fmt(ours_ep, digits=0), fmt(ray_ep, digits=0),
-         ratio(ours_ep, ray_ep)),
-        ("ASHA digits: best validation accuracy (≥ 0.99?)",
-         fmt(ours_acc, digits=4) + ("" if ours_acc is None else (" ✓" if ours_acc >= 0.99 else " ✗")),
-         fmt(ray_acc, digits=4), "—"),
-        ("64 trivial trials, 2 at a time: wall (s)", fmt(ours_ovh),
-         f"fifo {fmt(fifo)} / reuse_actors {fmt(reuse)}",
-         f"{ratio(ours_ovh, fifo)} fifo / {ratio(ours_ovh, reuse)} reuse"),
-        ("… per trial (s)", fmt(per_trial, digits=3),
-         (f"fifo {fmt(None if fifo is None else fifo / 64, digits=3)} / reuse "
-          f"{fmt(None if reuse is None else reuse / 64, digits=3)}"), "—"),
+        (
+            "ASHA digits: wall, create → COMPLETED (s)",
+            fmt(ours_asha),
+            f"{fmt(ray_asha)} (Tuner.fit)",
+            ratio(ours_asha, ray_asha),
+        ),
+        (
+            "ASHA digits: epochs trained, all trials",
+            fmt(ours_ep, digits=0),
+            fmt(ray_ep, digits=0),
+            ratio(ours_ep, ray_ep),
+        ),
+        (
+            "ASHA digits: best validation accuracy (≥ 0.99?)",
+            fmt(ours_acc, digits=4) + ("" if ours_acc is None else (" ✓" if ours_acc >= 0.99 else " ✗")),
+            fmt(ray_acc, digits=4),
+            "—",
+        ),
+        (
+            "64 trivial trials, 2 at a time: wall (s)",
+            fmt(ours_ovh),
+            f"fifo {fmt(fifo)} / reuse_actors {fmt(reuse)}",
+            f"{ratio(ours_ovh, fifo)} fifo / {ratio(ours_ovh, reuse)} reuse",
+        ),
+        (
+            "… per trial (s)",
+            fmt(per_trial, digits=3),
+            (
+                f"fifo {fmt(None if fifo is None else fifo / 64, digits=3)} / reuse "
+                f"{fmt(None if reuse is None else reuse / 64, digits=3)}"
+            ),
+            "—",
+        ),
     ]
     forked_asha = figure(results, "asha_digits_forked", "wall_s")
     forked_ovh = figure(results, "trial_overhead_forked", "wall_s")
     rows += [
-        ("with --fork-trials: ASHA digits wall (s)", fmt(forked_asha), fmt(ray_asha), ratio(forked_asha, ray_asha)),
-        ("with --fork-trials: ASHA digits epochs / best accuracy",
-         (f"{fmt(figure(results, 'asha_digits_forked', 'total_epochs'), digits=0)} / "
-          f"{fmt(figure(results, 'asha_digits_forked', 'best_accuracy'), digits=4)}"), "—", "—"),
-        ("with --fork-trials: 64 trivial trials wall (s)", fmt(forked_ovh),
-         f"fifo {fmt(fifo)} / reuse_actors {fmt(reuse)}",
-         f"{ratio(forked_ovh, fifo)} fifo / {ratio(forked_ovh, reuse)} reuse"),
+        (
+            "with --fork-trials: ASHA digits wall (s)",
+            fmt(forked_asha),
+            fmt(ray_asha),
+            ratio(forked_asha, ray_asha),
+        ),
+        (
+            "with --fork-trials: ASHA digits epochs / best accuracy",
+            (
+                f"{fmt(figure(results, 'asha_digits_forked', 'total_epochs'), digits=0)} / "
+                f"{fmt(figure(results, 'asha_digits_forked', 'best_accuracy'), digits=4)}"
+            ),
+            "—",
+            "—",
+        ),
+        (
+            "with --fork-trials: 64 trivial trials wall (s)",
+            fmt(forked_ovh),
+            f"fifo {fmt(fifo)} / reuse_actors {fmt(reuse)}",
+            f"{ratio(forked_ovh, fifo)} fifo / {ratio(forked_ovh, reuse)} reuse",
+        ),
     ]
     stop = results.get("stop_latency")
     if stop:
-        for key, label in (("stop_requested_to_preempt_ms", "stop decision → should_preempt() true (ms)"),
-                           ("pause_invoked_to_preempt_ms", "`det e pause` invoked → should_preempt() true (ms)"),
-                           ("preempt_to_exited_ms", "should_preempt() → allocation exited (ms)"),
-                           ("activate_invoked_to_polling_ms", "`det e activate` → resumed trial polling (ms)")):
+        for key, label in (
+            ("stop_requested_to_preempt_ms", "stop decision → should_preempt() true (ms)"),
+            ("pause_invoked_to_preempt_ms", "`det e pause` invoked → should_preempt() true (ms)"),
+            ("preempt_to_exited_ms", "should_preempt() → allocation exited (ms)"),
+            ("activate_invoked_to_polling_ms", "`det e activate` → resumed trial polling (ms)"),
+        ):
             if f"{key}_median" in stop:
-                rows.append((label, f"median {fmt(stop[f'{key}_median'])}, p99 {fmt(stop[f'{key}_p99'])}",
-                             "—", "—"))
+                rows.append(
+                    (label, f"median {fmt(stop[f'{key}_median'])}, p99 {fmt(stop[f'{key}_p99'])}", "—", "—")
+                )
     lines = ["| figure | determined-es | Ray Tune (same run) | ratio ours/Ray |", "|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=1, help="reps of each bench (stop_latency: see below)")
     parser.add_argument("--stop-samples", type=int, default=20, help="pauses stop_latency measures")
     parser.add_argument("--only", nargs="+", choices=list(BENCHES), help="run only these")
     parser.add_argument("--out", type=Path, help="where results go (default /tmp/det-bench-peers-<time>)")
     parser.add_argument("--peers-dir", default=os.environ.get("PEERS_DIR", str(DEFAULT_PEERS_DIR)))
-    parser.add_argument("--peers-python", default=os.environ.get("PY", str(Path.home() / "peers-venv/bin/python")))
+    parser.add_argument(
+        "--peers-python", default=os.environ.get("PY", str(Path.home() / "peers-venv/bin/python"))
+    )
     parser.add_argument("--table", type=Path, metavar="DIR", help="only print the table of an earlier run")
     args = parser.parse_args()
     if args.table:

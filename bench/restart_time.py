@@ -44,7 +44,14 @@ def ready(cluster: BenchCluster, name: str) -> bool:
     if name == "nats-server":
         return port_answers(cluster.nats_port)
     if name == "postgres":
-        check = [str(postgres_bin_dir() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(cluster.postgres_port)]
+        check = [
+            str(postgres_bin_dir() / "pg_isready"),
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(cluster.postgres_port),
+        ]
         return subprocess.run(check, check=False).returncode == 0
     return (cluster.data_dir / "run" / f"{name}.ready").exists()
 
@@ -88,7 +95,9 @@ def one_round() -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3)
     rounds = [one_round() for _ in range(parser.parse_args().rounds)]
     print(f"{'part':<12} {'noticed (ms)':>13} {'ready again (ms)':>17}   median of {len(rounds)} rounds")

@@ -37,15 +37,27 @@ def time_to_ready(service: str, nats_url: str, namespace: str) -> float:
     """Seconds from starting the service to its ready file; the service is stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="det-bench-startup-") as folder:
         ready = Path(folder) / "ready"
-        environment = {**os.environ, "DET_NATS_URL": nats_url, "DET_NAMESPACE": namespace,
-                       "DET_READY_FILE": str(ready), "DET_LOG_LEVEL": "WARNING"}
+        environment = {
+            **os.environ,
+            "DET_NATS_URL": nats_url,
+            "DET_NAMESPACE": namespace,
+            "DET_READY_FILE": str(ready),
+            "DET_LOG_LEVEL": "WARNING",
+        }
         started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", f"services.{service}"], env=environment,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"services.{service}"],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             while not ready.exists():
                 if process.poll() is not None:
-                    raise SystemExit(f"{service} exited with {process.returncode}:\n{process.communicate()[1]}")
+                    raise SystemExit(
+                        f"{service} exited with {process.returncode}:\n{process.communicate()[1]}"
+                    )
                 if time.perf_counter() - started > READY_WITHIN_S:
                     raise SystemExit(f"{service} was not ready within {READY_WITHIN_S:.0f} s")
                 time.sleep(0.01)
@@ -71,7 +83,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=3, help="starts from a snapshot, after the cold one")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    parser.add_argument("--fresh", action="store_true", help="remove --data-dir first (and generate the log again)")
+    parser.add_argument(
+        "--fresh", action="store_true", help="remove --data-dir first (and generate the log again)"
+    )
     parser.add_argument("--only", choices=SERVICES, action="append", help="time only this service")
     args = parser.parse_args()
     with servers(args.data_dir, fresh=args.fresh) as running:
@@ -79,15 +93,24 @@ def main() -> None:
         for service in args.only or SERVICES:
             asyncio.run(remove_snapshots(running.nats_url, namespace))
             cold = time_to_ready(service, running.nats_url, namespace)
-            print(f"{service} cold start (replays from sequence 1): ready in {cold:.2f} s"
-                  f" (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"{service} cold start (replays from sequence 1): ready in {cold:.2f} s"
+                f" (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
             seconds = []
             for run in range(1, args.runs + 1):
                 seconds.append(time_to_ready(service, running.nats_url, namespace))
-                print(f"{service} restart {run} (from its snapshot): ready in {seconds[-1]:.2f} s"
-                      f" (load {os.getloadavg()[0]:.1f})", flush=True)
-            print(f"{service} on a {last:,}-event log: cold start {cold:.2f} s, restart median"
-                  f" {statistics.median(seconds):.2f} s over {len(seconds)} runs", flush=True)
+                print(
+                    f"{service} restart {run} (from its snapshot): ready in {seconds[-1]:.2f} s"
+                    f" (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+            print(
+                f"{service} on a {last:,}-event log: cold start {cold:.2f} s, restart median"
+                f" {statistics.median(seconds):.2f} s over {len(seconds)} runs",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -74,13 +74,15 @@ TRAIN_PY = textwrap.dedent(
 
 
 def config(stop_dir: Path) -> str:
-    return json.dumps({
-        "name": "stop-latency",
-        "entrypoint": "python3 train.py",
-        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1000000000}},
-        "environment": {"environment_variables": [f"BENCH_STOP_DIR={stop_dir}"]},
-        "max_restarts": 0,
-    })
+    return json.dumps(
+        {
+            "name": "stop-latency",
+            "entrypoint": "python3 train.py",
+            "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1000000000}},
+            "environment": {"environment_variables": [f"BENCH_STOP_DIR={stop_dir}"]},
+            "max_restarts": 0,
+        }
+    )
 
 
 def wait_for_file(folder: Path, suffix: str, known: set[str], timeout: float) -> tuple[str, int]:
@@ -97,8 +99,9 @@ def wait_for_file(folder: Path, suffix: str, known: set[str], timeout: float) ->
     raise SystemExit(f"no new *.{suffix} in {folder} after {timeout:.0f} s")
 
 
-def wait_for_trial_state(cluster: BenchCluster, experiment_id: int, states: tuple[str, ...],
-                         timeout: float = 120.0) -> str:
+def wait_for_trial_state(
+    cluster: BenchCluster, experiment_id: int, states: tuple[str, ...], timeout: float = 120.0
+) -> str:
     from determined.proto import api_pb2
 
     stub = cluster.stub()
@@ -113,8 +116,10 @@ def wait_for_trial_state(cluster: BenchCluster, experiment_id: int, states: tupl
 
 
 def summary(name: str, values: list[float]) -> dict[str, float]:
-    return {f"{name}_median": round(statistics.median(values), 2),
-            f"{name}_p99": round(percentile(values, 99), 2)}
+    return {
+        f"{name}_median": round(statistics.median(values), 2),
+        f"{name}_p99": round(percentile(values, 99), 2),
+    }
 
 
 def measure(cluster: BenchCluster, folder: Path, stop_dir: Path, reps: int) -> dict[str, Any]:
@@ -143,8 +148,10 @@ def measure(cluster: BenchCluster, folder: Path, stop_dir: Path, reps: int) -> d
             samples.append(sample)
             # The trial checkpoints and exits; then the experiment can run it again.
             wait_for_trial_state(cluster, experiment_id, ("PAUSED",))
-            log(f"pause {rep + 1}/{reps}: {alloc} should_preempt after {(stop_ns - invoked) / 1e6:.1f} ms "
-                "from invoking pause")
+            log(
+                f"pause {rep + 1}/{reps}: {alloc} should_preempt after {(stop_ns - invoked) / 1e6:.1f} ms "
+                "from invoking pause"
+            )
             if rep + 1 < reps:
                 wait_for_quiet(max_wait=10)
                 activate_invoked = time.time_ns()
@@ -159,11 +166,16 @@ def measure(cluster: BenchCluster, folder: Path, stop_dir: Path, reps: int) -> d
     paused_at: list[int] = []
     for e in events:
         if "allocation_stop_requested" in e:
-            stop_requested.setdefault(e["allocation_stop_requested"]["allocation_id"], int(e["occurred_at_ns"]))
+            stop_requested.setdefault(
+                e["allocation_stop_requested"]["allocation_id"], int(e["occurred_at_ns"])
+            )
         elif "allocation_exited" in e:
             exited[e["allocation_exited"]["allocation_id"]] = int(e["occurred_at_ns"])
-        elif ("experiment_state_changed" in e and e["aggregate"] == f"experiment/{experiment_id}"
-              and e["experiment_state_changed"].get("state") == "EXPERIMENT_STATE_PAUSED"):
+        elif (
+            "experiment_state_changed" in e
+            and e["aggregate"] == f"experiment/{experiment_id}"
+            and e["experiment_state_changed"].get("state") == "EXPERIMENT_STATE_PAUSED"
+        ):
             paused_at.append(int(e["occurred_at_ns"]))
     for sample in samples:
         alloc = sample["allocation"]
@@ -177,18 +189,28 @@ def measure(cluster: BenchCluster, folder: Path, stop_dir: Path, reps: int) -> d
         sample["pause_invoked_to_preempt_ms"] = (sample["preempt_ns"] - sample["pause_invoked_ns"]) / 1e6
 
     result: dict[str, Any] = {"samples": len(samples)}
-    for name in ("stop_requested_to_preempt_ms", "pause_invoked_to_preempt_ms", "paused_to_stop_requested_ms",
-                 "preempt_to_exited_ms", "activate_invoked_to_polling_ms", "pause_cli_ms"):
+    for name in (
+        "stop_requested_to_preempt_ms",
+        "pause_invoked_to_preempt_ms",
+        "paused_to_stop_requested_ms",
+        "preempt_to_exited_ms",
+        "activate_invoked_to_polling_ms",
+        "pause_cli_ms",
+    ):
         values = [s[name] for s in samples if name in s]
         if values:
             result.update(summary(name, values))
-    result["per_sample"] = [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in s.items()
-                             if not k.endswith("_ns")} for s in samples]
+    result["per_sample"] = [
+        {k: (round(v, 2) if isinstance(v, float) else v) for k, v in s.items() if not k.endswith("_ns")}
+        for s in samples
+    ]
     return result
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=20, help="pauses to measure (samples)")
     args = parser.parse_args()
     with local_cluster(cpu_slots=2) as cluster, tempfile.TemporaryDirectory() as tmp:

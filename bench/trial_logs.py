@@ -26,13 +26,19 @@ out = sys.stdout
 for i in range(lines):
     out.write(f"step {i:>9}: loss=0.{i % 997:03d} accuracy=0.{i % 991:03d} the quick brown fox jumps\\n")
 """
-CONFIG = "entrypoint: python3 print_lines.py {lines}\nsearcher: {{name: single, metric: loss, max_length: 1}}\n"
+CONFIG = (
+    "entrypoint: python3 print_lines.py {lines}\nsearcher: {{name: single, metric: loss, max_length: 1}}\n"
+)
 
 
 def det_logs(env: dict[str, str], trial_id: int, out: int | None) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "determined.cli", "trial", "logs", str(trial_id)], env=env,
-                   stdout=out, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "determined.cli", "trial", "logs", str(trial_id)],
+        env=env,
+        stdout=out,
+        check=True,
+    )
     return time.perf_counter() - start
 
 
@@ -45,8 +51,9 @@ def main() -> None:
         folder = Path(temporary)
         (folder / "print_lines.py").write_text(PRINT_PY)
         (folder / "const.yaml").write_text(CONFIG.format(lines=args.lines))
-        experiment_id = created_experiment_id(cluster.det("experiment", "create", str(folder / "const.yaml"),
-                                                          str(folder)))
+        experiment_id = created_experiment_id(
+            cluster.det("experiment", "create", str(folder / "const.yaml"), str(folder))
+        )
         state = wait_for_state(cluster.stub(), experiment_id, poll=0.5)
         trial_id = cluster.det_json("experiment", "list-trials", str(experiment_id))[0]["id"]
         log(f"experiment {experiment_id} {state}; counting trial {trial_id}'s lines")

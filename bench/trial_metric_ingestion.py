@@ -65,34 +65,46 @@ def trial_figures(env: dict[str, str], experiment_id: int) -> dict[str, float]:
     return dict(json.loads(line.split("BENCH ", 1)[1]))
 
 
-def one_run(cluster_env: dict[str, str], database_url: str, folder: Path, reports: int) -> tuple[float, float, float]:
+def one_run(
+    cluster_env: dict[str, str], database_url: str, folder: Path, reports: int
+) -> tuple[float, float, float]:
     experiment_id = created_experiment_id(
         det(cluster_env, "experiment", "create", str(folder / "const.yaml"), str(folder))
     )
     finished = asyncio.run(wait_for_rows(database_url, experiment_id, reports))
     figures = trial_figures(cluster_env, experiment_id)
     rate = reports * VALUES_PER_REPORT / (finished - figures["started"])
-    print(f"  run: {rate:10,.0f} values/s end to end; one call blocks "
-          f"{figures['median_us']:.1f} µs median, {figures['p99_us']:.1f} µs p99")
+    print(
+        f"  run: {rate:10,.0f} values/s end to end; one call blocks "
+        f"{figures['median_us']:.1f} µs median, {figures['p99_us']:.1f} µs p99"
+    )
     return rate, figures["median_us"], figures["p99_us"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--reports", type=int, default=20_000)
     options = parser.parse_args()
-    config = (f"entrypoint: python3 train.py {options.reports}\n"
-              "searcher: {name: single, metric: loss, max_length: {batches: 1}}\n")
+    config = (
+        f"entrypoint: python3 train.py {options.reports}\n"
+        "searcher: {name: single, metric: loss, max_length: {batches: 1}}\n"
+    )
     with local_cluster() as cluster, tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "train.py").write_text(TRAIN_PY)
         (Path(folder) / "const.yaml").write_text(config)
-        runs = [one_run(cluster.env, cluster.database_url, Path(folder), options.reports)
-                for _ in range(options.runs)]
+        runs = [
+            one_run(cluster.env, cluster.database_url, Path(folder), options.reports)
+            for _ in range(options.runs)
+        ]
     rates, medians, p99s = zip(*runs, strict=True)
     print(f"metric values/s to PostgreSQL (median of {options.runs}): {statistics.median(rates):,.0f}")
-    print(f"one report_training_metrics call blocks: {statistics.median(medians):.1f} µs median, "
-          f"{statistics.median(p99s):.1f} µs p99")
+    print(
+        f"one report_training_metrics call blocks: {statistics.median(medians):.1f} µs median, "
+        f"{statistics.median(p99s):.1f} µs p99"
+    )
 
 
 if __name__ == "__main__":

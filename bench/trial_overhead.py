@@ -41,14 +41,20 @@ TRAIN_PY = textwrap.dedent(
 
 
 def config(trials: int) -> str:
-    return json.dumps({
-        "name": "trial-overhead",
-        "entrypoint": "python3 train.py",
-        "hyperparameters": {"lr": {"type": "const", "val": 0.01}},
-        "searcher": {"name": "random", "metric": "loss", "max_trials": trials,
-                     "max_concurrent_trials": 2},
-        "max_restarts": 0,
-    })
+    return json.dumps(
+        {
+            "name": "trial-overhead",
+            "entrypoint": "python3 train.py",
+            "hyperparameters": {"lr": {"type": "const", "val": 0.01}},
+            "searcher": {
+                "name": "random",
+                "metric": "loss",
+                "max_trials": trials,
+                "max_concurrent_trials": 2,
+            },
+            "max_restarts": 0,
+        }
+    )
 
 
 def _ns(event: dict[str, Any]) -> int:
@@ -58,16 +64,23 @@ def _ns(event: dict[str, Any]) -> int:
 def phases(cluster: BenchCluster, experiment_id: int) -> dict[str, float]:
     """Medians (ms) of the phases of this experiment's allocations, from the event log."""
     events = cluster.events("allocation", "trial")
-    trials = {int(e["trial_created"]["trial_id"]) for e in events if "trial_created" in e
-              and int(e["trial_created"].get("experiment_id", 0)) == experiment_id}
+    trials = {
+        int(e["trial_created"]["trial_id"])
+        for e in events
+        if "trial_created" in e and int(e["trial_created"].get("experiment_id", 0)) == experiment_id
+    }
     by_alloc: dict[str, dict[str, int]] = {}
     trial_ended: dict[int, int] = {}
     for e in events:
         aggregate = e["aggregate"]
         kind, _, ident = aggregate.partition("/")
         if kind == "allocation" and int(ident.split(".")[0]) in trials:
-            for name in ("allocation_requested", "allocation_assigned", "allocation_started",
-                         "allocation_exited"):
+            for name in (
+                "allocation_requested",
+                "allocation_assigned",
+                "allocation_started",
+                "allocation_exited",
+            ):
                 if name in e:
                     by_alloc.setdefault(ident, {})[name] = _ns(e)
         elif kind == "trial" and "trial_ended" in e and int(ident) in trials:
@@ -79,8 +92,11 @@ def phases(cluster: BenchCluster, experiment_id: int) -> dict[str, float]:
     def between(a: str, b: str) -> list[tuple[int, int]]:
         return [(t[a], t[b]) for t in by_alloc.values() if a in t and b in t]
 
-    ended = [(trial_ended[int(i.split(".")[0])], t["allocation_exited"]) for i, t in by_alloc.items()
-             if "allocation_exited" in t and int(i.split(".")[0]) in trial_ended]
+    ended = [
+        (trial_ended[int(i.split(".")[0])], t["allocation_exited"])
+        for i, t in by_alloc.items()
+        if "allocation_exited" in t and int(i.split(".")[0]) in trial_ended
+    ]
     # Each trial's end frees a slot for the next request: pair each end with the first
     # request that follows it.
     requests = sorted(t["allocation_requested"] for t in by_alloc.values() if "allocation_requested" in t)
@@ -123,10 +139,15 @@ def one_rep(cluster: BenchCluster, folder: Path, trials: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=1)
-    parser.add_argument("--fork-trials", action="store_true",
-                        help="cluster-up --fork-trials: trials start from the agent's warm fork server")
+    parser.add_argument(
+        "--fork-trials",
+        action="store_true",
+        help="cluster-up --fork-trials: trials start from the agent's warm fork server",
+    )
     parser.add_argument("--trials", type=int, default=64)
     args = parser.parse_args()
     runs = []

@@ -69,7 +69,8 @@ async def create_experiments(gateway: Gateway, count: int) -> str:
     assert gateway.http is not None
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=60) as http:
         login = await http.post(
-            "/api/v1/auth/login", json={"username": "admin", "password": salted_hash(PASSWORD), "isHashed": True}
+            "/api/v1/auth/login",
+            json={"username": "admin", "password": salted_hash(PASSWORD), "isHashed": True},
         )
         token = str(login.json()["token"])
     started = time.perf_counter()
@@ -103,13 +104,16 @@ def measure(url: str, token: str, loads: int, count: int) -> dict[str, list[floa
     try:
         driver.get(url + "/#/login")
         driver.execute_script(
-            "sessionStorage.setItem('det-token', arguments[0]); sessionStorage.setItem('det-user', 'admin');", token
+            "sessionStorage.setItem('det-token', arguments[0]); sessionStorage.setItem('det-user', 'admin');",
+            token,
         )
         for load in range(loads + 1):  # the first load warms the browser's cache and is not counted
             driver.get("about:blank")
             driver.get(url + "/#/experiments")
             WebDriverWait(driver, 60).until(
-                lambda d: d.execute_script("return document.querySelector('#experiments-table[data-loaded]') !== null")
+                lambda d: d.execute_script(
+                    "return document.querySelector('#experiments-table[data-loaded]') !== null"
+                )
             )
             marks: dict[str, Any] = driver.execute_script(PAGE_MARKS)
             everything: dict[str, Any] = driver.execute_async_script(ALL_ROWS, count)
@@ -129,12 +133,18 @@ def measure(url: str, token: str, loads: int, count: int) -> dict[str, list[floa
 async def api_times(url: str, token: str, loads: int) -> dict[int, float]:
     """The page's own API call alone (the default page and all rows): median ms, JSON parsed."""
     times: dict[int, float] = {}
-    async with httpx.AsyncClient(base_url=url, timeout=60, headers={"authorization": f"Bearer {token}"}) as http:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=60, headers={"authorization": f"Bearer {token}"}
+    ) as http:
         for limit in (50, 1000):
             seconds = []
             for _ in range(loads):
                 started = time.perf_counter()
-                (await http.get(f"/api/v1/experiments?sortBy=SORT_BY_ID&orderBy=ORDER_BY_DESC&limit={limit}")).json()
+                (
+                    await http.get(
+                        f"/api/v1/experiments?sortBy=SORT_BY_ID&orderBy=ORDER_BY_DESC&limit={limit}"
+                    )
+                ).json()
                 seconds.append(time.perf_counter() - started)
             times[limit] = statistics.median(seconds) * 1000
     return times
@@ -156,7 +166,9 @@ async def bench(args: argparse.Namespace, nats_url: str, postgres_url: str) -> N
         values = sorted(figures[name])
         return f"median {statistics.median(values):.0f} ms (min {values[0]:.0f}, max {values[-1]:.0f})"
 
-    print(f"experiments page, {args.experiments:,} experiments, {args.loads} loads (from the navigation's start):")
+    print(
+        f"experiments page, {args.experiments:,} experiments, {args.loads} loads (from the navigation's start):"
+    )
     print(f"  DOMContentLoaded:                {shown('domContentLoaded')}")
     print(f"  first render (50 rows):          {shown('rendered')}")
     print(f"  interactive:                     {shown('interactive')}")

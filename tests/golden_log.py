@@ -42,7 +42,9 @@ def replay_decisions(core: Any, log: list[Envelope], actor: str, decided_types: 
         if envelope.actor == actor and field in decided_types:
             payload = decided.pop(envelope.event_id, None)
             if payload is None:
-                raise ReplayMismatch(f"the log has {envelope.event_id} ({field}), which today's core never decided")
+                raise ReplayMismatch(
+                    f"the log has {envelope.event_id} ({field}), which today's core never decided"
+                )
             if payload != getattr(envelope, field):
                 raise ReplayMismatch(
                     f"{envelope.event_id}: the log has {getattr(envelope, field)}, today's core decides {payload}"

@@ -17,7 +17,9 @@ def two_trials_per_experiment(state: set[int], envelope: Envelope) -> set[int]:
 
 def decide(state: set[int]) -> list[Append]:
     return [
-        Append(f"trial/{e * 10 + n}", events_pb2.TrialCreated(trial_id=e * 10 + n, experiment_id=e), f"t-{e}-{n}")
+        Append(
+            f"trial/{e * 10 + n}", events_pb2.TrialCreated(trial_id=e * 10 + n, experiment_id=e), f"t-{e}-{n}"
+        )
         for e in sorted(state)
         for n in (1, 2)
     ]

@@ -5,6 +5,7 @@ The shared 'real' workload: an MLP on sklearn's digits (1797 x 64, ships inside 
 
 Split 80/20 with a fixed seed; features scaled to [0,1]. Batch size 64 (23 train batches per epoch).
 """
+
 import numpy as np
 import torch
 from torch import nn
@@ -14,6 +15,7 @@ BATCH = 64
 
 def load_data(seed=0):
     from sklearn.datasets import load_digits
+
     x, y = load_digits(return_X_y=True)
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(x))
@@ -25,8 +27,9 @@ def load_data(seed=0):
 
 def make_model(hidden, seed=0):
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, 10))
+    return nn.Sequential(
+        nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 10)
+    )
 
 
 class Trainer:
@@ -46,7 +49,7 @@ class Trainer:
         self.model.train()
         perm = torch.randperm(len(self.xtr), generator=self.gen)
         for i in range(0, len(perm), BATCH):
-            b = perm[i:i + BATCH]
+            b = perm[i : i + BATCH]
             self.opt.zero_grad()
             self.loss(self.model(self.xtr[b]), self.ytr[b]).backward()
             self.opt.step()

@@ -31,18 +31,23 @@ with det.core.init() as core_context:
         print(f"resumed at epoch {epoch}", flush=True)
 
     def checkpoint() -> None:
-        state = {"model": trainer.model.state_dict(), "opt": trainer.opt.state_dict(),
-                 "gen": trainer.gen.get_state(), "batches": trainer.batches, "epoch": epoch}
+        state = {
+            "model": trainer.model.state_dict(),
+            "opt": trainer.opt.state_dict(),
+            "gen": trainer.gen.get_state(),
+            "batches": trainer.batches,
+            "epoch": epoch,
+        }
         with core_context.checkpoint.store_path({"steps_completed": trainer.batches}) as (path, _):
             torch.save(state, path / "state.pt")
 
     while epoch < MAX_EPOCHS:
         trainer.train_epoch()
         epoch += 1
-        core_context.train.report_training_metrics(steps_completed=trainer.batches,
-                                                   metrics={"epochs": epoch})
+        core_context.train.report_training_metrics(steps_completed=trainer.batches, metrics={"epochs": epoch})
         core_context.train.report_validation_metrics(
-            steps_completed=trainer.batches, metrics={"accuracy": trainer.val_acc(), "epochs": epoch})
+            steps_completed=trainer.batches, metrics={"accuracy": trainer.val_acc(), "epochs": epoch}
+        )
         if core_context.preempt.should_preempt():
             checkpoint()
             print(f"stopping at epoch {epoch}", flush=True)

@@ -75,8 +75,10 @@ def initial_agents(count: int, cpu_slots: int, agent_name: str) -> list[AgentSpe
     agent-1 .. agent-N, or <agent-name>-1 .. <agent-name>-N."""
     if count == 1:
         return [AgentSpec("agent", agent_name or os.uname().nodename, cpu_slots)]
-    return [AgentSpec(f"agent-{index}", f"{agent_name or 'agent'}-{index}", cpu_slots)
-            for index in range(1, count + 1)]
+    return [
+        AgentSpec(f"agent-{index}", f"{agent_name or 'agent'}-{index}", cpu_slots)
+        for index in range(1, count + 1)
+    ]
 
 
 def added_agent(agents: list[AgentSpec], agent_id: str, cpu_slots: int, pool: str) -> AgentSpec:
@@ -193,18 +195,41 @@ class ClusterRecord:
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
         agents = initial_agents(options.agents, options.cpu_slots, options.agent_id)
         return cls(
-            options.master_port, options.nats_port, options.postgres_port, cpu_slots=options.cpu_slots,
-            gpu=options.gpu, json_logs=options.json_logs, agent_id=options.agent_id,
-            fork_trials=options.fork_trials, preload=options.preload, agents=[asdict(a) for a in agents],
-            advertise_host=options.advertise_host, settings=dict(options.settings), listen=options.listen,
-            tls_cert=options.tls_cert, tls_key=options.tls_key,
+            options.master_port,
+            options.nats_port,
+            options.postgres_port,
+            cpu_slots=options.cpu_slots,
+            gpu=options.gpu,
+            json_logs=options.json_logs,
+            agent_id=options.agent_id,
+            fork_trials=options.fork_trials,
+            preload=options.preload,
+            agents=[asdict(a) for a in agents],
+            advertise_host=options.advertise_host,
+            settings=dict(options.settings),
+            listen=options.listen,
+            tls_cert=options.tls_cert,
+            tls_key=options.tls_key,
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
         return ClusterOptions(
-            data_dir, self.master_port, self.nats_port, self.postgres_port, self.cpu_slots, self.gpu,
-            self.json_logs, self.agent_id, self.fork_trials, self.preload, len(self.agent_specs()),
-            self.advertise_host, dict(self.settings), self.listen, self.tls_cert, self.tls_key,
+            data_dir,
+            self.master_port,
+            self.nats_port,
+            self.postgres_port,
+            self.cpu_slots,
+            self.gpu,
+            self.json_logs,
+            self.agent_id,
+            self.fork_trials,
+            self.preload,
+            len(self.agent_specs()),
+            self.advertise_host,
+            dict(self.settings),
+            self.listen,
+            self.tls_cert,
+            self.tls_key,
         )
 
     def agent_specs(self) -> list[AgentSpec]:
@@ -274,10 +299,14 @@ def cluster_identity(data_dir: Path) -> tuple[str, str]:
     more, is dropped."""
     secret_file = data_dir / "cluster.secret"
     if not secret_file.exists():
-        write_private(secret_file, json.dumps({"cluster_id": str(uuid.uuid4()), "secret": secrets.token_hex(32)}))
+        write_private(
+            secret_file, json.dumps({"cluster_id": str(uuid.uuid4()), "secret": secrets.token_hex(32)})
+        )
     identity = json.loads(secret_file.read_text())
     if "nats_user" in identity or "nats_password" in identity:
-        identity = {key: value for key, value in identity.items() if key not in ("nats_user", "nats_password")}
+        identity = {
+            key: value for key, value in identity.items() if key not in ("nats_user", "nats_password")
+        }
         write_private(secret_file, json.dumps(identity))
     return identity["cluster_id"], identity["secret"]
 
@@ -297,8 +326,13 @@ def agent_secret_file(data_dir: Path, agent_id: str) -> Path:
     folder = data_dir / AGENT_SECRETS
     folder.mkdir(mode=0o700, exist_ok=True)
     path = folder / f"{agent_id}.secret"
-    identity = {"cluster_id": cluster_id, "secret": secret, "agent_id": agent_id,
-                "nats_user": user.name, "nats_password": user.password}
+    identity = {
+        "cluster_id": cluster_id,
+        "secret": secret,
+        "agent_id": agent_id,
+        "nats_user": user.name,
+        "nats_password": user.password,
+    }
     write_private(path, json.dumps(identity))
     return path
 
@@ -306,10 +340,20 @@ def agent_secret_file(data_dir: Path, agent_id: str) -> Path:
 # The caller's DET_ variables that reach the services: tuning an operator may set for
 # cluster-up (README, "Operating the cluster"). Every other DET_ variable is made here.
 TUNING_SETTINGS = (
-    "DET_LOG_LEVEL", "DET_LOG_MAX_BYTES", "DET_LOG_BACKUPS", "DET_LOGS_MAX_BYTES",
-    "DET_AGENT_KEEP_FAILED_S", "DET_AGENT_LOG_MEMORY_BYTES", "DET_AGENT_STOP_GRACE_S",
-    "DET_AGENT_KILL_GRACE_S", "DET_AGENT_HEARTBEAT_S", "DET_AGENT_LOST_S", "DET_SCHEDULER_TYPE",
-    "DET_SCHEDULER_POOL_TYPES", "DET_SCHEDULER_MIN_RUN_S", "DET_SCHEDULER_DEFAULT_PRIORITY",
+    "DET_LOG_LEVEL",
+    "DET_LOG_MAX_BYTES",
+    "DET_LOG_BACKUPS",
+    "DET_LOGS_MAX_BYTES",
+    "DET_AGENT_KEEP_FAILED_S",
+    "DET_AGENT_LOG_MEMORY_BYTES",
+    "DET_AGENT_STOP_GRACE_S",
+    "DET_AGENT_KILL_GRACE_S",
+    "DET_AGENT_HEARTBEAT_S",
+    "DET_AGENT_LOST_S",
+    "DET_SCHEDULER_TYPE",
+    "DET_SCHEDULER_POOL_TYPES",
+    "DET_SCHEDULER_MIN_RUN_S",
+    "DET_SCHEDULER_DEFAULT_PRIORITY",
     TRIAL_USER_SETTING,
 )
 
@@ -376,7 +420,8 @@ def _inherited(settings: dict[str, str]) -> dict[str, str]:
     """The caller's variables that are not DET_ ones, its TUNING_SETTINGS, and
     the settings cluster-up was given (which win)."""
     environment = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith("DET_") or key in TUNING_SETTINGS
     }
     environment.update(settings)
@@ -428,7 +473,9 @@ def every_agent_work_dir(data_dir: Path) -> list[Path]:
     and where an older cluster-up put them (agent-work/ and agents/<part>/ in the data folder)."""
     home = cluster_trial_home(data_dir) / "agents"
     older = [data_dir / "agent-work", *sorted((data_dir / "agents").glob("*"))]
-    parts = sorted(path for path in home.glob("*") if path.is_dir() and not path.name.endswith(TRIAL_VENV_SUFFIX))
+    parts = sorted(
+        path for path in home.glob("*") if path.is_dir() and not path.name.endswith(TRIAL_VENV_SUFFIX)
+    )
     return [*parts, *older]
 
 

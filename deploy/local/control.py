@@ -4,6 +4,7 @@ supervisor (cluster-up), repair it, stop it leaving no process behind
 read its status. The supervisor (supervisor.py) runs the parts.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -72,7 +73,9 @@ def cluster_up(options: ClusterOptions) -> UpResult:
     supervisor_alive = "supervisor" in leftovers
     status = read_status(status_path(data_dir)) if supervisor_alive else None
     plan = plan_cluster_up(
-        recorded=record is not None, supervisor_alive=supervisor_alive, leftovers_alive=bool(leftovers),
+        recorded=record is not None,
+        supervisor_alive=supervisor_alive,
+        leftovers_alive=bool(leftovers),
         states={part.name: part.state for part in status.parts} if status else {},
     )
     if record is None or plan.action == "start":
@@ -83,8 +86,11 @@ def cluster_up(options: ClusterOptions) -> UpResult:
     if plan.action == "start-parts":
         mailbox.post(data_dir, mailbox.Request("start", plan.parts))
     _wait_until_running(data_dir, record.supervisor_pid, before)
-    done = (f"started {', '.join(plan.parts)} again" if plan.parts
-            else f"a cluster is already running from {data_dir}, every part of it: nothing to do")
+    done = (
+        f"started {', '.join(plan.parts)} again"
+        if plan.parts
+        else f"a cluster is already running from {data_dir}, every part of it: nothing to do"
+    )
     return UpResult(plan.outcome, done, record)
 
 
@@ -120,8 +126,10 @@ def _replace_supervisor(data_dir: Path, record: ClusterRecord, leftovers: list[s
         record.postgres_data_dir = str(_postgres_place(data_dir))
     record.save(data_dir)
     _wait_until_running(data_dir, _launch_supervisor(data_dir), {})
-    done = (f"its supervisor had exited: stopped what it left running ({', '.join(leftovers)}) "
-            "and started every part again")
+    done = (
+        f"its supervisor had exited: stopped what it left running ({', '.join(leftovers)}) "
+        "and started every part again"
+    )
     return UpResult(UpOutcome.REPAIRED, done, record)
 
 
@@ -150,8 +158,11 @@ def check_tls(options: ClusterOptions) -> None:
 
 
 def _check_ports(options: ClusterOptions) -> None:
-    for name, port in (("master", options.master_port), ("nats", options.nats_port),
-                       ("postgres", options.postgres_port)):
+    for name, port in (
+        ("master", options.master_port),
+        ("nats", options.nats_port),
+        ("postgres", options.postgres_port),
+    ):
         if port_is_taken(port):
             raise DeployError(
                 f"port {port} ({name}) is already in use; free it or pick another with --{name}-port"
@@ -169,13 +180,18 @@ def _launch_supervisor(data_dir: Path) -> int:
     with open(data_dir / "logs" / "supervisor.out", "ab") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "deploy.local.supervisor", "--data-dir", str(data_dir)],
-            cwd=data_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+            cwd=data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     return process.pid
 
 
-def _wait_until_running(data_dir: Path, supervisor_pid: int, restarts_before: dict[str, int]) -> ClusterStatus:
+def _wait_until_running(
+    data_dir: Path, supervisor_pid: int, restarts_before: dict[str, int]
+) -> ClusterStatus:
     """Until the supervisor reports every part running. DeployError when a
     part crashed meanwhile, the supervisor exited, or READY_DEADLINE_S passed."""
     deadline = time.monotonic() + READY_DEADLINE_S
@@ -205,8 +221,10 @@ def _not_ready(data_dir: Path, status: ClusterStatus | None) -> str:
     if not waiting:
         return f"the supervisor did not report after {READY_DEADLINE_S:.0f} s"
     first = waiting[0]
-    return (f"{first.name} was not ready after {READY_DEADLINE_S:.0f} s ({first.state}); "
-            f"{last_words(data_dir / 'logs', first.name)}")
+    return (
+        f"{first.name} was not ready after {READY_DEADLINE_S:.0f} s ({first.state}); "
+        f"{last_words(data_dir / 'logs', first.name)}"
+    )
 
 
 # -- cluster-down ----------------------------------------------------------------------
@@ -260,7 +278,9 @@ def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
         for pid in leftovers.values():
             _signal_group(pid, signal.SIGKILL)
         _wait_gone(list(leftovers.values()), LEFTOVER_GRACE_S)
-    allocations = [record for folder in every_agent_work_dir(data_dir) for record in folder.glob("*/process.json")]
+    allocations = [
+        record for folder in every_agent_work_dir(data_dir) for record in folder.glob("*/process.json")
+    ]
     for process_record in sorted(allocations):
         try:
             kill_recorded_process_group(process_record)
@@ -273,10 +293,8 @@ def _signal_group(pid: int, signum: int) -> None:
     try:
         os.killpg(pid, signum)
     except ProcessLookupError:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
 
 
 def _wait_gone(pids: list[int], deadline_s: float) -> bool:
@@ -335,8 +353,9 @@ def _ask(data_dir: Path, action: Action, name: str) -> PartStatus:
         if part is not None and _done(action, part, asked_at):
             return part
         if time.monotonic() > deadline:
-            raise DeployError(f"{name} did not {action} within {patience_s:.0f} s; "
-                              f"{last_words(data_dir / 'logs', name)}")
+            raise DeployError(
+                f"{name} did not {action} within {patience_s:.0f} s; {last_words(data_dir / 'logs', name)}"
+            )
         time.sleep(POLL_S)
 
 
@@ -350,7 +369,11 @@ def running_supervisor(data_dir: Path) -> int:
     """The pid of the supervisor running the cluster in `data_dir`; DeployError if none."""
     record = ClusterRecord.load(data_dir)
     if record is None or not _ours(record.supervisor_pid, record.start_ticks.get("supervisor")):
-        why = "" if record is None else " (its supervisor has exited: repair it with det deploy local cluster-up)"
+        why = (
+            ""
+            if record is None
+            else " (its supervisor has exited: repair it with det deploy local cluster-up)"
+        )
         raise DeployError(f"no cluster is running from {data_dir}{why}")
     return record.supervisor_pid
 
@@ -374,7 +397,9 @@ def cluster_report(data_dir: Path) -> ClusterReport:
     record = ClusterRecord.load(data_dir)
     if record is None:
         raise DeployError(f"no cluster is running from {data_dir}")
-    alive = _ours(record.supervisor_pid, record.start_ticks.get("supervisor")) if record.supervisor_pid else False
+    alive = (
+        _ours(record.supervisor_pid, record.start_ticks.get("supervisor")) if record.supervisor_pid else False
+    )
     return ClusterReport(data_dir, record, read_status(status_path(data_dir)), alive, event_reports(data_dir))
 
 
@@ -390,7 +415,9 @@ def agent_up(data_dir: Path, agent_id: str, cpu_slots: int, pool: str) -> AgentS
     assert record is not None  # running_supervisor found it
     agent = added_agent(record.agent_specs(), agent_id, cpu_slots, pool)
     mailbox.post(data_dir, mailbox.Request("add-agent", (agent.part,), agent))
-    _wait_for_part(data_dir, supervisor, agent.part, lambda part: part is not None and part.state == "running")
+    _wait_for_part(
+        data_dir, supervisor, agent.part, lambda part: part is not None and part.state == "running"
+    )
     return agent
 
 
@@ -405,10 +432,13 @@ def agent_down(data_dir: Path, agent_id: str) -> AgentSpec:
     agents = record.agent_specs()
     if not agents:
         raise DeployError(f"no agent runs from {data_dir}")
-    chosen = agents[-1] if not agent_id else next((a for a in agents if agent_id in (a.agent_id, a.part)), None)
+    chosen = (
+        agents[-1] if not agent_id else next((a for a in agents if agent_id in (a.agent_id, a.part)), None)
+    )
     if chosen is None:
-        raise DeployError(f"no agent {agent_id!r} runs from {data_dir}; they are: "
-                          + ", ".join(a.agent_id for a in agents))
+        raise DeployError(
+            f"no agent {agent_id!r} runs from {data_dir}; they are: " + ", ".join(a.agent_id for a in agents)
+        )
     mailbox.post(data_dir, mailbox.Request("remove-agent", (chosen.part,)))
     _wait_for_part(data_dir, supervisor, chosen.part, lambda part: part is None)
     if record.remote and len(agents) == 1:
@@ -429,8 +459,9 @@ def _wait_for_part(
         if part is not None and part.restarts > 0 and part.state == "backoff":
             raise DeployError(f"{name} failed: {part.last_error}")
         if time.monotonic() > deadline:
-            raise DeployError(f"{name} was not done within {patience_s:.0f} s; "
-                              f"{last_words(data_dir / 'logs', name)}")
+            raise DeployError(
+                f"{name} was not done within {patience_s:.0f} s; {last_words(data_dir / 'logs', name)}"
+            )
         time.sleep(POLL_S)
 
 
@@ -471,7 +502,9 @@ def revoke_agent_credentials(data_dir: Path, agent_id: str) -> None:
             raise DeployError(f"nats-server did not drop agent {agent_id}'s user; see {data_dir / 'logs'}")
 
 
-def remote_agent_up(data_dir: Path, remote: RemoteCluster, agent: AgentSpec, options: ClusterOptions) -> UpResult:
+def remote_agent_up(
+    data_dir: Path, remote: RemoteCluster, agent: AgentSpec, options: ClusterOptions
+) -> UpResult:
     """An agent for the cluster `remote` describes, run by a supervisor of its
     own in `data_dir` (started here unless one runs there: then it is added)."""
     data_dir = data_dir.expanduser().resolve()
@@ -480,8 +513,10 @@ def remote_agent_up(data_dir: Path, remote: RemoteCluster, agent: AgentSpec, opt
         if not record.remote:
             raise DeployError(f"a cluster runs from {data_dir}: add agents to it without --master-host")
         if record.remote_cluster() != remote:
-            raise DeployError(f"the agents in {data_dir} belong to another cluster ({record.remote['cluster_id']}, "
-                              f"master {record.remote['master_address']}); use another --data-dir")
+            raise DeployError(
+                f"the agents in {data_dir} belong to another cluster ({record.remote['cluster_id']}, "
+                f"master {record.remote['master_address']}); use another --data-dir"
+            )
         added = agent_up(data_dir, agent.agent_id, agent.cpu_slots, agent.pool)
         return UpResult(UpOutcome.STARTED, f"added agent {added.agent_id}", record)
     for folder in ("logs", "run"):

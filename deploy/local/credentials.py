@@ -64,9 +64,15 @@ SCRAM_ITERATIONS = 4096
 # consumer it made (by a name no other part knows), consumer lookups and deletes, acks
 # and flow control of ordered push consumers (which deliver to the user's inbox).
 _READ_API = (
-    "$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
-    "$JS.API.CONSUMER.MSG.NEXT.>", "$JS.API.CONSUMER.INFO.>", "$JS.API.CONSUMER.DELETE.>",
-    "$JS.ACK.>", "$JS.FC.>",
+    "$JS.API.INFO",
+    "$JS.API.STREAM.NAMES",
+    "$JS.API.STREAM.LIST",
+    "$JS.API.STREAM.INFO.*",
+    "$JS.API.CONSUMER.MSG.NEXT.>",
+    "$JS.API.CONSUMER.INFO.>",
+    "$JS.API.CONSUMER.DELETE.>",
+    "$JS.ACK.>",
+    "$JS.FC.>",
 )
 # Reading every stream, with any consumer and any single-message get (the gateway, operator).
 _READ_ALL = ("$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>")
@@ -133,7 +139,9 @@ def credentials(data_dir: Path, agent_ids: tuple[str, ...] | list[str] = ()) -> 
     completed = _completed(stored, [agent_user(agent_id) for agent_id in agent_ids])
     if completed != stored:
         write_private(path, json.dumps(completed, indent=2))
-    nats = {name: NatsUser(name, entry["password"], entry["bcrypt"]) for name, entry in completed["nats"].items()}
+    nats = {
+        name: NatsUser(name, entry["password"], entry["bcrypt"]) for name, entry in completed["nats"].items()
+    }
     postgres = completed["postgres"]
     return Credentials(nats, postgres[SUPERUSER], postgres[DATABASE_ROLE])
 
@@ -225,8 +233,10 @@ def permissions(user: str, namespace: str = "det") -> Permissions:
     publish = _READ_API + tuple(f"$JS.API.STREAM.CREATE.{stream}" for stream in streams)
     if user == "gateway":
         publish += _READ_ALL + (
-            f"{namespace}.events.>", f"$O.contexts{suffix}.>",
-            f"$JS.API.STREAM.UPDATE.{streams[0]}", f"$JS.API.STREAM.UPDATE.{streams[1]}",
+            f"{namespace}.events.>",
+            f"$O.contexts{suffix}.>",
+            f"$JS.API.STREAM.UPDATE.{streams[0]}",
+            f"$JS.API.STREAM.UPDATE.{streams[1]}",
             f"$JS.API.STREAM.PURGE.{streams[2]}",
         )
         return Permissions(publish, inbox)
@@ -237,9 +247,12 @@ def permissions(user: str, namespace: str = "det") -> Permissions:
         # Its own agent events; allocation events and trials' logs (whose subjects name
         # no agent) of any agent; its own heartbeats; the contexts it runs.
         publish += (
-            f"{namespace}.events.agent.{agent_id}", f"{namespace}.events.allocation.>", f"{namespace}.logs.>",
+            f"{namespace}.events.agent.{agent_id}",
+            f"{namespace}.events.allocation.>",
+            f"{namespace}.logs.>",
             f"{namespace}.heartbeats.{agent_id}",
-            f"$JS.API.STREAM.MSG.GET.{streams[2]}", f"$JS.API.CONSUMER.CREATE.{streams[2]}",
+            f"$JS.API.STREAM.MSG.GET.{streams[2]}",
+            f"$JS.API.CONSUMER.CREATE.{streams[2]}",
             f"$JS.API.CONSUMER.CREATE.{streams[2]}.>",
         )
         return Permissions(publish, inbox)
@@ -247,8 +260,11 @@ def permissions(user: str, namespace: str = "det") -> Permissions:
     publish += tuple(f"{namespace}.events.{kind}.>" for kind in kinds)
     # Snapshots (services/common/snapshots.py, key <service>.<core>): a service writes its
     # own and may read any (none holds a user's data); an agent keeps none.
-    publish += (f"$KV.snapshots{suffix}.{user}.>", f"$JS.API.STREAM.MSG.GET.{streams[3]}",
-                f"$JS.API.DIRECT.GET.{streams[3]}.>")
+    publish += (
+        f"$KV.snapshots{suffix}.{user}.>",
+        f"$JS.API.STREAM.MSG.GET.{streams[3]}",
+        f"$JS.API.DIRECT.GET.{streams[3]}.>",
+    )
     subscribe = inbox + ((f"{namespace}.heartbeats.>",) if user == "scheduler" else ())
     return Permissions(publish, subscribe)
 
@@ -259,7 +275,10 @@ def _reads(kinds: tuple[str, ...], namespace: str, stream: str) -> tuple[str, ..
     allowed: tuple[str, ...] = ()
     for kind in kinds:
         subjects = f"{namespace}.events.{kind}.>"
-        allowed += (f"$JS.API.CONSUMER.CREATE.{stream}.*.{subjects}", f"$JS.API.DIRECT.GET.{stream}.{subjects}")
+        allowed += (
+            f"$JS.API.CONSUMER.CREATE.{stream}.*.{subjects}",
+            f"$JS.API.DIRECT.GET.{stream}.{subjects}",
+        )
     return allowed
 
 

@@ -103,8 +103,15 @@ def exited(part: Part, now: float, why: str, *, shutting_down: bool) -> Part:
         return replace(part, state="stopped", pid=0, held=False, stop_reason="", stop_deadline=0.0)
     backoff = next_backoff(part.backoff_s, now - part.started_at)
     return replace(
-        part, state="backoff", pid=0, restarts=part.restarts + 1, last_error=why, backoff_s=backoff,
-        restart_at=now + backoff, stop_reason="", stop_deadline=0.0,
+        part,
+        state="backoff",
+        pid=0,
+        restarts=part.restarts + 1,
+        last_error=why,
+        backoff_s=backoff,
+        restart_at=now + backoff,
+        stop_reason="",
+        stop_deadline=0.0,
     )
 
 
@@ -150,7 +157,8 @@ def to_start(parts: Sequence[Part], now: float, *, shutting_down: bool) -> list[
     running = {part.name for part in parts if part.state == "running"}
     here = {part.name for part in parts}
     return [
-        part.name for part in parts
+        part.name
+        for part in parts
         if (part.state == "backoff" and part.restart_at <= now)
         or (part.state == "stopped" and not part.held and set(requirements(part.name)) & here <= running)
     ]
@@ -199,7 +207,8 @@ class UpPlan:
     @property
     def outcome(self) -> UpOutcome:
         return {
-            "start": UpOutcome.STARTED, "wait": UpOutcome.ALREADY_RUNNING,
+            "start": UpOutcome.STARTED,
+            "wait": UpOutcome.ALREADY_RUNNING,
         }.get(self.action, UpOutcome.REPAIRED)
 
 

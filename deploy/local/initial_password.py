@@ -34,8 +34,10 @@ def generate() -> str:
     alphabet = string.ascii_letters + string.digits
     while True:
         password = "".join(secrets.choice(alphabet) for _ in range(GENERATED_LENGTH))
-        if any(c.isupper() for c in password) and any(c.islower() for c in password) and any(
-            c.isdigit() for c in password
+        if (
+            any(c.isupper() for c in password)
+            and any(c.islower() for c in password)
+            and any(c.isdigit() for c in password)
         ):
             return password
 

@@ -69,7 +69,9 @@ def parse(text: str, known: Collection[str] = PARTS) -> Request:
     action = cast(RequestAction, document["action"])
     parts = document.get("parts")
     if action == "add-agent":
-        return Request(action, tuple(parts) if isinstance(parts, list) else (), _agent(document.get("agent"), known))
+        return Request(
+            action, tuple(parts) if isinstance(parts, list) else (), _agent(document.get("agent"), known)
+        )
     if not isinstance(parts, list) or not parts or any(part not in known for part in parts):
         raise BadRequestError(f"parts must be a list of: {', '.join(known)}")
     return Request(action, tuple(parts))

@@ -70,9 +70,14 @@ def cluster_nats(data_dir: Path, record: ClusterRecord, found: Credentials | Non
     """The nats-server of the cluster in `data_dir`, letting in the users `found` holds
     (none: a folder of agents for a cluster elsewhere runs no nats-server)."""
     listen = "0.0.0.0" if record.advertise_host else "127.0.0.1"
-    return NatsServer(data_dir / "nats", record.nats_port, data_dir / "logs" / "nats-server.log", listen,
-                      authorization=authorization_config(found.nats if found is not None else {}),
-                      tls=nats_tls(record.tls_cert, record.tls_key, listen))
+    return NatsServer(
+        data_dir / "nats",
+        record.nats_port,
+        data_dir / "logs" / "nats-server.log",
+        listen,
+        authorization=authorization_config(found.nats if found is not None else {}),
+        tls=nats_tls(record.tls_cert, record.tls_key, listen),
+    )
 
 
 class PartRunner:
@@ -88,12 +93,15 @@ class PartRunner:
         self.credentials = credentials(data_dir, agent_ids) if remote is None else None
         self.nats = cluster_nats(data_dir, record, self.credentials)
         self.postgres = PostgresServer(
-            self.postgres_data, record.postgres_port, self.logs / "postgres.log",
+            self.postgres_data,
+            record.postgres_port,
+            self.logs / "postgres.log",
             superuser_password=self.credentials.postgres_password if self.credentials is not None else "",
         )
         options = record.options(data_dir)
         self.environment = (
-            remote_environment(options, data_dir, remote) if remote is not None
+            remote_environment(options, data_dir, remote)
+            if remote is not None
             else service_environment(options, data_dir, self.nats.url)
         )
         # Where a gang's other workers reach this machine's agents: the advertised
@@ -102,8 +110,12 @@ class PartRunner:
         self.agent_address = record.advertise_host or ("" if remote is not None else "127.0.0.1")
         self.agents = {agent.part: agent for agent in record.agent_specs()}
         checkpoints = self.environment.get("DET_CHECKPOINT_PATH")
-        prepare_folders(data_dir, recorded_cluster_id(data_dir), Path(checkpoints) if checkpoints else None,
-                        self.environment.get(TRIAL_USER_SETTING, ""))
+        prepare_folders(
+            data_dir,
+            recorded_cluster_id(data_dir),
+            Path(checkpoints) if checkpoints else None,
+            self.environment.get(TRIAL_USER_SETTING, ""),
+        )
 
     def add_agent(self, agent: AgentSpec) -> None:
         """Runs `agent` from now on; in a cluster, with a nats-server user of its own,
@@ -138,13 +150,24 @@ class PartRunner:
                 environment = dict(environment, **initial_password.gateway_environment(self.data_dir))
             if name in self.agents:
                 agent = self.agents[name]
-                environment, module = agent_environment(environment, agent, self.data_dir, self.agent_address), "agent"
-                make_work_dir(agent_work_dir(self.data_dir, name), self.data_dir, recorded_cluster_id(self.data_dir))
+                environment, module = (
+                    agent_environment(environment, agent, self.data_dir, self.agent_address),
+                    "agent",
+                )
+                make_work_dir(
+                    agent_work_dir(self.data_dir, name), self.data_dir, recorded_cluster_id(self.data_dir)
+                )
             return subprocess.Popen(
                 [sys.executable, "-m", f"services.{module}"],
-                env=dict(environment, DET_LOG_FILE=str(self.logs / f"{name}.log"),
-                         DET_READY_FILE=str(self.ready_file(name))),
-                cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                env=dict(
+                    environment,
+                    DET_LOG_FILE=str(self.logs / f"{name}.log"),
+                    DET_READY_FILE=str(self.ready_file(name)),
+                ),
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
 
@@ -152,8 +175,11 @@ class PartRunner:
         if name == "nats-server":
             return port_answers(self.nats.port)
         if name == "postgres":
-            return (self.postgres.accepting() and self.credentials is not None
-                    and _database_ready(self.postgres, self.credentials))
+            return (
+                self.postgres.accepting()
+                and self.credentials is not None
+                and _database_ready(self.postgres, self.credentials)
+            )
         return self.ready_file(name).exists()
 
     def ready_file(self, name: str) -> Path:
@@ -185,8 +211,11 @@ class PartRunner:
 def last_words(logs: Path, name: str) -> str:
     """The end of the part's log that changed last (its output file holds a
     crash's traceback, its own log the lines before)."""
-    candidates = [path for path in (logs / output_name(name), logs / f"{name}.log")
-                  if path.exists() and path.stat().st_size > 0]
+    candidates = [
+        path
+        for path in (logs / output_name(name), logs / f"{name}.log")
+        if path.exists() and path.stat().st_size > 0
+    ]
     if not candidates:
         return f"(nothing in {logs / output_name(name)})"
     latest = max(candidates, key=lambda path: path.stat().st_mtime)
@@ -229,7 +258,9 @@ async def _prepare_database(postgres: PostgresServer, found: Credentials) -> Non
     try:
         await server.execute(f"ALTER ROLE {SUPERUSER} PASSWORD '{scram_verifier(found.postgres_password)}'")
         await _ensure_gateway_role(server, found.gateway_password)
-        owner = await server.fetchval("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", DATABASE)
+        owner = await server.fetchval(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", DATABASE
+        )
         if owner is None:
             await server.execute(f'CREATE DATABASE "{DATABASE}" OWNER {DATABASE_ROLE}')
         elif owner != DATABASE_ROLE:
@@ -246,8 +277,9 @@ async def _ensure_gateway_role(server: "asyncpg.Connection", password: str) -> N
     if await server.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", DATABASE_ROLE):
         await server.execute(f"ALTER ROLE {DATABASE_ROLE} LOGIN NOSUPERUSER PASSWORD '{verifier}'")
     else:
-        await server.execute(f"CREATE ROLE {DATABASE_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
-                             f"PASSWORD '{verifier}'")
+        await server.execute(
+            f"CREATE ROLE {DATABASE_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{verifier}'"
+        )
 
 
 async def _drop_foreign_read_models(postgres: PostgresServer, found: Credentials) -> None:

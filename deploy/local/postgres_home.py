@@ -37,9 +37,7 @@ def postgres_os_user() -> OsUser | None:
     return ensure_system_user(PG_OS_USER)[0]
 
 
-def postgres_data_dir(
-    data_dir: Path, cluster_id: str, user: OsUser | None, home: Path = SYSTEM_HOME
-) -> Path:
+def postgres_data_dir(data_dir: Path, cluster_id: str, user: OsUser | None, home: Path = SYSTEM_HOME) -> Path:
     """Where the cluster whose data folder is `data_dir` keeps PostgreSQL's
     data: `<data dir>/postgres` when PostgreSQL's user can reach the data
     folder (always, unless root), else `<home>/<key>/postgres`."""
@@ -109,12 +107,16 @@ def _open_folder(folder: Path) -> None:
 
 def _can_run(binary: Path, user: OsUser) -> bool:
     info = binary.stat()
-    return closed_folder(binary.parent, user) is None and may_enter(info.st_mode, info.st_uid, info.st_gid, user)
+    return closed_folder(binary.parent, user) is None and may_enter(
+        info.st_mode, info.st_uid, info.st_gid, user
+    )
 
 
 def _version(bin_dir: Path) -> str:
     # "postgres (PostgreSQL) 18.6"; root may ask for the version.
-    result = subprocess.run([str(bin_dir / "postgres"), "--version"], check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [str(bin_dir / "postgres"), "--version"], check=True, capture_output=True, text=True
+    )
     return result.stdout.split()[-1]
 
 

@@ -10,6 +10,7 @@ PostgreSQL refuses to run as root: as root, the server runs as the OS user
 `determined_pg` (see postgres_home.py for where its files then live).
 """
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -120,7 +121,11 @@ class NatsServer:
             f'pid_file: "{self.pid_file}"\n'
             f"{self.authorization}"
             # timeout: the handshake's, 0.5 s by default, too short for a loaded machine.
-            + (f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}", timeout: 5 }}\n' if self.tls else "")
+            + (
+                f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}", timeout: 5 }}\n'
+                if self.tls
+                else ""
+            )
         )
 
     @property
@@ -138,7 +143,10 @@ class NatsServer:
         write_private(self.config_file, self.config_text())
         return subprocess.Popen(
             [nats_server_binary(), "-c", str(self.config_file)],
-            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def reload(self, user: str, password: str, *, let_in: bool = True, deadline_s: float = 10.0) -> bool:
@@ -246,10 +254,30 @@ class PostgresServer:
         self._prepare_data_dir(user)
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb(user, bin_dir, output)
-        command = [str(bin_dir / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
-                   "-k", "", "-c", "fsync=on", "-c", "max_connections=200"]
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                cwd=self.data_dir, start_new_session=True, **_as_user(user))
+        command = [
+            str(bin_dir / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-k",
+            "",
+            "-c",
+            "fsync=on",
+            "-c",
+            "max_connections=200",
+        ]
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=self.data_dir,
+            start_new_session=True,
+            **_as_user(user),
+        )
 
     def accepting(self) -> bool:
         """Whether it accepts connections (not merely listens: it may be starting up)."""
@@ -278,16 +306,20 @@ class PostgresServer:
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
             closed = closed_folder(self.data_dir.parent, user)
             if closed is not None:
-                raise ServerError(f"PostgreSQL runs as {user.name}, which cannot reach {self.data_dir}: "
-                                  f"{closed} is closed to it; put the data elsewhere (e.g. under /var/lib)")
+                raise ServerError(
+                    f"PostgreSQL runs as {user.name}, which cannot reach {self.data_dir}: "
+                    f"{closed} is closed to it; put the data elsewhere (e.g. under /var/lib)"
+                )
         if not self.data_dir.exists():
             self.data_dir.mkdir(mode=0o700, parents=True)
             if user is not None:
                 os.chown(self.data_dir, user.uid, user.gid)
         owner = self.data_dir.stat().st_uid
         if user is not None and owner != user.uid:
-            raise ServerError(f"PostgreSQL runs as {user.name} but its data folder {self.data_dir} "
-                              f"belongs to uid {owner}: remove it or give it to {user.name}")
+            raise ServerError(
+                f"PostgreSQL runs as {user.name} but its data folder {self.data_dir} "
+                f"belongs to uid {owner}: remove it or give it to {user.name}"
+            )
 
     def require_passwords(self) -> bool:
         """Makes pg_hba.conf ask every connection for a password (PASSWORD_RULES);
@@ -302,7 +334,15 @@ class PostgresServer:
         return True
 
     def _initdb(self, user: OsUser | None, bin_dir: Path, output: IO[bytes]) -> None:
-        command = [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--encoding=UTF8", "--no-sync"]
+        command = [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(self.data_dir),
+            "-U",
+            "postgres",
+            "--encoding=UTF8",
+            "--no-sync",
+        ]
         if not self.superuser_password:
             self._run_initdb([*command, "--auth=trust"], user, output)
             return
@@ -317,8 +357,9 @@ class PostgresServer:
             password_file.unlink(missing_ok=True)
 
     def _run_initdb(self, command: list[str], user: OsUser | None, output: IO[bytes]) -> None:
-        result = subprocess.run(command, check=False, stdout=output, stderr=subprocess.STDOUT,
-                                cwd=self.data_dir, **_as_user(user))
+        result = subprocess.run(
+            command, check=False, stdout=output, stderr=subprocess.STDOUT, cwd=self.data_dir, **_as_user(user)
+        )
         if result.returncode != 0:
             raise ServerError(f"initdb failed ({result.returncode}):\n{tail(self.log_file)}")
 
@@ -343,7 +384,5 @@ def stop_process(process: "subprocess.Popen[bytes]", signum: int, deadline_s: fl
 
 def kill_group(pgid: int) -> None:
     """SIGKILL to a process group we started (its leader's pid); gone is fine."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

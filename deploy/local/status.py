@@ -55,8 +55,11 @@ class ClusterStatus:
         return next(part for part in self.parts if part.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"supervisor_pid": self.supervisor_pid, "updated_at": self.updated_at,
-                "parts": [asdict(part) for part in self.parts]}
+        return {
+            "supervisor_pid": self.supervisor_pid,
+            "updated_at": self.updated_at,
+            "parts": [asdict(part) for part in self.parts],
+        }
 
 
 def status_path(data_dir: Path) -> Path:

@@ -13,6 +13,7 @@ The decisions are in decisions.py; this is the loop around them.
 """
 
 import argparse
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -64,8 +65,12 @@ class Supervisor:
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._shut_down)
-        self.record = replace(self.record, supervisor_pid=os.getpid(), pids={},
-                              start_ticks={"supervisor": start_ticks(os.getpid()) or 0})
+        self.record = replace(
+            self.record,
+            supervisor_pid=os.getpid(),
+            pids={},
+            start_ticks={"supervisor": start_ticks(os.getpid()) or 0},
+        )
         self.record.save(self.data_dir)
         log.info("supervisor started (pid %d) for %s", os.getpid(), self.data_dir)
         while not (self.shutting_down and not self.processes):
@@ -89,7 +94,9 @@ class Supervisor:
         if self.shutting_down:
             self.stop_next(now)
         for name in decisions.to_kill(self.ordered(), now):
-            log.info("%s did not stop within %.0f s: killing its process group", name, decisions.STOP_DEADLINE_S)
+            log.info(
+                "%s did not stop within %.0f s: killing its process group", name, decisions.STOP_DEADLINE_S
+            )
             kill_group(self.parts[name].pid)
         for name in decisions.to_start(self.ordered(), now, shutting_down=self.shutting_down):
             self.start(name, now)
@@ -140,14 +147,17 @@ class Supervisor:
 
     def _log_crash(self, part: Part) -> None:
         first_line = part.last_error.splitlines()[0]
-        log.info("%s: %s; starting it again in %.1f s (restart %d)", part.name, first_line, part.backoff_s,
-                 part.restarts)
+        log.info(
+            "%s: %s; starting it again in %.1f s (restart %d)",
+            part.name,
+            first_line,
+            part.backoff_s,
+            part.restarts,
+        )
 
     def send_stop(self, name: str) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.parts[name].pid, STOP_SIGNALS.get(name, signal.SIGTERM))
-        except ProcessLookupError:
-            pass
 
     def stop_next(self, now: float) -> None:
         name = decisions.next_to_stop(self.ordered())
@@ -181,15 +191,23 @@ class Supervisor:
         """Recorded in cluster.json (a new supervisor runs it too), then started
         by the next tick (its requirements run)."""
         if agent.part in self.parts or self.shutting_down:
-            log.info("ignored adding agent %s: part %s exists or the supervisor is stopping", agent.agent_id,
-                     agent.part)
+            log.info(
+                "ignored adding agent %s: part %s exists or the supervisor is stopping",
+                agent.agent_id,
+                agent.part,
+            )
             return
         self.record = replace(self.record, agents=[*self.record.agents, asdict(agent)])
         self.record.save(self.data_dir)
         self.runner.add_agent(agent)
         self.parts[agent.part] = Part(agent.part)
-        log.info("added agent %s (part %s, %d CPU slots, pool %s)", agent.agent_id, agent.part, agent.cpu_slots,
-                 agent.pool or "default")
+        log.info(
+            "added agent %s (part %s, %d CPU slots, pool %s)",
+            agent.agent_id,
+            agent.part,
+            agent.cpu_slots,
+            agent.pool or "default",
+        )
 
     def remove_agents(self, names: tuple[str, ...], now: float) -> None:
         for name in names:
@@ -233,10 +251,16 @@ class Supervisor:
         if [(p.name, p.pid) for p in parts] != [(p.name, p.pid) for p in self.published]:
             self._record_pids()
         self.published = parts
-        status = ClusterStatus(os.getpid(), now, tuple(
-            PartStatus(p.name, p.state, p.pid, p.restarts, p.last_error, p.started_at, self.disk.get(p.name, 0))
-            for p in parts
-        ))
+        status = ClusterStatus(
+            os.getpid(),
+            now,
+            tuple(
+                PartStatus(
+                    p.name, p.state, p.pid, p.restarts, p.last_error, p.started_at, self.disk.get(p.name, 0)
+                )
+                for p in parts
+            ),
+        )
         write_status(status_path(self.data_dir), status)
 
     def _record_pids(self) -> None:
@@ -262,8 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = parser.parse_args(argv).data_dir.resolve()
     record = ClusterRecord.load(data_dir)
     if record is None:
-        print(f"no cluster is recorded in {ClusterRecord.path(data_dir)}: start one with cluster-up",
-              file=sys.stderr)
+        print(
+            f"no cluster is recorded in {ClusterRecord.path(data_dir)}: start one with cluster-up",
+            file=sys.stderr,
+        )
         return 2
     configure_logging(data_dir)
     return Supervisor(data_dir, record).run()

@@ -43,7 +43,9 @@ def check_pair(cert_file: Path, key_file: Path) -> None:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 
     def encrypted() -> str:  # asked for the key's passphrase (else OpenSSL asks on the terminal)
-        raise TlsError(f"--tls-key {key_file} is encrypted: the gateway and nats-server need it without a passphrase")
+        raise TlsError(
+            f"--tls-key {key_file} is encrypted: the gateway and nats-server need it without a passphrase"
+        )
 
     try:
         context.load_cert_chain(cert_file, key_file, password=encrypted)

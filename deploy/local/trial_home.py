@@ -79,13 +79,17 @@ def checkpoint_folder(data_dir: Path, home: Path, *, trial_user: str, data_dir_o
 def trial_user_note(user: str) -> str:
     """What cluster-up says about who trials run as; makes the user when missing (as root)."""
     if os.geteuid() != 0:
-        return ("Trials run with your rights (cluster-up is not root, so its agents cannot switch users): "
-                "trial code can read whatever you can, this cluster's secrets included")
+        return (
+            "Trials run with your rights (cluster-up is not root, so its agents cannot switch users): "
+            "trial code can read whatever you can, this cluster's secrets included"
+        )
     if not user:
         return f"Trials run as root ({TRIAL_USER_SETTING} is empty): trial code can read every secret of the cluster"
     found, created = ensure_system_user(user)
     made = "created now" if created else "found"
-    return f"Trials run as the OS user {user} (uid {found.uid}, {made}), which cannot read the cluster's secrets"
+    return (
+        f"Trials run as the OS user {user} (uid {found.uid}, {made}), which cannot read the cluster's secrets"
+    )
 
 
 def make_folder_chain(folder: Path, top: Path, mode: int) -> None:
@@ -117,7 +121,9 @@ def make_in_trial_home(folder: Path, data_dir: Path, cluster_id: str | None, mod
         note.write_text(json.dumps(owner) + "\n")
 
 
-def prepare_folders(data_dir: Path, cluster_id: str | None, checkpoints: Path | None, trial_user: str) -> None:
+def prepare_folders(
+    data_dir: Path, cluster_id: str | None, checkpoints: Path | None, trial_user: str
+) -> None:
     """The data folder's private folders closed (0700); the default checkpoint
     storage (None: this folder has none) the trial user's (0700: only trials
     and root read it)."""

@@ -49,8 +49,9 @@ def main(core_context: det.core.Context, learning_rate: float, batch_size: int) 
             core_context.train.report_validation_metrics(
                 steps_completed=step, metrics={"validation_loss": validation_loss, "batches": step}
             )
-            logger.info("step %d: loss %.4f, validation_loss %.4f (w=%.3f, b=%.3f)",
-                        step, loss, validation_loss, w, b)
+            logger.info(
+                "step %d: loss %.4f, validation_loss %.4f (w=%.3f, b=%.3f)", step, loss, validation_loss, w, b
+            )
             save(core_context, w, b, step)
             if core_context.preempt.should_preempt():
                 logger.info("stopping at step %d: the cluster asked; the trial resumes from here", step)

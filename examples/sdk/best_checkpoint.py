@@ -72,12 +72,16 @@ def main(args: argparse.Namespace) -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--master", help="HOST:PORT of the master (default: DET_MASTER or localhost:8080)")
     parser.add_argument("--user", help="log in as this user (default: the CLI's)")
     parser.add_argument("--password", help="the user's password")
     parser.add_argument("--batches", type=int, default=200, help="how long the trial trains (default 200)")
-    parser.add_argument("--output", default="checkpoints", help="where the checkpoint goes (default checkpoints/)")
+    parser.add_argument(
+        "--output", default="checkpoints", help="where the checkpoint goes (default checkpoints/)"
+    )
     return parser.parse_args()
 
 

@@ -126,7 +126,9 @@ class MasterCertError(Exception):
     """The certificate DET_MASTER_CERT_FILE names cannot be read."""
 
 
-def master_channel(master: str, options: Sequence[tuple[str, Any]], environ: Mapping[str, str] | None = None) -> Any:
+def master_channel(
+    master: str, options: Sequence[tuple[str, Any]], environ: Mapping[str, str] | None = None
+) -> Any:
     """A gRPC channel to the master at `master` (`host:port`, `http://...` or `https://...`).
 
     TLS (Determined's variables) when the address is https:// or DET_MASTER_CERT_FILE is set:
@@ -144,7 +146,9 @@ def master_channel(master: str, options: Sequence[tuple[str, Any]], environ: Map
     try:
         roots = Path(cert_file).read_bytes() if cert_file else None
     except OSError as error:
-        raise MasterCertError(f"cannot read DET_MASTER_CERT_FILE {cert_file}: {error.strerror or error}") from None
+        raise MasterCertError(
+            f"cannot read DET_MASTER_CERT_FILE {cert_file}: {error.strerror or error}"
+        ) from None
     name = env.get("DET_MASTER_CERT_NAME", "")
     named = [("grpc.ssl_target_name_override", name)] if name else []
     credentials = grpc.ssl_channel_credentials(root_certificates=roots)
@@ -265,7 +269,9 @@ class TrialClient:
 
     def get_trial_metadata(self, trial_id: int) -> str:
         """The trial's metadata as JSON text ("{}" when none was set)."""
-        response = self._call(self._stub.GetTrialMetadata, self._api.GetTrialMetadataRequest(trial_id=trial_id))
+        response = self._call(
+            self._stub.GetTrialMetadata, self._api.GetTrialMetadataRequest(trial_id=trial_id)
+        )
         return str(response.metadata_json or "{}")
 
     def get_best_validation(self, trial_id: int) -> float | None:

@@ -50,11 +50,25 @@ MASTER_CERT_FILE = "master-cert.pem"
 # What a trial gets of the agent's own environment: locale, time zone, proxies,
 # CA bundles, the GPU stack's settings. Nothing else (the agent's environment holds
 # the cluster secret and its NATS password; the operator's may hold anything).
-PASSED_VARIABLES = frozenset({
-    "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
-    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
-})
+PASSED_VARIABLES = frozenset(
+    {
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "LD_LIBRARY_PATH",
+        "OMP_NUM_THREADS",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+    }
+)
 PASSED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "NCCL_")
 # Passed only when the trial runs as the agent's own user (a trial user gets its own).
 OWN_USER_VARIABLES = ("HOME", "USER", "LOGNAME")
@@ -64,7 +78,8 @@ def passed_on(inherited: Mapping[str, str], *, own_user: bool) -> dict[str, str]
     """The agent's variables a trial gets (PASSED_VARIABLES, PASSED_PREFIXES;
     HOME, USER and LOGNAME when it runs as the agent's user). Never a DET_ one."""
     return {
-        name: value for name, value in inherited.items()
+        name: value
+        for name, value in inherited.items()
         if name in PASSED_VARIABLES
         or name.startswith(PASSED_PREFIXES)
         or (own_user and name in OWN_USER_VARIABLES)

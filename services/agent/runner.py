@@ -556,8 +556,13 @@ class Runner:
         token = mint_allocation_token(self.cluster_secret, running.launch.trial_id, allocation.allocation_id)
         cwd = folder / TRIAL_FOLDER
         env = trial_environment(
-            allocation, self.identity, session_token=token, slot_type=self.slot_type, inherited=os.environ,
-            folder=folder, user=self.trial_user,
+            allocation,
+            self.identity,
+            session_token=token,
+            slot_type=self.slot_type,
+            inherited=os.environ,
+            folder=folder,
+            user=self.trial_user,
         )
         record = workdir.record_path(folder)
         process: TrialProcess | None = None
@@ -575,7 +580,11 @@ class Runner:
                 await asyncio.to_thread(write_process_record, record, forked)
         if process is None:
             preexec = allocation_preexec(
-                os.getpid(), record, self.identity.agent_id, allocation.allocation_id, as_user(self.trial_user)
+                os.getpid(),
+                record,
+                self.identity.agent_id,
+                allocation.allocation_id,
+                as_user(self.trial_user),
             )
             process = await self._exec(cwd, argv, env, preexec)
         log.info(

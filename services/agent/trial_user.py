@@ -167,11 +167,20 @@ def trial_python_bin_dir(user: OsUser | None, venv_folder: Path, facts: PythonFa
     bin_dir = trial_venv(venv_folder, candidates[0], facts)
     check = subprocess.run(
         [str(bin_dir / "python3"), "-c", "import determined"],
-        user=user.uid, group=user.gid, extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin"},
-        check=False, capture_output=True, text=True, timeout=120,
+        user=user.uid,
+        group=user.gid,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if check.returncode != 0:
-        raise TrialUserError(f"the trial user {user.name} cannot import determined with {candidates[0]}: "
-                             f"{check.stderr.strip()[-500:]}")
+        raise TrialUserError(
+            f"the trial user {user.name} cannot import determined with {candidates[0]}: "
+            f"{check.stderr.strip()[-500:]}"
+        )
     log.info("trial_python", interpreter=str(candidates[0]), venv=str(venv_folder))
     return bin_dir

@@ -261,7 +261,9 @@ class Connection:
 def _login_refused(error: Exception) -> bool:
     """nats-py reports a refused login as AuthorizationError on an open connection,
     and as a plain Error with nats-server's words while connecting."""
-    return isinstance(error, nats.errors.AuthorizationError) or "authorization violation" in str(error).lower()
+    return (
+        isinstance(error, nats.errors.AuthorizationError) or "authorization violation" in str(error).lower()
+    )
 
 
 def _login(credentials: NatsCredentials) -> dict[str, Any]:

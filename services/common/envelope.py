@@ -45,9 +45,7 @@ def payload_field(payload: Message) -> str:
     return _FIELD_BY_TYPE[payload.DESCRIPTOR.full_name]
 
 
-def wrap(
-    append: Append, *, actor: str, occurred_at_ns: int
-) -> Envelope:
+def wrap(append: Append, *, actor: str, occurred_at_ns: int) -> Envelope:
     """Wraps a decided append in an envelope; the event id is its message id."""
     envelope = Envelope(
         event_id=append.msg_id,
@@ -68,8 +66,7 @@ def payload_of(envelope: Envelope) -> Message | None:
 
 
 _FIELD_BY_TYPE: dict[str, str] = {
-    field.message_type.full_name: field.name
-    for field in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields
+    field.message_type.full_name: field.name for field in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields
 }
 
 

@@ -352,7 +352,7 @@ class EventStore:
             lambda: self.js.stream_info(self.events_stream, subjects_filter=f"{prefix}>")
         )
         subjects = info.state.subjects or {}
-        return {subject[len(prefix):]: count for subject, count in subjects.items()}
+        return {subject[len(prefix) :]: count for subject, count in subjects.items()}
 
     async def read(
         self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
@@ -363,7 +363,9 @@ class EventStore:
             subjects = [f"{self.namespace}.events.>"]
         else:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
-        async with contextlib.aclosing(self._read(self.events_stream, subjects, start_sequence, follow)) as read:
+        async with contextlib.aclosing(
+            self._read(self.events_stream, subjects, start_sequence, follow)
+        ) as read:
             async for raw in read:
                 yield self.stored_event(raw)
 
@@ -372,7 +374,9 @@ class EventStore:
         envelope bytes, caught_up, subject), in lists, undecoded: for a reader
         that decodes them elsewhere (services/gateway/replay.py)."""
         subjects = [f"{self.namespace}.events.>"]
-        async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, False)) as read:
+        async with contextlib.aclosing(
+            self._read_batches(self.events_stream, subjects, start_sequence, False)
+        ) as read:
             async for batch in read:
                 yield batch
 
@@ -385,7 +389,9 @@ class EventStore:
             subjects = [f"{self.namespace}.events.>"]
         else:
             subjects = [f"{self.namespace}.events.{kind}.>" for kind in kinds]
-        async with contextlib.aclosing(self._read_batches(self.events_stream, subjects, start_sequence, follow)) as read:
+        async with contextlib.aclosing(
+            self._read_batches(self.events_stream, subjects, start_sequence, follow)
+        ) as read:
             async for batch in read:
                 yield [self.stored_event(raw) for raw in batch]
 
@@ -582,7 +588,9 @@ class EventStore:
                 await replay.aclose()
             start_sequence = stored_end + 1
         if follow:
-            async with contextlib.aclosing(self._followed_batches(stream, subjects, start_sequence)) as followed:
+            async with contextlib.aclosing(
+                self._followed_batches(stream, subjects, start_sequence)
+            ) as followed:
                 async for batch in followed:
                     yield batch
 
@@ -754,7 +762,9 @@ class EventStore:
         stored already, in stream order: one pull consumer per subject,
         merged. A message is passed on once every reader that is not done
         holds one at least as new; caught_up is True on `end`."""
-        readers = {subject: self._pulled_batches(stream, subject, start_sequence, end) for subject in subjects}
+        readers = {
+            subject: self._pulled_batches(stream, subject, start_sequence, end) for subject in subjects
+        }
         held: dict[str, collections.deque[Raw]] = {s: collections.deque() for s in subjects}
         done: set[str] = set()
         try:

@@ -108,7 +108,9 @@ class HeartbeatListener:
             return
         if msg.subject != heartbeat_subject(self.namespace, heartbeat.agent_id):
             # nats-server lets an agent publish on its own subject only: one that names another agent lies.
-            log.warning("heartbeat_malformed", subject=msg.subject, error=f"it names agent {heartbeat.agent_id}")
+            log.warning(
+                "heartbeat_malformed", subject=msg.subject, error=f"it names agent {heartbeat.agent_id}"
+            )
             return
         self.last[(heartbeat.agent_id, heartbeat.registration_event_id)] = time.time_ns()
 

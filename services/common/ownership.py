@@ -7,17 +7,30 @@ nats-server's permissions are made from (deploy/local/credentials.py)."""
 # and for trials, of nearly every kind: it may publish on every events subject.
 APPENDS: dict[str, tuple[str, ...]] = {
     "searcher": (
-        "trial_created", "trial_length_set", "trial_stop_requested", "trial_ended",
-        "experiment_progress_changed", "experiment_state_changed",
-        "allocation_requested", "allocation_stop_requested", "allocation_kill_requested",
+        "trial_created",
+        "trial_length_set",
+        "trial_stop_requested",
+        "trial_ended",
+        "experiment_progress_changed",
+        "experiment_state_changed",
+        "allocation_requested",
+        "allocation_stop_requested",
+        "allocation_kill_requested",
     ),
     "scheduler": (
-        "allocation_assigned", "allocation_canceled", "allocation_stop_requested", "allocation_kill_requested",
-        "allocation_exited", "agent_lost",
+        "allocation_assigned",
+        "allocation_canceled",
+        "allocation_stop_requested",
+        "allocation_kill_requested",
+        "allocation_exited",
+        "agent_lost",
     ),
     "checkpoint": (
-        "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted",
-        "experiment_deleted", "experiment_delete_failed",
+        "checkpoint_deletion_requested",
+        "checkpoint_deleted",
+        "checkpoint_partially_deleted",
+        "experiment_deleted",
+        "experiment_delete_failed",
     ),
     "agent": ("agent_registered", "allocation_started", "allocation_exited", "allocation_resources_exited"),
 }

@@ -46,7 +46,16 @@ SNAPSHOT_EVERY = 10_000
 log = structlog.get_logger()
 
 # What reading a damaged snapshot raises (json, zlib, pickle).
-_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, ImportError, EOFError, pickle.UnpicklingError, zlib.error)
+_UNREADABLE = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    ImportError,
+    EOFError,
+    pickle.UnpicklingError,
+    zlib.error,
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,11 @@ def code_version(service: str) -> str:
     digest = hashlib.sha256(sys.version.encode())
     digest.update(events_pb2.DESCRIPTOR.serialized_pb)
     services_root = Path(services.__file__ or "").parent
-    roots = [services_root / "common", services_root / service, Path(determined.common.expconf.__file__ or "").parent]
+    roots = [
+        services_root / "common",
+        services_root / service,
+        Path(determined.common.expconf.__file__ or "").parent,
+    ]
     for root in roots:
         for path in sorted(root.rglob("*.py")):
             digest.update(str(path.relative_to(root.parent)).encode())
@@ -101,7 +114,11 @@ class Snapshots:
                 return None
             return Snapshot(pickle.loads(zlib.decompress(body)), int(meta["sequence"]))
         except _UNREADABLE as error:  # a snapshot is only a shortcut: any doubt means replaying
-            log.warning("snapshot_ignored", core=core, reason=f"unreadable ({type(error).__name__}); replaying the log")
+            log.warning(
+                "snapshot_ignored",
+                core=core,
+                reason=f"unreadable ({type(error).__name__}); replaying the log",
+            )
             return None
 
     async def save(self, core: str, state: Any, sequence: int) -> None:
@@ -128,5 +145,7 @@ class Snapshots:
         try:
             return await self.store.js.key_value(self.bucket_name)
         except nats.js.errors.BucketNotFoundError:
-            config = js_api.KeyValueConfig(bucket=self.bucket_name, history=1, storage=js_api.StorageType.FILE)
+            config = js_api.KeyValueConfig(
+                bucket=self.bucket_name, history=1, storage=js_api.StorageType.FILE
+            )
             return await self.store.js.create_key_value(config)

@@ -140,4 +140,3 @@ def problem(envelope: Envelope, subject: str | None = None, namespace: str = "de
     if subject is not None and subject != f"{namespace}.events.{kind}.{aggregate_id}":  # subject_for's
         return f"{event_type} on aggregate {envelope.aggregate!r} stored on another subject ({subject})"
     return None
-

@@ -57,7 +57,11 @@ def _redacted(fields: dict[str, Any]) -> dict[str, Any]:
     """The fields with every user's password hash (UserCreated, UserPasswordChanged)
     replaced by REDACTED: an audit shows that it changed, never the hash."""
     return {
-        key: REDACTED if key == "password_hash" and value else _redacted(value) if isinstance(value, dict) else value
+        key: REDACTED
+        if key == "password_hash" and value
+        else _redacted(value)
+        if isinstance(value, dict)
+        else value
         for key, value in fields.items()
     }
 
@@ -89,10 +93,14 @@ async def run(options: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nats-url", default="nats://127.0.0.1:4222")
     parser.add_argument("--namespace", default="det")
-    parser.add_argument("--credentials", type=Path, help="a cluster's <data dir>/credentials.json: log in as operator")
+    parser.add_argument(
+        "--credentials", type=Path, help="a cluster's <data dir>/credentials.json: log in as operator"
+    )
     parser.add_argument("--kind", action="append", help="only these aggregate kinds (experiment, trial, ...)")
     parser.add_argument("--from-sequence", type=int, default=1)
     parser.add_argument("--follow", action="store_true", help="keep printing new events")

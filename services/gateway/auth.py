@@ -59,11 +59,21 @@ PUBLIC_RPCS = frozenset({"Login", "GetMaster"})
 # and the only ones an allocation token is good for. Each handler checks that
 # the request names the token's own trial (or allocation) and that the
 # allocation is open. The HTTP API has none (http/app.py refuses the token).
-TRIAL_RPCS = frozenset({
-    "ReportMetrics", "ReportProgress", "ReportCheckpoint", "ReportStatus", "ReportEarlyExit",
-    "SetTrialMetadata", "GetTrialMetadata", "GetBestValidation", "WatchAllocation", "AcknowledgeStop",
-    "DeleteCheckpoints",
-})
+TRIAL_RPCS = frozenset(
+    {
+        "ReportMetrics",
+        "ReportProgress",
+        "ReportCheckpoint",
+        "ReportStatus",
+        "ReportEarlyExit",
+        "SetTrialMetadata",
+        "GetTrialMetadata",
+        "GetBestValidation",
+        "WatchAllocation",
+        "AcknowledgeStop",
+        "DeleteCheckpoints",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -117,9 +127,9 @@ class Authenticator:
         if not authorization.startswith(BEARER):
             raise UnauthenticatedError(f"the authorization is not a bearer token; {LOGIN_HINT}")
         try:
-            claims = verify_session_token(self.secret, authorization[len(BEARER):])
+            claims = verify_session_token(self.secret, authorization[len(BEARER) :])
         except InvalidTokenError as error:
-            if self._is_allocation_token(authorization[len(BEARER):]):
+            if self._is_allocation_token(authorization[len(BEARER) :]):
                 refusal = f"an allocation token is not a user's session token; {LOGIN_HINT}"
                 raise UnauthenticatedError(refusal) from error
             raise UnauthenticatedError(f"{error}; {LOGIN_HINT}") from error

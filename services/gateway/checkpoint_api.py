@@ -100,10 +100,14 @@ class CheckpointRpcs:
         if len(found) < len(uuids) and await self.projector.catch_up():
             found = await self.checkpoint_queries.checkpoints(uuids)
         if isinstance(principal, UserPrincipal):
-            owners = await self.checkpoint_queries.experiments(sorted({c.experiment_id for c in found.values()}))
+            owners = await self.checkpoint_queries.experiments(
+                sorted({c.experiment_id for c in found.values()})
+            )
             rules.check_may_delete_checkpoints(
-                found.values(), {key: facts.owner for key, facts in owners.items()},
-                principal.username, admin=principal.admin,
+                found.values(),
+                {key: facts.owner for key, facts in owners.items()},
+                principal.username,
+                admin=principal.admin,
             )
         trial_id = principal.trial_id if isinstance(principal, TrialPrincipal) else None
         sources = await self.checkpoint_queries.warm_start_sources(list(found.values()))
@@ -115,8 +119,12 @@ class CheckpointRpcs:
         log.info("checkpoint_deletion_asked", uuids=len(uuids), by=principal.actor)
         return api_pb2.DeleteCheckpointsResponse()
 
-    async def PreviewGc(self, request: api_pb2.PreviewGcRequest, context: Context) -> api_pb2.PreviewGcResponse:
-        policy = rules.checked_policy(request.save_experiment_best, request.save_trial_best, request.save_trial_latest)
+    async def PreviewGc(
+        self, request: api_pb2.PreviewGcRequest, context: Context
+    ) -> api_pb2.PreviewGcResponse:
+        policy = rules.checked_policy(
+            request.save_experiment_best, request.save_trial_best, request.save_trial_latest
+        )
         experiment = await self._experiment(request.experiment_id)
         deleted = rules.gc_deletes(await self.checkpoint_queries.gc_inputs(experiment), policy)
         return api_pb2.PreviewGcResponse(checkpoints=deleted, bytes=rules.freed_bytes(deleted))
@@ -126,12 +134,17 @@ class CheckpointRpcs:
     ) -> api_pb2.SetGcPolicyResponse:
         """Its owner's or an admin's: a policy that keeps fewer deletes checkpoints."""
         user = require_user()
-        policy = rules.checked_policy(request.save_experiment_best, request.save_trial_best, request.save_trial_latest)
+        policy = rules.checked_policy(
+            request.save_experiment_best, request.save_trial_best, request.save_trial_latest
+        )
 
         async def decide(version: int) -> Append | Unchanged:
             experiment = await self._experiment(request.experiment_id)
             rules.check_owner_or_admin(
-                experiment.experiment_id, experiment.owner, user.username, admin=user.admin,
+                experiment.experiment_id,
+                experiment.owner,
+                user.username,
+                admin=user.admin,
                 what="set its GC policy",
             )
             current = rules.stored_policy(experiment.config_json)
@@ -180,7 +193,9 @@ class CheckpointRpcs:
         chunks = await asyncio.to_thread(_opened, section, checkpoint.uuid, request.path, request.offset)
         offset = request.offset
         try:
-            while (data := await asyncio.to_thread(_next_chunk, chunks, checkpoint.uuid, request.path)) is not None:
+            while (
+                data := await asyncio.to_thread(_next_chunk, chunks, checkpoint.uuid, request.path)
+            ) is not None:
                 yield api_pb2.DownloadCheckpointFileResponse(data=data, offset=offset, size=size)
                 offset += len(data)
         finally:
@@ -251,7 +266,10 @@ def _listed(
     checkpoints: list[api_pb2.Checkpoint], listing: rules.Listing, experiment: ExperimentFacts
 ) -> list[api_pb2.Checkpoint]:
     return rules.listed(
-        checkpoints, listing, searcher_metric=experiment.searcher_metric, smaller_is_better=experiment.smaller_is_better
+        checkpoints,
+        listing,
+        searcher_metric=experiment.searcher_metric,
+        smaller_is_better=experiment.smaller_is_better,
     )
 
 
@@ -278,7 +296,9 @@ def _storage_errors(uuid: str, path: str) -> Iterator[None]:
         yield
     except FileNotFoundError as error:
         raise NotFoundError(f"file {path!r} of checkpoint {uuid} is not in its storage: {error}") from error
-    except storage.UnsafeCheckpointFileError as error:  # a link, a hard link: it may lead outside the checkpoint
+    except (
+        storage.UnsafeCheckpointFileError
+    ) as error:  # a link, a hard link: it may lead outside the checkpoint
         log.warning("checkpoint_file_refused", uuid=uuid, path=path, reason=str(error))
         raise PermissionDeniedError(str(error)) from error
     except (storage.StorageError, OSError) as error:

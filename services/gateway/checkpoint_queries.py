@@ -122,7 +122,9 @@ class CheckpointQueries:
         sources = await self.warm_start_sources(checkpoints)
         return GcInputs(
             checkpoints=checkpoints,
-            validated_at_ns={f.checkpoint.uuid: f.validated_at_ns for f in found if f.validated_at_ns is not None},
+            validated_at_ns={
+                f.checkpoint.uuid: f.validated_at_ns for f in found if f.validated_at_ns is not None
+            },
             smaller_is_better=experiment.smaller_is_better,
             protected={c.uuid for c in checkpoints if c.model_versions} | sources,
         )
@@ -141,7 +143,8 @@ class CheckpointQueries:
             source_trial = row["source_trial_id"] or ""
             if source_trial.isdigit() and int(source_trial) in trial_ids:
                 before = [
-                    c for c in await self.of_trial(int(source_trial))
+                    c
+                    for c in await self.of_trial(int(source_trial))
                     if c.reported_at_ns <= row["started_at_ns"] and c.state != "DELETED"
                 ]
                 latest = max(before, key=lambda c: (c.steps_completed, c.reported_at_ns), default=None)

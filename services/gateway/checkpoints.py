@@ -80,20 +80,30 @@ class Listing:
 def checked_listing(sort_by: str, order_by: str, max_results: int, include_deleted: bool) -> Listing:
     order = order_by.strip().lower()
     if order not in ORDERS:
-        raise InvalidArgumentError(f"order_by must be asc, desc or empty (the sort's own order), not {order_by!r}")
+        raise InvalidArgumentError(
+            f"order_by must be asc, desc or empty (the sort's own order), not {order_by!r}"
+        )
     if max_results < 0:
         raise InvalidArgumentError(f"max_results must be 0 (all) or more, not {max_results}")
     return Listing(sort_by.strip(), order, max_results, include_deleted)
 
 
 def listed(
-    checkpoints: Sequence[api_pb2.Checkpoint], listing: Listing, *, searcher_metric: str, smaller_is_better: bool
+    checkpoints: Sequence[api_pb2.Checkpoint],
+    listing: Listing,
+    *,
+    searcher_metric: str,
+    smaller_is_better: bool,
 ) -> list[api_pb2.Checkpoint]:
     """The checkpoints a listing shows: without DELETED ones unless asked,
     sorted, the first max_results (all when 0)."""
     shown = [c for c in checkpoints if listing.include_deleted or c.state != "DELETED"]
     ordered = sorted_checkpoints(
-        shown, listing.sort_by, listing.order_by, searcher_metric=searcher_metric, smaller_is_better=smaller_is_better
+        shown,
+        listing.sort_by,
+        listing.order_by,
+        searcher_metric=searcher_metric,
+        smaller_is_better=smaller_is_better,
     )
     return ordered[: listing.max_results] if listing.max_results else ordered
 
@@ -156,7 +166,9 @@ def checked_policy(save_experiment_best: int, save_trial_best: int, save_trial_l
     }
     negative = [f"{name} ({value})" for name, value in given.items() if value < 0]
     if negative:
-        raise InvalidArgumentError(f"a GC policy keeps 0 or more checkpoints; negative: {', '.join(negative)}")
+        raise InvalidArgumentError(
+            f"a GC policy keeps 0 or more checkpoints; negative: {', '.join(negative)}"
+        )
     return GcPolicy(save_experiment_best, save_trial_best, save_trial_latest)
 
 
@@ -177,9 +189,12 @@ def gc_deletes(inputs: GcInputs, policy: GcPolicy) -> list[api_pb2.Checkpoint]:
     """The checkpoints `policy` deletes now (services.checkpoint.policy), in
     report order: what `det experiment set gc-policy` previews."""
     candidates = sorted(
-        (c for c in inputs.checkpoints if c.state in GC_CANDIDATE_STATES), key=lambda c: (c.reported_at_ns, c.uuid)
+        (c for c in inputs.checkpoints if c.state in GC_CANDIDATE_STATES),
+        key=lambda c: (c.reported_at_ns, c.uuid),
     )
-    validations = sorted((inputs.validated_at_ns[c.uuid], c.uuid) for c in candidates if c.uuid in inputs.validated_at_ns)
+    validations = sorted(
+        (inputs.validated_at_ns[c.uuid], c.uuid) for c in candidates if c.uuid in inputs.validated_at_ns
+    )
     validation_order = {uuid: order for order, (_, uuid) in enumerate(validations, start=1)}
     facts = [
         CheckpointFacts(
@@ -193,7 +208,9 @@ def gc_deletes(inputs: GcInputs, policy: GcPolicy) -> list[api_pb2.Checkpoint]:
         for order, c in enumerate(candidates, start=1)
     ]
     deleted = set(
-        checkpoints_to_delete(facts, policy, smaller_is_better=inputs.smaller_is_better, protected=inputs.protected)
+        checkpoints_to_delete(
+            facts, policy, smaller_is_better=inputs.smaller_is_better, protected=inputs.protected
+        )
     )
     return [c for c in candidates if c.uuid in deleted]
 
@@ -213,16 +230,22 @@ def gc_policy_changed(
     refused to delete are tried again); else Unchanged. Refused while the
     experiment is being deleted."""
     if state in ("DELETING", "DELETE_FAILED"):
-        raise FailedPreconditionError(f"experiment {experiment_id} is {state}: its GC policy no longer applies")
+        raise FailedPreconditionError(
+            f"experiment {experiment_id} is {state}: its GC policy no longer applies"
+        )
     if new == current and not (state in TERMINAL_STATES and deletes_now):
-        return Unchanged(f"Experiment {experiment_id} has this GC policy already ({_described(new)}): nothing to change")
+        return Unchanged(
+            f"Experiment {experiment_id} has this GC policy already ({_described(new)}): nothing to change"
+        )
     payload = events_pb2.CheckpointGcPolicyChanged(
         experiment_id=experiment_id,
         save_experiment_best=new.save_experiment_best,
         save_trial_best=new.save_trial_best,
         save_trial_latest=new.save_trial_latest,
     )
-    return Append(aggregate("experiment", experiment_id), payload, f"gc-policy-{experiment_id}-{version}", version)
+    return Append(
+        aggregate("experiment", experiment_id), payload, f"gc-policy-{experiment_id}-{version}", version
+    )
 
 
 def _described(policy: GcPolicy) -> str:
@@ -256,13 +279,20 @@ def check_may_delete_checkpoints(
         by_experiment.setdefault(checkpoint.experiment_id, []).append(checkpoint.uuid)
     for experiment_id, uuids in sorted(by_experiment.items()):
         check_owner_or_admin(
-            experiment_id, owners.get(experiment_id, ""), username, admin=admin,
+            experiment_id,
+            owners.get(experiment_id, ""),
+            username,
+            admin=admin,
             what=f"delete its checkpoints ({', '.join(uuids)})",
         )
 
 
 def experiment_delete_requested(
-    experiment_id: int, state: str, delete_requests: int, model_versions: Mapping[str, Sequence[str]], version: int
+    experiment_id: int,
+    state: str,
+    delete_requests: int,
+    model_versions: Mapping[str, Sequence[str]],
+    version: int,
 ) -> Append | Unchanged:
     """The deletion of an ended (or DELETE_FAILED) experiment: the checkpoint
     service deletes all its checkpoints, then the experiment disappears.
@@ -277,7 +307,9 @@ def experiment_delete_requested(
             f" {DELETABLE_STATES[-1]} experiments can be deleted (kill it and wait for it to end first)"
         )
     if model_versions:
-        registered = "; ".join(f"{uuid} ({', '.join(names)})" for uuid, names in sorted(model_versions.items()))
+        registered = "; ".join(
+            f"{uuid} ({', '.join(names)})" for uuid, names in sorted(model_versions.items())
+        )
         raise FailedPreconditionError(
             f"experiment {experiment_id} cannot be deleted: checkpoints of it are model versions: {registered}"
         )
@@ -292,7 +324,9 @@ def checked_globs(globs: Sequence[str]) -> list[str]:
         if not glob.strip():
             raise InvalidArgumentError("a glob may not be empty")
         if ".." in glob.split("/") or glob.startswith("/"):
-            raise InvalidArgumentError(f"a glob names files inside the checkpoint: {glob!r} reaches outside it")
+            raise InvalidArgumentError(
+                f"a glob names files inside the checkpoint: {glob!r} reaches outside it"
+            )
     return list(dict.fromkeys(globs))
 
 
@@ -323,7 +357,9 @@ def checkpoint_delete_asked(
             raise PermissionDeniedError(
                 f"trial {trial_id} may delete its own checkpoints only, not {', '.join(foreign)}"
             )
-    registered = [f"{uuid} ({', '.join(found[uuid].model_versions)})" for uuid in asked if found[uuid].model_versions]
+    registered = [
+        f"{uuid} ({', '.join(found[uuid].model_versions)})" for uuid in asked if found[uuid].model_versions
+    ]
     if registered:
         raise InvalidArgumentError(
             f"checkpoints registered as model versions are never deleted: {', '.join(registered)}"
@@ -343,7 +379,9 @@ def checkpoint_delete_asked(
             experiment_id=experiment_id, uuids=named, globs=checked, asked_by=actor
         )
         digest = hashlib.sha256(json.dumps([named, checked, actor]).encode()).hexdigest()[:32]
-        appends.append(Append(aggregate("experiment", experiment_id), payload, f"delete-asked-{experiment_id}-{digest}"))
+        appends.append(
+            Append(aggregate("experiment", experiment_id), payload, f"delete-asked-{experiment_id}-{digest}")
+        )
     return appends
 
 
@@ -356,7 +394,9 @@ def downloaded_size(checkpoint: api_pb2.Checkpoint, path: str, offset: int) -> i
     if checkpoint.state == "DELETED":
         raise NotFoundError(f"checkpoint {checkpoint.uuid} was deleted")
     if path.endswith("/") and path in checkpoint.resources:
-        raise InvalidArgumentError(f"{path!r} is a folder of checkpoint {checkpoint.uuid}; download its files")
+        raise InvalidArgumentError(
+            f"{path!r} is a folder of checkpoint {checkpoint.uuid}; download its files"
+        )
     if path not in checkpoint.resources:
         raise NotFoundError(f"checkpoint {checkpoint.uuid} has no file {path!r}")
     size = checkpoint.resources[path]

@@ -22,6 +22,11 @@ def cluster_parts(status_file: Path | None) -> list[api_pb2.ClusterPart]:
 
 def _part(part: dict[str, Any]) -> api_pb2.ClusterPart:
     return api_pb2.ClusterPart(
-        name=part["name"], state=part["state"], pid=part["pid"], restarts=part["restarts"],
-        last_error=part["last_error"], started_at_ns=round(part["started_at"] * 1e6) * 1000, disk_bytes=part["disk_bytes"],
+        name=part["name"],
+        state=part["state"],
+        pid=part["pid"],
+        restarts=part["restarts"],
+        last_error=part["last_error"],
+        started_at_ns=round(part["started_at"] * 1e6) * 1000,
+        disk_bytes=part["disk_bytes"],
     )

@@ -167,7 +167,9 @@ def _state_changed(
     payload = events_pb2.ExperimentStateChanged(
         experiment_id=experiment_id, state=target, reason=f"{action}d by a user"
     )
-    return Append(aggregate("experiment", experiment_id), payload, f"{action}-{experiment_id}-{version}", version)
+    return Append(
+        aggregate("experiment", experiment_id), payload, f"{action}-{experiment_id}-{version}", version
+    )
 
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -176,9 +178,7 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 def checked_request_id(request_id: str) -> str:
     """A client's request id ("" when it sent none); it becomes a message id."""
     if request_id and not REQUEST_ID.fullmatch(request_id):
-        raise InvalidArgumentError(
-            "request_id must be 1 to 64 letters, digits, '-' or '_'"
-        )
+        raise InvalidArgumentError("request_id must be 1 to 64 letters, digits, '-' or '_'")
     return request_id
 
 
@@ -337,7 +337,9 @@ def metadata_set(
         trial_id=request.trial_id, experiment_id=experiment_id, metadata_json=metadata_json
     )
     digest = hashlib.sha256(metadata_json.encode()).hexdigest()[:32]
-    return Append(aggregate("trial", request.trial_id), payload, f"metadata-{request.trial_id}-{version}-{digest}")
+    return Append(
+        aggregate("trial", request.trial_id), payload, f"metadata-{request.trial_id}-{version}-{digest}"
+    )
 
 
 def checkpoint_reported(
@@ -375,9 +377,13 @@ def check_checkpoint_names(uuid: str, resources: dict[str, int]) -> None:
         try:
             storage.check_relpath(name)
         except ValueError as problem:
-            raise InvalidArgumentError(f"checkpoint {uuid} lists the file {name[:200]!r}: {problem}") from None
+            raise InvalidArgumentError(
+                f"checkpoint {uuid} lists the file {name[:200]!r}: {problem}"
+            ) from None
         if size < 0:
-            raise InvalidArgumentError(f"checkpoint {uuid} lists {name[:200]!r} with a negative size ({size})")
+            raise InvalidArgumentError(
+                f"checkpoint {uuid} lists {name[:200]!r} with a negative size ({size})"
+            )
 
 
 def _normalized_report(report: events_pb2.MetricReport) -> events_pb2.MetricReport:
@@ -470,7 +476,9 @@ def job_resources_changed(
     if not (request.HasField("priority") or request.HasField("weight") or request.HasField("max_slots")):
         raise InvalidArgumentError("set at least one of priority, weight and max_slots")
     if request.HasField("priority") and not 1 <= request.priority <= 99:
-        raise InvalidArgumentError(f"priority must be from 1 to 99 (lower runs first), not {request.priority}")
+        raise InvalidArgumentError(
+            f"priority must be from 1 to 99 (lower runs first), not {request.priority}"
+        )
     if request.HasField("weight") and not (math.isfinite(request.weight) and request.weight > 0):
         raise InvalidArgumentError(f"weight must be a number above 0, not {request.weight}")
     if request.HasField("max_slots") and request.max_slots < 0:
@@ -486,8 +494,7 @@ def job_resources_changed(
     if not changed:
         return Unchanged(f"Job experiment/{experiment_id} has these values already: nothing to change")
     digest = hashlib.sha256(payload.SerializeToString(deterministic=True)).hexdigest()[:16]
-    return Append(payload.job_id, payload,
-                  f"job-resources-{experiment_id}-{version}-{digest}", version)
+    return Append(payload.job_id, payload, f"job-resources-{experiment_id}-{version}-{digest}", version)
 
 
 def job_resources(config_json: str, default_priority: int) -> JobResources:

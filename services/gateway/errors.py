@@ -93,7 +93,9 @@ def as_gateway_error(error: Exception) -> GatewayError | None:
     if isinstance(error, GatewayError):
         return error
     if isinstance(error, nats.errors.MaxPayloadError):
-        return InvalidArgumentError("the event is too large for the event log (over nats-server's max_payload)")
+        return InvalidArgumentError(
+            "the event is too large for the event log (over nats-server's max_payload)"
+        )
     if isinstance(error, _EVENT_LOG_DOWN):
         return EventLogUnavailableError(EVENT_LOG_UNAVAILABLE)
     return None

@@ -69,7 +69,11 @@ async def _follow(
         received += 1
         for response in responses(stored):
             yield response
-        if stored_when_closed is None and stored.batch.allocation_ended and await _closes_trial(stored, status):
+        if (
+            stored_when_closed is None
+            and stored.batch.allocation_ended
+            and await _closes_trial(stored, status)
+        ):
             stored_when_closed = await _stored_count(store, trial_id)
         if stored_when_closed is not None and received >= stored_when_closed:
             return
@@ -115,7 +119,9 @@ def responses(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
     batch = stored.batch
     return [
         api_pb2.TrialLogsResponse(
-            trial_id=batch.trial_id, allocation_id=batch.allocation_id, agent_id=batch.agent_id,
+            trial_id=batch.trial_id,
+            allocation_id=batch.allocation_id,
+            agent_id=batch.agent_id,
             lines=batch.lines,
         )
     ]
@@ -129,5 +135,8 @@ def of_rank(response: api_pb2.TrialLogsResponse, rank: int | None) -> api_pb2.Tr
     if not lines:
         return None
     return api_pb2.TrialLogsResponse(
-        trial_id=response.trial_id, allocation_id=response.allocation_id, agent_id=response.agent_id, lines=lines
+        trial_id=response.trial_id,
+        allocation_id=response.allocation_id,
+        agent_id=response.agent_id,
+        lines=lines,
     )

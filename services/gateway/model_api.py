@@ -18,7 +18,9 @@ class ModelRpcs(CheckpointRpcs):
     # One model creation at a time in this gateway, so that two never take one model id.
     model_ids: asyncio.Lock
 
-    async def CreateModel(self, request: api_pb2.CreateModelRequest, context: Context) -> api_pb2.CreateModelResponse:
+    async def CreateModel(
+        self, request: api_pb2.CreateModelRequest, context: Context
+    ) -> api_pb2.CreateModelResponse:
         user = require_user()
         name = models.checked_name(request.name)
         async with self.model_ids:
@@ -37,7 +39,9 @@ class ModelRpcs(CheckpointRpcs):
             await self.projector.wait_for(sequence)
         return api_pb2.CreateModelResponse(model=await self._model(name))
 
-    async def GetModels(self, request: api_pb2.GetModelsRequest, context: Context) -> api_pb2.GetModelsResponse:
+    async def GetModels(
+        self, request: api_pb2.GetModelsRequest, context: Context
+    ) -> api_pb2.GetModelsResponse:
         return api_pb2.GetModelsResponse(models=await self.checkpoint_queries.models())
 
     async def GetModel(self, request: api_pb2.GetModelRequest, context: Context) -> api_pb2.GetModelResponse:
@@ -59,8 +63,13 @@ class ModelRpcs(CheckpointRpcs):
             checkpoint = await self._checkpoint(request.checkpoint_uuid)
             experiment = await self._experiment(checkpoint.experiment_id)
             append = models.model_version_registered(
-                request, model_id=model.model_id, version=model.num_versions + 1, checkpoint=checkpoint,
-                experiment_state=experiment.state, owner=user.username, model_version=stored.sequence,
+                request,
+                model_id=model.model_id,
+                version=model.num_versions + 1,
+                checkpoint=checkpoint,
+                experiment_state=experiment.state,
+                owner=user.username,
+                model_version=stored.sequence,
             )
             try:
                 sequence, stored_event = await self.store.append(append, actor=user.actor)

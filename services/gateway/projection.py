@@ -71,8 +71,15 @@ Change = tuple[str, tuple[Any, ...]]
 ROW_TABLES: dict[str, Table] = {
     table.name: table
     for table in (
-        tables.experiments, tables.trials, tables.allocations, tables.checkpoints, tables.agents,
-        tables.models, tables.model_versions, tables.users, tables.user_sessions,
+        tables.experiments,
+        tables.trials,
+        tables.allocations,
+        tables.checkpoints,
+        tables.agents,
+        tables.models,
+        tables.model_versions,
+        tables.users,
+        tables.user_sessions,
     )
 }
 
@@ -95,7 +102,9 @@ _BEST = "CASE WHEN {smaller} THEN min({values}) ELSE max({values}) END"
 # supersessions of its batch.
 METRICS_UPSERT = f"""
 WITH stored AS (
-  INSERT INTO {S}.metrics (trial_id, "group", steps_completed, trial_run_id, metrics, reported_at_ns, superseded)
+  INSERT INTO {
+    S
+}.metrics (trial_id, "group", steps_completed, trial_run_id, metrics, reported_at_ns, superseded)
   SELECT t, g, s, r, m::jsonb, a, x FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::int[], $5::text[],
     $6::bigint[], $7::boolean[]) AS u(t, g, s, r, m, a, x)
   ON CONFLICT (trial_id, "group", steps_completed, trial_run_id) DO UPDATE SET
@@ -112,12 +121,14 @@ WITH stored AS (
     {_BEST.format(smaller="smaller_is_better", values="value")} AS value
   FROM shown GROUP BY trial_id, experiment_id, smaller_is_better
 ), raised_trials AS (
-  UPDATE {S}.trials t SET best_metric = {_BETTER.format(smaller="b.smaller_is_better", stored="t.best_metric",
-                                                        new="b.value")}
+  UPDATE {S}.trials t SET best_metric = {
+    _BETTER.format(smaller="b.smaller_is_better", stored="t.best_metric", new="b.value")
+}
   FROM trial_best b WHERE t.id = b.trial_id AND b.value IS NOT NULL
 )
-UPDATE {S}.experiments e SET best_metric = {_BETTER.format(smaller="e.smaller_is_better", stored="e.best_metric",
-                                                           new="b.value")}
+UPDATE {S}.experiments e SET best_metric = {
+    _BETTER.format(smaller="e.smaller_is_better", stored="e.best_metric", new="b.value")
+}
 FROM (SELECT experiment_id, {_BEST.format(smaller="smaller_is_better", values="value")} AS value
       FROM trial_best GROUP BY experiment_id, smaller_is_better) b
 WHERE e.id = b.experiment_id AND b.value IS NOT NULL
@@ -146,8 +157,13 @@ WITH marked AS (
   UPDATE {S}.trials t SET best_metric = c.value FROM counted c WHERE t.id = c.id
 )
 UPDATE {S}.experiments e SET best_metric = (
-  SELECT {_BETTER.format(smaller="e.smaller_is_better", stored="c.value",
-                         new=_BEST.format(smaller="e.smaller_is_better", values="o.best_metric"))}
+  SELECT {
+    _BETTER.format(
+        smaller="e.smaller_is_better",
+        stored="c.value",
+        new=_BEST.format(smaller="e.smaller_is_better", values="o.best_metric"),
+    )
+}
   FROM {S}.trials o WHERE o.experiment_id = e.id AND o.id <> c.id
 )
 FROM counted c WHERE e.id = c.experiment_id
@@ -198,7 +214,9 @@ class Plan:
                 row["total_batches"] = max(row["total_batches"], batches)
             trials[trial_id] = row
         return {
-            table: [row for key, row in rows.items() if row is not None and row != stored.get(table, {}).get(key)]
+            table: [
+                row for key, row in rows.items() if row is not None and row != stored.get(table, {}).get(key)
+            ]
             for table, rows in current.items()
         }
 
@@ -290,7 +308,9 @@ def _set_experiment_state(row: Row | None, state: str, at: int, reason: str) -> 
     if row is not None:
         row["state"] = state
         terminal = state in TERMINAL_STATES
-        row["ended_at_ns"] = (row["ended_at_ns"] if row["ended_at_ns"] is not None else at) if terminal else None
+        row["ended_at_ns"] = (
+            (row["ended_at_ns"] if row["ended_at_ns"] is not None else at) if terminal else None
+        )
         row["end_reason"] = reason
     return row
 
@@ -496,7 +516,9 @@ def _checkpoint_deleted(plan: Plan, payload: events_pb2.CheckpointDeleted, at: i
     plan.change("checkpoints", payload.uuid, ("settle_checkpoint_deletion", settled))
 
 
-def _checkpoint_partially_deleted(plan: Plan, payload: events_pb2.CheckpointPartiallyDeleted, at: int) -> None:
+def _checkpoint_partially_deleted(
+    plan: Plan, payload: events_pb2.CheckpointPartiallyDeleted, at: int
+) -> None:
     remaining = _resources_json(payload.remaining)
     settled = (payload.deletion_id, "PARTIALLY_DELETED", remaining, payload.error)
     plan.change("checkpoints", payload.uuid, ("settle_checkpoint_deletion", settled))
@@ -554,8 +576,11 @@ def _user_created(plan: Plan, payload: events_pb2.UserCreated, at: int) -> None:
 
 def _user_updated(plan: Plan, payload: events_pb2.UserUpdated, at: int) -> None:
     """The fields the event holds (a rename to a taken name is never appended)."""
-    changes = {name: getattr(payload, name) for name in ("username", "display_name", "admin", "active")
-               if payload.HasField(name)}
+    changes = {
+        name: getattr(payload, name)
+        for name in ("username", "display_name", "admin", "active")
+        if payload.HasField(name)
+    }
     plan.change("users", payload.user_id, updated(**changes))
 
 
@@ -677,7 +702,9 @@ def _allocation_requested(plan: Plan, payload: events_pb2.AllocationRequested, a
         return
     launch = payload.trial
     trial_id, run_id, resumed_at = launch.trial_id, launch.trial_run_id, launch.steps_completed
-    plan.change("allocations", payload.allocation_id, created(allocation_row(payload.allocation_id, launch, at)))
+    plan.change(
+        "allocations", payload.allocation_id, created(allocation_row(payload.allocation_id, launch, at))
+    )
     plan.change("trials", trial_id, ("set_current_run", (payload.allocation_id, run_id, resumed_at)))
     plan.superseded.append((trial_id, run_id, resumed_at))
     for key in plan.trial_points.get(trial_id, ()):
@@ -702,7 +729,9 @@ def _allocation_stop_requested(plan: Plan, payload: events_pb2.AllocationStopReq
     plan.change("allocations", payload.allocation_id, first(stop_reason=payload.reason))
 
 
-def _allocation_stop_acknowledged(plan: Plan, payload: events_pb2.AllocationStopAcknowledged, at: int) -> None:
+def _allocation_stop_acknowledged(
+    plan: Plan, payload: events_pb2.AllocationStopAcknowledged, at: int
+) -> None:
     plan.change("allocations", payload.allocation_id, updated(stop_acknowledged=True))
 
 
@@ -850,22 +879,37 @@ def _page_rule(field_name: str, descriptor: Any) -> tuple[bool, bool, bool, tupl
 
 # The events that change what the experiments list shows of an experiment (its
 # row, its number of trials, its progress, its best metric).
-_LISTED_EVENTS = frozenset({
-    "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed",
-    "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "trial_created",
-    "trial_ended", "trial_progress_reported", "trial_validation_reported",
-})
+_LISTED_EVENTS = frozenset(
+    {
+        "experiment_created",
+        "experiment_state_changed",
+        "experiment_kill_requested",
+        "experiment_progress_changed",
+        "experiment_delete_requested",
+        "experiment_deleted",
+        "experiment_delete_failed",
+        "trial_created",
+        "trial_ended",
+        "trial_progress_reported",
+        "trial_validation_reported",
+    }
+)
 # Besides agent and allocation events: what changes the job queue.
-_CLUSTER_EVENTS = frozenset({
-    "experiment_created", "experiment_state_changed", "experiment_kill_requested", "job_resources_changed",
-})
+_CLUSTER_EVENTS = frozenset(
+    {
+        "experiment_created",
+        "experiment_state_changed",
+        "experiment_kill_requested",
+        "job_resources_changed",
+    }
+)
 
 
 def state_name(enum_name: str) -> str:
     """EXPERIMENT_STATE_ACTIVE -> ACTIVE, TRIAL_STATE_COMPLETED -> COMPLETED."""
     for prefix in ("EXPERIMENT_STATE_", "TRIAL_STATE_"):
         if enum_name.startswith(prefix):
-            return enum_name[len(prefix):]
+            return enum_name[len(prefix) :]
     return enum_name
 
 
@@ -972,8 +1016,15 @@ def _metric_point(plan: Plan, key: MetricKey, metrics_json: str, reported_at_ns:
     rows = plan.metric_rows
     earlier = rows.pop(key, None)
     trial_id, group, steps, run_id = key
-    rows[key] = (trial_id, group, steps, run_id, metrics_json or "{}", reported_at_ns,
-                 earlier is not None and earlier[_SUPERSEDED])
+    rows[key] = (
+        trial_id,
+        group,
+        steps,
+        run_id,
+        metrics_json or "{}",
+        reported_at_ns,
+        earlier is not None and earlier[_SUPERSEDED],
+    )
     points = plan.trial_points.get(trial_id)
     if points is None:
         plan.trial_points[trial_id] = points = set()
@@ -1032,8 +1083,10 @@ def upsert_statement(table: str) -> str:
     column order; JSONB as text): a new row is inserted, a stored one replaced."""
     columns = list(ROW_TABLES[table].columns)
     names = ", ".join(f'"{c.name}"' for c in columns)
-    arrays = ", ".join(f"${n}::{'text' if _sql_type(c) == 'jsonb' else _sql_type(c)}[]"
-                       for n, c in enumerate(columns, start=1))
+    arrays = ", ".join(
+        f"${n}::{'text' if _sql_type(c) == 'jsonb' else _sql_type(c)}[]"
+        for n, c in enumerate(columns, start=1)
+    )
     selected = ", ".join(f'"{c.name}"::jsonb' if _sql_type(c) == "jsonb" else f'"{c.name}"' for c in columns)
     key = key_column(table)
     updates = ", ".join(f'"{c.name}" = excluded."{c.name}"' for c in columns if c.name != key)

@@ -214,7 +214,8 @@ class Projector:
         It follows even when it stops at `end`: the store's non-following read
         may stop before the first message when that is already delivered."""
         reading = cast(
-            AsyncGenerator[list[StoredEvent], None], self.store.read_batches(None, start_sequence=self.position + 1)
+            AsyncGenerator[list[StoredEvent], None],
+            self.store.read_batches(None, start_sequence=self.position + 1),
         )
         async with contextlib.aclosing(reading) as batches:
             async for batch in batches:
@@ -252,7 +253,9 @@ class Projector:
             await _stopped(planner)
 
     async def _plan_ahead(
-        self, queue: asyncio.Queue[Queued], planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None]
+        self,
+        queue: asyncio.Queue[Queued],
+        planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None],
     ) -> None:
         events: list[StoredEvent] = []
         ended = False
@@ -462,4 +465,3 @@ async def _stopped(task: asyncio.Task[None]) -> None:
             raise
     if not task.cancelled():
         task.exception()  # retrieved: the caller's own error is the one to report
-

@@ -126,14 +126,20 @@ RECENT_METRICS_PER_GROUP = 100
 _METRIC_POINTS_SELECT = f"""
 SELECT "group", steps_completed, trial_run_id, metrics::text AS metrics, reported_at_ns FROM {S}.metrics
 """
-_METRIC_POINTS = _METRIC_POINTS_SELECT + """
+_METRIC_POINTS = (
+    _METRIC_POINTS_SELECT
+    + """
 WHERE trial_id = $1 AND ("group", steps_completed, trial_run_id) > ($2, $3, $4) AND NOT superseded
 ORDER BY "group", steps_completed, trial_run_id LIMIT $5
 """
-_GROUP_METRIC_POINTS = _METRIC_POINTS_SELECT + """
+)
+_GROUP_METRIC_POINTS = (
+    _METRIC_POINTS_SELECT
+    + """
 WHERE trial_id = $1 AND "group" = $2 AND (steps_completed, trial_run_id) > ($3, $4) AND NOT superseded
 ORDER BY steps_completed, trial_run_id LIMIT $5
 """
+)
 # A chart of one metric of one group (see Queries.metric_chart). The steps the group spans
 # (two probes of the primary key), then each of $6 equal ranges of steps from $4 to $5:
 # its number of points and its lowest and highest point as [value, steps].
@@ -329,7 +335,9 @@ class Queries:
         where, args = listing.where()
         order = f"{_EXPERIMENT_SORTS[listing.sort_by]} {'DESC' if listing.descending else 'ASC'}, e.id"
         sql = (
-            _EXPERIMENTS + where + f" GROUP BY e.id ORDER BY {order}"
+            _EXPERIMENTS
+            + where
+            + f" GROUP BY e.id ORDER BY {order}"
             + f" LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}"
         )
         rows = await self.pool.fetch(sql, *args, limit or None, offset)
@@ -339,7 +347,9 @@ class Queries:
         where, args = listing.where()
         return int(await self.pool.fetchval(f"SELECT count(*) FROM {S}.experiments e" + where, *args))
 
-    async def metric_chart(self, trial_id: int, group: str, metric: str, ranges: int) -> tuple[int, list[Point]]:
+    async def metric_chart(
+        self, trial_id: int, group: str, metric: str, ranges: int
+    ) -> tuple[int, list[Point]]:
         """How many shown points of the trial's `group` have `metric` as a
         number, and a preselection of them as (steps, value) by steps for a
         chart (MinMax preselection for LTTB): the points at the group's first
@@ -351,7 +361,9 @@ class Queries:
         if span is None or span[0] is None:  # no point in the group
             return 0, []
         first_steps, last_steps = span
-        rows = await self.pool.fetch_hashed(_METRIC_RANGES, trial_id, group, metric, first_steps, last_steps, ranges)
+        rows = await self.pool.fetch_hashed(
+            _METRIC_RANGES, trial_id, group, metric, first_steps, last_steps, ranges
+        )
         ends = await self.pool.fetch(_METRIC_ENDS, trial_id, group, first_steps, last_steps, metric)
         chosen = {(float(x), float(y)) for x, y in ends}
         for _, low, high in rows:
@@ -372,7 +384,9 @@ class Queries:
         return [trial_message(row) for row in rows]
 
     async def trial_ids(self, experiment_id: int) -> list[int]:
-        rows = await self.pool.fetch(f"SELECT id FROM {S}.trials WHERE experiment_id = $1 ORDER BY id", experiment_id)
+        rows = await self.pool.fetch(
+            f"SELECT id FROM {S}.trials WHERE experiment_id = $1 ORDER BY id", experiment_id
+        )
         return [row["id"] for row in rows]
 
     async def trial(self, trial_id: int) -> api_pb2.Trial | None:
@@ -402,7 +416,9 @@ class Queries:
     async def best_validation(self, experiment_id: int) -> float | None:
         """The best value of the experiment's searcher metric over its shown
         validations, honouring smaller_is_better; None when there is none."""
-        best = await self.pool.fetchval(f"SELECT best_metric FROM {S}.experiments WHERE id = $1", experiment_id)
+        best = await self.pool.fetchval(
+            f"SELECT best_metric FROM {S}.experiments WHERE id = $1", experiment_id
+        )
         return None if best is None else float(best)
 
     async def runs(self, trial_id: int) -> list[api_pb2.TrialRun]:
@@ -445,8 +461,10 @@ class Queries:
             for placement in json.loads(allocation["placements"]):
                 for slot_id in placement["slot_ids"]:
                     uses[(placement["agent_id"], slot_id)] = api_pb2.SlotUse(
-                        slot_id=slot_id, allocation_id=allocation["allocation_id"],
-                        trial_id=allocation["trial_id"], experiment_id=allocation["experiment_id"] or 0,
+                        slot_id=slot_id,
+                        allocation_id=allocation["allocation_id"],
+                        trial_id=allocation["trial_id"],
+                        experiment_id=allocation["experiment_id"] or 0,
                     )
         return [agent_message(row, uses) for row in rows]
 
@@ -587,13 +605,20 @@ def agent_message(row: Mapping[str, Any], uses: Mapping[tuple[str, int], api_pb2
     """`uses`: (agent id, slot id) -> what runs there (a slot not in it is free)."""
     agent_id = row["agent_id"]
     agent = api_pb2.Agent(
-        agent_id=agent_id, hostname=row["hostname"], registered_at_ns=row["registered_at_ns"],
-        resource_pool=row["resource_pool"] or DEFAULT_POOL, address=row["address"] or row["hostname"],
+        agent_id=agent_id,
+        hostname=row["hostname"],
+        registered_at_ns=row["registered_at_ns"],
+        resource_pool=row["resource_pool"] or DEFAULT_POOL,
+        address=row["address"] or row["hostname"],
     )
     for slot in json.loads(row["slots"]):
         agent.slots.add(slot_id=slot["slot_id"], type=slot["type"], device=slot["device"])
-        agent.slot_uses.append(uses.get((agent_id, slot["slot_id"])) or api_pb2.SlotUse(slot_id=slot["slot_id"]))
-    agent.state = agent_state(row["state"], lost=row["lost"], busy=any(use.allocation_id for use in agent.slot_uses))
+        agent.slot_uses.append(
+            uses.get((agent_id, slot["slot_id"])) or api_pb2.SlotUse(slot_id=slot["slot_id"])
+        )
+    agent.state = agent_state(
+        row["state"], lost=row["lost"], busy=any(use.allocation_id for use in agent.slot_uses)
+    )
     return agent
 
 

@@ -37,7 +37,9 @@ async def _main(settings: GatewaySettings) -> None:
         started = time.monotonic()
         position = await rebuild(store, pool)
         seconds = time.monotonic() - started
-        log.info("rebuilt", sequence=position, seconds=round(seconds, 2), events_per_s=round(position / seconds))
+        log.info(
+            "rebuilt", sequence=position, seconds=round(seconds, 2), events_per_s=round(position / seconds)
+        )
     finally:
         await pool.close()
         await store.close()

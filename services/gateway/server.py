@@ -62,7 +62,10 @@ class Gateway:
         ports = _bind(settings)
         try:
             store = await EventStore.connect(
-                settings.nats_url, settings.namespace, name="gateway", limits=StreamLimits(settings.logs_max_bytes)
+                settings.nats_url,
+                settings.namespace,
+                name="gateway",
+                limits=StreamLimits(settings.logs_max_bytes),
             )
             store.skips = Skips(report_path_of(settings.ready_file))  # the skipped events, for status
         except BaseException:
@@ -81,7 +84,9 @@ class Gateway:
                 await _create_read_models(pool)
             projector = Projector(store, pool)
             servicer = Servicer(settings, store, Queries(pool), projector, users)
-            authenticator = Authenticator(settings.cluster_secret, users, allow_anonymous=settings.allow_anonymous)
+            authenticator = Authenticator(
+                settings.cluster_secret, users, allow_anonymous=settings.allow_anonymous
+            )
             http = await ports.serve(servicer, authenticator, settings)
         except BaseException:
             await ports.close()
@@ -92,7 +97,9 @@ class Gateway:
         task = asyncio.create_task(projector.run(), name="projector")
         task.add_done_callback(_report_projector_end)
         log.info("gateway_listening", port=ports.grpc_port, namespace=settings.namespace, tls=ports.tls)
-        return cls(settings, store, pool, projector, servicer, ports.grpc_server, users, ports.grpc_port, task, http)
+        return cls(
+            settings, store, pool, projector, servicer, ports.grpc_server, users, ports.grpc_port, task, http
+        )
 
     async def stop(self) -> None:
         if self.http is not None:
@@ -210,13 +217,18 @@ def _http_listener(settings: GatewaySettings) -> socket.socket | None:
 
 
 async def _serve_http(
-    servicer: Servicer, authenticator: Authenticator, listener: socket.socket | None, settings: GatewaySettings
+    servicer: Servicer,
+    authenticator: Authenticator,
+    listener: socket.socket | None,
+    settings: GatewaySettings,
 ) -> HttpServer | None:
     """The HTTP API on `listener` (None: none), with TLS when settings name a certificate."""
     if listener is None:
         return None
     try:
-        http = await HttpServer.start(http_api(servicer, authenticator.authenticate), listener, settings.tls_files())
+        http = await HttpServer.start(
+            http_api(servicer, authenticator.authenticate), listener, settings.tls_files()
+        )
     except OSError as error:
         raise PortInUseError(f"cannot serve the HTTP API: {error}") from error
     log.info("http_api_listening", port=http.port)

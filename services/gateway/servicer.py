@@ -78,7 +78,11 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
     model registry's (model_api.py) and the users' (user_api.py)."""
 
     def __init__(
-        self, settings: GatewaySettings, store: EventStore, queries: Queries, projector: Projector,
+        self,
+        settings: GatewaySettings,
+        store: EventStore,
+        queries: Queries,
+        projector: Projector,
         user_directory: UserDirectory,
     ) -> None:
         self.settings = settings
@@ -102,7 +106,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.GetMasterRequest, context: Context
     ) -> api_pb2.GetMasterResponse:
         return api_pb2.GetMasterResponse(
-            version=_version(), cluster_id=self.settings.cluster_id, cluster_name=self.settings.cluster_name,
+            version=_version(),
+            cluster_id=self.settings.cluster_id,
+            cluster_name=self.settings.cluster_name,
             parts=cluster_parts(self.settings.status_file),
             nats_url=self.settings.advertised_nats_url or self.settings.nats_url,
             namespace=self.settings.namespace,
@@ -119,7 +125,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         def decide(state: str, owner: str, version: int) -> Append | commands.Unchanged:
             return commands.agent_enabled(request.agent_id, state, owner, version)
 
-        return api_pb2.EnableAgentResponse(unchanged_reason=await self._change_agent(request.agent_id, decide))
+        return api_pb2.EnableAgentResponse(
+            unchanged_reason=await self._change_agent(request.agent_id, decide)
+        )
 
     async def DisableAgent(
         self, request: api_pb2.DisableAgentRequest, context: Context
@@ -127,7 +135,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         def decide(state: str, owner: str, version: int) -> Append | commands.Unchanged:
             return commands.agent_disabled(request.agent_id, state, request.drain, owner, version)
 
-        return api_pb2.DisableAgentResponse(unchanged_reason=await self._change_agent(request.agent_id, decide))
+        return api_pb2.DisableAgentResponse(
+            unchanged_reason=await self._change_agent(request.agent_id, decide)
+        )
 
     async def _change_agent(
         self, agent_id: str, decide: Callable[[str, str, int], Append | commands.Unchanged]
@@ -160,19 +170,31 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         """The scheduler's queue, pool by pool, with what the read models know
         of each job (name, owner)."""
         config = self._job_queue.config
-        views = [view for view in await self._job_queue.jobs()
-                 if not request.resource_pool or view.resource_pool == request.resource_pool]
-        experiment_ids = [commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)]
+        views = [
+            view
+            for view in await self._job_queue.jobs()
+            if not request.resource_pool or view.resource_pool == request.resource_pool
+        ]
+        experiment_ids = [
+            commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)
+        ]
         experiments = await self.queries.experiment_jobs(experiment_ids)
         if len(experiments) < len(set(experiment_ids)) and await self.projector.catch_up():
             experiments = await self.queries.experiment_jobs(experiment_ids)  # one created a moment ago
         response = api_pb2.GetJobsResponse()
         for view in views:
             job = response.jobs.add(
-                job_id=view.job_id, type="EXPERIMENT" if _is_experiment_job(view.job_id) else "TASK",
-                resource_pool=view.resource_pool, priority=view.priority, weight=view.weight,
-                max_slots=view.max_slots, submitted_at_ns=view.submitted_at_ns, slots_needed=view.slots_needed,
-                slots_acquired=view.slots_acquired, state=view.state, position=view.position,
+                job_id=view.job_id,
+                type="EXPERIMENT" if _is_experiment_job(view.job_id) else "TASK",
+                resource_pool=view.resource_pool,
+                priority=view.priority,
+                weight=view.weight,
+                max_slots=view.max_slots,
+                submitted_at_ns=view.submitted_at_ns,
+                slots_needed=view.slots_needed,
+                slots_acquired=view.slots_acquired,
+                state=view.state,
+                position=view.position,
                 waiting_reason=view.waiting_reason,
             )
             if _is_experiment_job(view.job_id):
@@ -186,7 +208,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
                 response.schedulers[pool] = config.pool_types.get(pool, config.default_type)
         return response
 
-    async def UpdateJob(self, request: api_pb2.UpdateJobRequest, context: Context) -> api_pb2.UpdateJobResponse:
+    async def UpdateJob(
+        self, request: api_pb2.UpdateJobRequest, context: Context
+    ) -> api_pb2.UpdateJobResponse:
         """Changes a running or queued experiment's priority, weight or
         max_slots (JobResourcesChanged on its aggregate); NOT_FOUND for an
         unknown or ended one."""
@@ -197,7 +221,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         await self.projector.wait_for(stored.sequence)
         experiment = await self._found(self.queries.experiment, experiment_id, "experiment")
         if experiment.state in ENDED_STATES:
-            raise NotFoundError(f"job experiment/{experiment_id} not found: the experiment is {experiment.state}")
+            raise NotFoundError(
+                f"job experiment/{experiment_id} not found: the experiment is {experiment.state}"
+            )
         current = commands.job_resources(experiment.config_json, self._job_queue.config.default_priority)
         principal = current_principal()
         decision = commands.job_resources_changed(
@@ -208,7 +234,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         try:
             sequence, _ = await self.store.append(decision, actor=principal.actor)
         except ConflictError as error:
-            raise FailedPreconditionError(f"experiment {experiment_id} changed meanwhile; try again") from error
+            raise FailedPreconditionError(
+                f"experiment {experiment_id} changed meanwhile; try again"
+            ) from error
         await self.projector.wait_for(sequence)
         return api_pb2.UpdateJobResponse()
 
@@ -383,7 +411,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         try:
             await self.store.append(decision, actor=current_principal().actor)
         except ConflictError as error:
-            raise FailedPreconditionError(f"experiment {experiment_id} changed meanwhile; try again") from error
+            raise FailedPreconditionError(
+                f"experiment {experiment_id} changed meanwhile; try again"
+            ) from error
         return ""
 
     # -- trials ------------------------------------------------------------------------
@@ -428,7 +458,9 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
                 return
             after = page[-1][0]
 
-    async def KillTrial(self, request: api_pb2.KillTrialRequest, context: Context) -> api_pb2.KillTrialResponse:
+    async def KillTrial(
+        self, request: api_pb2.KillTrialRequest, context: Context
+    ) -> api_pb2.KillTrialResponse:
         status = await self._found(self.queries.trial_status, request.trial_id, "trial")
         decision = commands.trial_kill_requested(request.trial_id, status.experiment_id, status.state)
         if isinstance(decision, commands.Unchanged):
@@ -465,8 +497,12 @@ class Servicer(ModelRpcs, UserRpcs, api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.ReportCheckpointRequest, context: Context
     ) -> api_pb2.ReportCheckpointResponse:
         principal, allocation = await self._reporting(request.trial_id)
-        append = commands.checkpoint_reported(request, allocation.experiment_id, reported_at_ns=time.time_ns())
-        commands.check_event_sizes([append], self.store.nc.max_payload, f"the report of checkpoint {request.uuid}")
+        append = commands.checkpoint_reported(
+            request, allocation.experiment_id, reported_at_ns=time.time_ns()
+        )
+        commands.check_event_sizes(
+            [append], self.store.nc.max_payload, f"the report of checkpoint {request.uuid}"
+        )
         await self.store.append(append, actor=principal.actor)
         return api_pb2.ReportCheckpointResponse()
 

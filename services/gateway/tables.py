@@ -156,7 +156,8 @@ allocations = Table(
     Index("allocations_by_trial", "trial_id", "trial_run_id"),
     # What runs now (det slot list): the assigned allocations that have not exited.
     Index(
-        "allocations_running", "allocation_id",
+        "allocations_running",
+        "allocation_id",
         postgresql_where=text("placements IS NOT NULL AND exited_at_ns IS NULL AND NOT canceled"),
     ),
 )
@@ -351,7 +352,9 @@ async def _stored_fingerprint(connection: asyncpg.Connection) -> str | None:
         return None
     if await connection.fetchval("SELECT to_regclass($1)", f"{SCHEMA}.schema_fingerprint") is None:
         return ""
-    return str(await connection.fetchval(f"SELECT fingerprint FROM {SCHEMA}.schema_fingerprint LIMIT 1") or "")
+    return str(
+        await connection.fetchval(f"SELECT fingerprint FROM {SCHEMA}.schema_fingerprint LIMIT 1") or ""
+    )
 
 
 async def drop_schema(connection: asyncpg.Connection) -> None:

@@ -117,10 +117,14 @@ class UserRpcs:
         )
         return api_pb2.GetUsersResponse(users=[api_pb2.User(**dict(row)) for row in rows])
 
-    async def CreateUser(self, request: api_pb2.CreateUserRequest, context: Context) -> api_pb2.CreateUserResponse:
+    async def CreateUser(
+        self, request: api_pb2.CreateUserRequest, context: Context
+    ) -> api_pb2.CreateUserResponse:
         principal = require_admin("creating a user")
         username = users.checked_username(request.username)
-        password_hash = await asyncio.to_thread(users.hash_password, _salted(request.password, request.is_hashed))
+        password_hash = await asyncio.to_thread(
+            users.hash_password, _salted(request.password, request.is_hashed)
+        )
         directory = self.user_directory.current
         user_id = 0
         for _ in range(DECIDE_ATTEMPTS):
@@ -130,8 +134,12 @@ class UserRpcs:
             # Past an id whose subject is taken (also by a creation the directory skipped: a name taken twice).
             user_id = max(directory.next_user_id(), user_id + 1)
             append = users.user_created(
-                user_id, username, display_name=request.display_name, admin=request.admin,
-                password_hash=password_hash, created_by=principal.actor,
+                user_id,
+                username,
+                display_name=request.display_name,
+                admin=request.admin,
+                password_hash=password_hash,
+                created_by=principal.actor,
             )
             try:
                 sequence, _ = await self.store.append(append, actor=principal.actor)
@@ -145,10 +153,14 @@ class UserRpcs:
             return api_pb2.CreateUserResponse(user=user_message(created))
         raise FailedPreconditionError("could not find a free user id; try again")
 
-    async def UpdateUser(self, request: api_pb2.UpdateUserRequest, context: Context) -> api_pb2.UpdateUserResponse:
+    async def UpdateUser(
+        self, request: api_pb2.UpdateUserRequest, context: Context
+    ) -> api_pb2.UpdateUserResponse:
         def decide(actor: users.User, target: users.User) -> Append | Unchanged:
             return users.user_updated(
-                self.user_directory.current, actor, target,
+                self.user_directory.current,
+                actor,
+                target,
                 new_username=request.new_username if request.HasField("new_username") else None,
                 display_name=request.display_name if request.HasField("display_name") else None,
                 admin=request.admin if request.HasField("admin") else None,
@@ -162,7 +174,9 @@ class UserRpcs:
         self, request: api_pb2.SetUserPasswordRequest, context: Context
     ) -> api_pb2.SetUserPasswordResponse:
         """Every session of the user started before ends (also the caller's own)."""
-        password_hash = await asyncio.to_thread(users.hash_password, _salted(request.password, request.is_hashed))
+        password_hash = await asyncio.to_thread(
+            users.hash_password, _salted(request.password, request.is_hashed)
+        )
 
         def decide(actor: users.User, target: users.User) -> Append:
             return users.password_changed(actor, target, password_hash)
@@ -217,8 +231,12 @@ class UserRpcs:
 
 def user_message(user: users.User) -> api_pb2.User:
     return api_pb2.User(
-        id=user.user_id, username=user.username, display_name=user.display_name, admin=user.admin,
-        active=user.active, created_at_ns=user.created_at_ns,
+        id=user.user_id,
+        username=user.username,
+        display_name=user.display_name,
+        admin=user.admin,
+        active=user.active,
+        created_at_ns=user.created_at_ns,
     )
 
 

@@ -97,7 +97,12 @@ class UserDirectory:
         for user_id, username, admin in users.BUILT_IN_USERS:
             password_hash = await asyncio.to_thread(users.hash_password, salted)
             created = users.user_created(
-                user_id, username, display_name="", admin=admin, password_hash=password_hash, created_by="cluster"
+                user_id,
+                username,
+                display_name="",
+                admin=admin,
+                password_hash=password_hash,
+                created_by="cluster",
             )
             with contextlib.suppress(ConflictError):
                 await self.store.append(created, actor="cluster")

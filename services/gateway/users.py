@@ -96,7 +96,9 @@ class Directory:
             self._updated(envelope.user_updated, sequence)
         elif kind == "user_password_changed":
             changed = envelope.user_password_changed
-            self._change(changed.user_id, sequence, password_hash=changed.password_hash, sessions_valid_from=sequence)
+            self._change(
+                changed.user_id, sequence, password_hash=changed.password_hash, sessions_valid_from=sequence
+            )
         elif kind == "user_session_started":
             started = envelope.user_session_started
             session = Session(started.user_id, started.session_id, started.expires_at_ns, sequence)
@@ -112,8 +114,15 @@ class Directory:
         if created.user_id in self.users or created.username in self.ids_by_name:
             return  # a name and an id are taken once: the first creation stays
         self.users[created.user_id] = User(
-            created.user_id, created.username, created.display_name, created.admin, created.active,
-            created.password_hash, at, sequence, sequence,
+            created.user_id,
+            created.username,
+            created.display_name,
+            created.admin,
+            created.active,
+            created.password_hash,
+            at,
+            sequence,
+            sequence,
         )
         self.ids_by_name[created.username] = created.user_id
 
@@ -210,9 +219,7 @@ def _bcrypt_input(salted: str) -> bytes:
 
 def checked_username(username: str) -> str:
     if not _USERNAME.fullmatch(username):
-        raise InvalidArgumentError(
-            f"invalid username {username!r}: 1 to 128 letters, digits or _ . @ + -"
-        )
+        raise InvalidArgumentError(f"invalid username {username!r}: 1 to 128 letters, digits or _ . @ + -")
     return username
 
 
@@ -221,8 +228,13 @@ def user_created(
 ) -> Append:
     """A new user: its name is taken once (the message id), its id once (version 0)."""
     created = events_pb2.UserCreated(
-        user_id=user_id, username=checked_username(username), display_name=display_name, admin=admin,
-        active=True, password_hash=password_hash, created_by=created_by,
+        user_id=user_id,
+        username=checked_username(username),
+        display_name=display_name,
+        admin=admin,
+        active=True,
+        password_hash=password_hash,
+        created_by=created_by,
     )
     return Append(aggregate("user", user_id), created, f"user-created-{username}", expected_version=0)
 
@@ -260,7 +272,9 @@ def user_updated(
     if update == events_pb2.UserUpdated(user_id=target.user_id):
         return Unchanged(f"user {target.username} is like that already: nothing to do")
     return Append(
-        aggregate("user", target.user_id), update, f"user-updated-{target.user_id}-{target.version}",
+        aggregate("user", target.user_id),
+        update,
+        f"user-updated-{target.user_id}-{target.version}",
         expected_version=target.version,
     )
 
@@ -270,13 +284,17 @@ def password_changed(actor: User, target: User, password_hash: str) -> Append:
         check_admin(actor, "changing another user's password")
     changed = events_pb2.UserPasswordChanged(user_id=target.user_id, password_hash=password_hash)
     return Append(
-        aggregate("user", target.user_id), changed, f"user-password-{target.user_id}-{target.version}",
+        aggregate("user", target.user_id),
+        changed,
+        f"user-password-{target.user_id}-{target.version}",
         expected_version=target.version,
     )
 
 
 def session_started(user_id: int, session_id: str, expires_at_ns: int) -> Append:
-    started = events_pb2.UserSessionStarted(user_id=user_id, session_id=session_id, expires_at_ns=expires_at_ns)
+    started = events_pb2.UserSessionStarted(
+        user_id=user_id, session_id=session_id, expires_at_ns=expires_at_ns
+    )
     return Append(aggregate("user", user_id), started, f"session-started-{session_id}")
 
 

@@ -474,8 +474,11 @@ def test_the_experiments_page_filters_by_name_and_state(
 
     for descending in (False, True):  # one click sorts ascending, the next descending
         css(browser, BEST_HEADER).click()
-        until(browser, lambda d, down=descending: sorted_by_best(d, down),
-              f"the rows by best metric ({'descending' if descending else 'ascending'}), those without one last")
+        until(
+            browser,
+            lambda d, down=descending: sorted_by_best(d, down),
+            f"the rows by best metric ({'descending' if descending else 'ascending'}), those without one last",
+        )
 
 
 BEST_HEADER = '#experiments-table th[data-sort="SORT_BY_BEST_TRIAL_SEARCHER_METRIC"]'

@@ -19,7 +19,7 @@ TABLES = {
     "experiments": "id",
     "trials": "id",
     "allocations": "allocation_id",
-    "metrics": "trial_id, \"group\", steps_completed, trial_run_id",
+    "metrics": 'trial_id, "group", steps_completed, trial_run_id',
     "checkpoints": "uuid",
     "agents": "agent_id",
 }
@@ -46,7 +46,7 @@ def wait_until_restarted(data_dir: Path, name: str, before: dict[str, Any]) -> d
 def training_steps(cluster: Cluster, trial_id: int) -> list[int]:
     """The trial's training points as users see them (superseded ones are not shown)."""
     rows = cluster.query(
-        'SELECT steps_completed FROM read_model.metrics WHERE trial_id = $1 AND "group" = \'training\' '
+        "SELECT steps_completed FROM read_model.metrics WHERE trial_id = $1 AND \"group\" = 'training' "
         "AND NOT superseded ORDER BY steps_completed",
         trial_id,
     )
@@ -61,8 +61,11 @@ def read_models_match_rebuild(cluster: Cluster) -> bool:
     try:
         _rebuild_into(cluster, cluster.superuser_url(check_db))
         rebuilt = asyncio.run(_tables(cluster.superuser_url(check_db)))
-        wait_for(lambda: asyncio.run(_tables(cluster.superuser_url("determined"))) == rebuilt,
-                 "the cluster's read models to equal a fresh rebuild", 30)
+        wait_for(
+            lambda: asyncio.run(_tables(cluster.superuser_url("determined"))) == rebuilt,
+            "the cluster's read models to equal a fresh rebuild",
+            30,
+        )
     finally:
         asyncio.run(_execute(cluster.superuser_url("postgres"), f'DROP DATABASE "{check_db}"'))
     return True
@@ -70,12 +73,20 @@ def read_models_match_rebuild(cluster: Cluster) -> bool:
 
 def _rebuild_into(cluster: Cluster, database_url: str) -> None:
     environment = dict(
-        os.environ, DET_DATABASE_URL=database_url, DET_NATS_URL=f"nats://127.0.0.1:{cluster.nats_port}",
-        DET_NAMESPACE="det", DET_NATS_USER="gateway",
+        os.environ,
+        DET_DATABASE_URL=database_url,
+        DET_NATS_URL=f"nats://127.0.0.1:{cluster.nats_port}",
+        DET_NAMESPACE="det",
+        DET_NATS_USER="gateway",
         DET_NATS_PASSWORD=cluster.nats_login("gateway").password.get_secret_value(),
     )
-    subprocess.run([sys.executable, "-m", "services.gateway.rebuild"], env=environment, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "services.gateway.rebuild"],
+        env=environment,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 async def _execute(url: str, statement: str) -> None:
@@ -90,7 +101,10 @@ async def _tables(url: str) -> dict[str, list[tuple[Any, ...]]]:
     connection = await asyncpg.connect(url)
     try:
         return {
-            table: [tuple(row) for row in await connection.fetch(f"SELECT * FROM read_model.{table} ORDER BY {order}")]
+            table: [
+                tuple(row)
+                for row in await connection.fetch(f"SELECT * FROM read_model.{table} ORDER BY {order}")
+            ]
             for table, order in TABLES.items()
         }
     finally:

@@ -164,7 +164,11 @@ def started_cluster(prefix: str, up_args: Sequence[str] = (), attacker: str = ""
     assert started.returncode == 0, started.stdout + started.stderr
     try:
         yield running
-        refused = [line for line in running.permission_violations() if not attacker or f'/user:{attacker}"' not in line]
+        refused = [
+            line
+            for line in running.permission_violations()
+            if not attacker or f'/user:{attacker}"' not in line
+        ]
         assert not refused, "nats-server refused a part of the cluster:\n" + "\n".join(refused)
     finally:
         running.down()
@@ -180,14 +184,16 @@ def storage_home(data_dir: Path) -> Path:
 def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """`stdin`: what det reads (passwords, one a line); nothing else reaches it."""
     command = [sys.executable, "-m", "determined.cli", *args]
-    return subprocess.run(command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=300
+    )
 
 
 def shown_password(output: str) -> str:
     """The generated password cluster-up shows once ("" when it showed none)."""
     marker = "admin and determined have the password: "
     line = next((line for line in output.splitlines() if line.startswith(marker)), "")
-    return line[len(marker):].split(" ", 1)[0]
+    return line[len(marker) :].split(" ", 1)[0]
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 60.0) -> T:

@@ -178,7 +178,9 @@ def test_pause_and_activate_resume_every_trial_from_its_checkpoint(cluster: Clus
     trials = wait_for(trained_a_while, "both trials to train a while")
 
     assert cluster.det("experiment", "pause", str(experiment_id)).returncode == 0
-    wait_for(lambda: all(t["state"] == "PAUSED" for t in cluster.trials(experiment_id)), "every trial to stop")
+    wait_for(
+        lambda: all(t["state"] == "PAUSED" for t in cluster.trials(experiment_id)), "every trial to stop"
+    )
     for trial in trials:
         assert "stopping at" in cluster.logs(trial["id"])
 
@@ -195,5 +197,7 @@ def test_pause_and_activate_resume_every_trial_from_its_checkpoint(cluster: Clus
             "training",
         )
         assert sorted(row["steps_completed"] for row in steps) == list(range(1, 201))
-        runs = cluster.query("SELECT count(*) AS n FROM read_model.allocations WHERE trial_id = $1", trial["id"])
+        runs = cluster.query(
+            "SELECT count(*) AS n FROM read_model.allocations WHERE trial_id = $1", trial["id"]
+        )
         assert runs[0]["n"] == 2

@@ -63,14 +63,20 @@ TRAIN_PY = textwrap.dedent(
 
 
 def config(name: str) -> str:
-    return json.dumps({
-        "name": name,
-        "entrypoint": "python3 train.py",
-        "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
-        "searcher": {"name": "random", "metric": "validation_loss", "max_trials": TRIALS,
-                     "max_concurrent_trials": 2},
-        "max_restarts": 5,
-    })
+    return json.dumps(
+        {
+            "name": name,
+            "entrypoint": "python3 train.py",
+            "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+            "searcher": {
+                "name": "random",
+                "metric": "validation_loss",
+                "max_trials": TRIALS,
+                "max_concurrent_trials": 2,
+            },
+            "max_restarts": 5,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,17 +104,22 @@ def _start_experiment(cluster: Cluster, context: Path, name: str) -> int:
 
 def _steps_reported(cluster: Cluster, experiment_id: int) -> int:
     try:
-        return len(cluster.query(
-            "SELECT 1 FROM read_model.metrics m JOIN read_model.trials t ON t.id = m.trial_id WHERE t.experiment_id = $1",
-            experiment_id,
-        ))
+        return len(
+            cluster.query(
+                "SELECT 1 FROM read_model.metrics m JOIN read_model.trials t ON t.id = m.trial_id WHERE t.experiment_id = $1",
+                experiment_id,
+            )
+        )
     except OSError:
         return 0
 
 
 def _check_the_experiment(cluster: Cluster, experiment_id: int) -> None:
-    wait_for(lambda: cluster.experiment_state(experiment_id) in ("COMPLETED", "ERROR"),
-             "the experiment to end", 240)
+    wait_for(
+        lambda: cluster.experiment_state(experiment_id) in ("COMPLETED", "ERROR"),
+        "the experiment to end",
+        240,
+    )
     assert cluster.experiment_state(experiment_id) == "COMPLETED"
     trials = cluster.trials(experiment_id)
     assert len(trials) == TRIALS

@@ -161,10 +161,28 @@ def listed_uuids(cluster: Cluster, experiment_id: int) -> Callable[[], set[str]]
     return lambda: {c["uuid"] for c in listed(cluster, experiment_id)}
 
 
-def set_gc_policy(cluster: Cluster, experiment_id: int, best: int, trial_best: int, latest: int,
-                  *flags: str, answer: str = "") -> subprocess.CompletedProcess[str]:
-    args = ["experiment", "set", "gc-policy", str(experiment_id), "--save-experiment-best", str(best),
-            "--save-trial-best", str(trial_best), "--save-trial-latest", str(latest), *flags]
+def set_gc_policy(
+    cluster: Cluster,
+    experiment_id: int,
+    best: int,
+    trial_best: int,
+    latest: int,
+    *flags: str,
+    answer: str = "",
+) -> subprocess.CompletedProcess[str]:
+    args = [
+        "experiment",
+        "set",
+        "gc-policy",
+        str(experiment_id),
+        "--save-experiment-best",
+        str(best),
+        "--save-trial-best",
+        str(trial_best),
+        "--save-trial-latest",
+        str(latest),
+        *flags,
+    ]
     command = [sys.executable, "-m", "determined.cli", *args]
     return subprocess.run(
         command, check=False, input=answer, env=cluster.env, capture_output=True, text=True, timeout=60
@@ -294,8 +312,9 @@ def test_the_same_on_s3_from_the_clusters_default_storage(
 
     # An experiment's own storage section overrides the cluster's default.
     root = s3_cluster.storage_folder("own-storage")
-    own = run_to_completion(s3_cluster, context, SINGLE_TRAIN_PY, single_config({"type": "shared_fs",
-                                                                                 "host_path": str(root)}))
+    own = run_to_completion(
+        s3_cluster, context, SINGLE_TRAIN_PY, single_config({"type": "shared_fs", "host_path": str(root)})
+    )
     steps = reported(s3_cluster, s3_cluster.trials(own)[0]["id"])
     settles(in_folder(root), {steps[2], steps[3]}, "the default policy's GC on shared_fs")
     assert in_bucket(s3_server, s3_storage)() == set()
@@ -352,8 +371,12 @@ def test_download_delete_and_model_versions(cluster: Cluster, tmp_path: Path) ->
 
     refused = cluster.det("checkpoint", "delete", latest, "--yes", check=False)
     assert refused.returncode == 1 and latest in refused.stderr, refused.stderr
-    unknown = cluster.det("checkpoint", "delete", "00000000-0000-4000-8000-000000000000", "--yes", check=False)
-    assert unknown.returncode == 1 and "00000000-0000-4000-8000-000000000000" in unknown.stderr, unknown.stderr
+    unknown = cluster.det(
+        "checkpoint", "delete", "00000000-0000-4000-8000-000000000000", "--yes", check=False
+    )
+    assert unknown.returncode == 1 and "00000000-0000-4000-8000-000000000000" in unknown.stderr, (
+        unknown.stderr
+    )
     kept_experiment = cluster.det("experiment", "delete", str(experiment_id), "--yes", check=False)
     assert kept_experiment.returncode == 1 and latest in kept_experiment.stderr, kept_experiment.stderr
 

@@ -25,14 +25,24 @@ def age(cluster: Cluster) -> None:
     (cluster.data_dir / CREDENTIALS_FILE).unlink()
     secret_file = cluster.data_dir / "cluster.secret"
     identity = json.loads(secret_file.read_text())
-    secret_file.write_text(json.dumps({"cluster_id": identity["cluster_id"], "secret": identity["secret"],
-                                       "nats_user": "agent", "nats_password": "shared"}))  # all agents' of old
+    secret_file.write_text(
+        json.dumps(
+            {
+                "cluster_id": identity["cluster_id"],
+                "secret": identity["secret"],
+                "nats_user": "agent",
+                "nats_password": "shared",
+            }
+        )
+    )  # all agents' of old
 
 
 def passwordless_connection_refused(cluster: Cluster) -> bool:
     async def attempt() -> bool:
         try:
-            connection = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{cluster.postgres_port}/postgres")
+            connection = await asyncpg.connect(
+                f"postgresql://postgres@127.0.0.1:{cluster.postgres_port}/postgres"
+            )
         except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError):
             return True
         await connection.close()
@@ -42,7 +52,9 @@ def passwordless_connection_refused(cluster: Cluster) -> bool:
 
 
 def all_running(cluster: Cluster) -> bool:
-    status = json.loads(cluster.det("deploy", "local", "status", "--json", "--data-dir", str(cluster.data_dir)).stdout)
+    status = json.loads(
+        cluster.det("deploy", "local", "status", "--json", "--data-dir", str(cluster.data_dir)).stdout
+    )
     return {part["state"] for part in status["parts"]} == {"running"}
 
 
@@ -59,7 +71,8 @@ def test_a_folder_made_before_credentials_restarts_guarded() -> None:
         record = ClusterRecord.load(cluster.data_dir)
         assert record is not None
         assert "agent" not in users and [name for name in users if name.startswith("agent:")] == [
-            f"agent:{agent.agent_id}" for agent in record.agent_specs()]
+            f"agent:{agent.agent_id}" for agent in record.agent_specs()
+        ]
         assert "nats_password" not in json.loads((cluster.data_dir / "cluster.secret").read_text())
         assert passwordless_connection_refused(cluster)
         wait_for(lambda: all_running(cluster), "every part running again")
@@ -72,4 +85,8 @@ def leaked_passwords(cluster: Cluster) -> list[str]:
     found = json.loads((cluster.data_dir / CREDENTIALS_FILE).read_text())
     passwords = [user["password"] for user in found["nats"].values()] + list(found["postgres"].values())
     logs = [path for path in (cluster.data_dir / "logs").iterdir() if path.is_file()]
-    return [str(path) for path in logs if any(password in path.read_text(errors="replace") for password in passwords)]
+    return [
+        str(path)
+        for path in logs
+        if any(password in path.read_text(errors="replace") for password in passwords)
+    ]

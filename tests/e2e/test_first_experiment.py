@@ -124,7 +124,9 @@ def test_a_removed_searcher_is_refused_at_create(cluster: Cluster, context_dir: 
     (context_dir / "removed.yaml").write_text(config)
     created = cluster.det("e", "create", str(context_dir / "removed.yaml"), str(context_dir), check=False)
     assert created.returncode == 1
-    assert "the `sync_halving` searcher has been removed and is not valid for new experiments" in created.stderr
+    assert (
+        "the `sync_halving` searcher has been removed and is not valid for new experiments" in created.stderr
+    )
 
 
 def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp_path_factory: Any) -> None:
@@ -132,7 +134,13 @@ def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp
     (shared / "labels.txt").write_text("cat,dog\n")
     (context_dir / "train.py").write_text("print('labels:', open('labels.txt').read().strip(), flush=True)\n")
     created = cluster.det(
-        "e", "create", str(context_dir / "const.yaml"), str(context_dir), "-i", str(shared / "labels.txt"), "-f"
+        "e",
+        "create",
+        str(context_dir / "const.yaml"),
+        str(context_dir),
+        "-i",
+        str(shared / "labels.txt"),
+        "-f",
     )
     assert "labels: cat,dog" in created.stdout
 
@@ -140,8 +148,9 @@ def test_included_paths_reach_the_trial(cluster: Cluster, context_dir: Path, tmp
 def test_a_script_for_older_releases_drives_its_length_from_searcher_operations(
     cluster: Cluster, context_dir: Path
 ) -> None:
-    (context_dir / "train.py").write_text(textwrap.dedent(
-        """
+    (context_dir / "train.py").write_text(
+        textwrap.dedent(
+            """
         import determined as det
         with det.core.init() as core_context:
             for op in core_context.searcher.operations():
@@ -152,7 +161,8 @@ def test_a_script_for_older_releases_drives_its_length_from_searcher_operations(
                 op.report_completed(1.0)
         print("trained for", op.length, "epochs", flush=True)
         """
-    ))
+        )
+    )
     (context_dir / "old.yaml").write_text(CONST_YAML.replace("batches: 50", "epochs: 3"))
     created = cluster.det("e", "create", str(context_dir / "old.yaml"), str(context_dir), "-f")
     assert "trained for 3 epochs" in created.stdout
@@ -165,7 +175,10 @@ def test_a_paused_experiment_runs_once_activated(cluster: Cluster, context_dir: 
     experiment_id = created_id(created.stdout)
     described = cluster.json("e", "describe", str(experiment_id))
     assert (described["experiment"]["state"], described["trials"]) == ("PAUSED", [])
-    assert cluster.det("e", "activate", str(experiment_id)).stdout.strip() == f"Activated experiment {experiment_id}"
+    assert (
+        cluster.det("e", "activate", str(experiment_id)).stdout.strip()
+        == f"Activated experiment {experiment_id}"
+    )
     wait_for(
         lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "COMPLETED",
         "the activated experiment to complete",
@@ -176,8 +189,14 @@ def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) 
     (context_dir / "train.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     created = cluster.det("e", "create", str(context_dir / "const.yaml"), str(context_dir))
     experiment_id = created_id(created.stdout)
-    wait_for(lambda: "sleeping" in cluster.det("t", "logs", str(_first_trial(cluster, experiment_id))).stdout
-             if _first_trial(cluster, experiment_id) else False, "the trial to run")
+    wait_for(
+        lambda: (
+            "sleeping" in cluster.det("t", "logs", str(_first_trial(cluster, experiment_id))).stdout
+            if _first_trial(cluster, experiment_id)
+            else False
+        ),
+        "the trial to run",
+    )
     assert cluster.det("e", "kill", str(experiment_id)).stdout.strip() == f"Killed experiment {experiment_id}"
     wait_for(
         lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "CANCELED",
@@ -199,7 +218,9 @@ def _first_trial(cluster: Cluster, experiment_id: int) -> int | None:
     ],
     ids=["missing-config", "unparsable-yaml", "missing-context"],
 )
-def test_bad_input_is_refused_clearly(cluster: Cluster, context_dir: Path, arrange: Any, message: str) -> None:
+def test_bad_input_is_refused_clearly(
+    cluster: Cluster, context_dir: Path, arrange: Any, message: str
+) -> None:
     before = cluster.json("e", "list")
     config, context = arrange(context_dir)
     result = cluster.det("e", "create", str(context_dir / config), context, check=False)

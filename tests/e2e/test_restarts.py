@@ -234,7 +234,9 @@ def test_restarts_in_the_middle_of_an_adaptive_search_decide_nothing_twice(
     restart(cluster, "scheduler")
     restart(cluster, "agent")
 
-    wait_for(lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete", 180)
+    wait_for(
+        lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete", 180
+    )
     trials = cluster.trials(experiment_id)
     assert len(trials) == 5 and {t["state"] for t in trials} == {"COMPLETED"}, trials
     # Each decision is in the log once: one stop per trial, and at most one run more than

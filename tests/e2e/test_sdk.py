@@ -65,7 +65,6 @@ FOREVER_PY = textwrap.dedent(
 )
 
 
-
 def config(name: str, storage: Path) -> dict[str, Any]:
     return {
         "name": name,
@@ -100,7 +99,11 @@ def test_the_sdk_example_trains_downloads_and_loads_the_best_checkpoint(
     env = dict(cluster.env, OMP_NUM_THREADS="1")
     result = subprocess.run(
         [sys.executable, str(EXAMPLE), "--batches", "40", "--output", str(tmp_path / "checkpoints")],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -122,7 +125,9 @@ def test_an_experiment_driven_from_python(client: Any, cluster: Cluster, tmp_pat
     context = tmp_path / "context"
     context.mkdir()
     (context / "train.py").write_text(TRAIN_PY)
-    experiment = client.create_experiment(config=config("sdk", cluster.storage_folder("storage")), model_dir=str(context))
+    experiment = client.create_experiment(
+        config=config("sdk", cluster.storage_folder("storage")), model_dir=str(context)
+    )
     assert experiment.get_config()["name"] == "sdk"
     assert experiment.id in {e.id for e in client.list_experiments()}
 
@@ -179,7 +184,9 @@ def test_an_experiment_driven_from_python(client: Any, cluster: Cluster, tmp_pat
 
 def test_kill_from_python(client: Any, cluster: Cluster, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(FOREVER_PY)
-    experiment = client.create_experiment(config=config("sdk-kill", cluster.storage_folder("storage")), model_dir=str(tmp_path))
+    experiment = client.create_experiment(
+        config=config("sdk-kill", cluster.storage_folder("storage")), model_dir=str(tmp_path)
+    )
     experiment.await_first_trial(interval=0.2)
     experiment.kill()
     assert experiment.wait(interval=0.2) == client.ExperimentState.CANCELED

@@ -38,18 +38,31 @@ from services.common.processes import process_alive
 pytestmark = pytest.mark.e2e
 
 SLEEPING_TRAIN_PY = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
-CONFIG = json.dumps({
-    "name": "sleeper", "entrypoint": "python3 train.py", "hyperparameters": {},
-    "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}}, "max_restarts": 0,
-})
+CONFIG = json.dumps(
+    {
+        "name": "sleeper",
+        "entrypoint": "python3 train.py",
+        "hyperparameters": {},
+        "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}},
+        "max_restarts": 0,
+    }
+)
 
 
 def watched_folders(data_dir: Path) -> list[Path]:
     """Folders cluster-up must leave as they are: the home folder, those above the
     data folder, the virtual environment and those above PostgreSQL's binaries."""
     binaries = postgres_bin_dir()
-    return sorted({Path.home(), *data_dir.parents, Path(sys.prefix), *Path(sys.prefix).parents,
-                   binaries, *binaries.parents})
+    return sorted(
+        {
+            Path.home(),
+            *data_dir.parents,
+            Path(sys.prefix),
+            *Path(sys.prefix).parents,
+            binaries,
+            *binaries.parents,
+        }
+    )
 
 
 def modes(paths: list[Path]) -> dict[str, int]:
@@ -88,13 +101,14 @@ def start_sleeping_trial(cluster: Cluster, context: Path) -> int:
     (context / "train.py").write_text(SLEEPING_TRAIN_PY)
     cluster.create(context, CONFIG)
     work_dir = agent_work_dir(cluster.data_dir, "agent")
-    record = wait_for(lambda: next(iter(work_dir.glob("*/process.json")), None),
-                      "the trial's process record")
+    record = wait_for(lambda: next(iter(work_dir.glob("*/process.json")), None), "the trial's process record")
     assert record is not None
     return int(json.loads(record.read_text())["pid"])
 
 
-def test_cluster_up_changes_no_mode_outside_the_data_folder(cluster: Cluster, modes_before: dict[str, int]) -> None:
+def test_cluster_up_changes_no_mode_outside_the_data_folder(
+    cluster: Cluster, modes_before: dict[str, int]
+) -> None:
     assert modes(watched_folders(cluster.data_dir)) == modes_before
     place = Path(status(cluster)["postgres_data_dir"])
     assert place == cluster.data_dir / "postgres"  # its user reaches the data folder here
@@ -132,15 +146,27 @@ def test_a_killed_service_is_restarted_and_why_is_recorded(cluster: Cluster) -> 
     shown = cluster.det("deploy", "local", "status", "--data-dir", str(cluster.data_dir)).stdout
     assert "killed by signal 9 (SIGKILL)" in shown
     parts = {part["name"]: part for part in cluster.json("master", "info")["parts"]}
-    assert set(parts) == {"nats-server", "postgres", "gateway", "searcher", "scheduler", "checkpoint", "agent"}
+    assert set(parts) == {
+        "nats-server",
+        "postgres",
+        "gateway",
+        "searcher",
+        "scheduler",
+        "checkpoint",
+        "agent",
+    }
     assert parts["searcher"]["restarts"] == after["restarts"] and parts["searcher"]["pid"] == after["pid"]
 
 
 @pytest.mark.parametrize("name", ["nats-server", "postgres"])
-def test_restart_service_knows_the_servers_and_the_cluster_keeps_answering(cluster: Cluster, name: str) -> None:
+def test_restart_service_knows_the_servers_and_the_cluster_keeps_answering(
+    cluster: Cluster, name: str
+) -> None:
     before = part_status(cluster.data_dir, name)
     restarted = local(cluster, "restart-service", name)
-    assert restarted.returncode == 0 and restarted.stdout.strip() == f"Restarted the {name} service", restarted
+    assert restarted.returncode == 0 and restarted.stdout.strip() == f"Restarted the {name} service", (
+        restarted
+    )
     after = part_status(cluster.data_dir, name)
     assert after["pid"] != before["pid"] and after["state"] == "running"
     assert after["restarts"] == before["restarts"]  # asked for: not a crash
@@ -204,8 +230,10 @@ def test_a_part_that_cannot_start_fails_cluster_up_naming_it(tmp_path: Path) -> 
 
 def test_the_supervisor_logs_one_line_per_event(cluster: Cluster) -> None:
     lines = (cluster.data_dir / "logs" / "supervisor.log").read_text().splitlines()
-    assert any("searcher: killed by signal 9 (SIGKILL); starting it again in 0.5 s (restart 1)" in line
-               for line in lines), lines
+    assert any(
+        "searcher: killed by signal 9 (SIGKILL); starting it again in 0.5 s (restart 1)" in line
+        for line in lines
+    ), lines
     assert any(line.endswith("asked to restart postgres") for line in lines)
 
 
@@ -221,13 +249,20 @@ def test_agent_up_adds_an_agent_and_agent_down_removes_it(cluster: Cluster) -> N
     [recorded] = [a for a in status(cluster)["agents"] if a["part"] == "agent-1"]
     assert (recorded["agent_id"], recorded["cpu_slots"], recorded["pool"]) == ("agent-1", 1, "extra")
     registered = wait_for(lambda: agents(cluster).get("agent-1") or {}, "agent-1 registered")
-    assert (registered["resource_pool"], registered["state"], len(registered["slots"])) == ("extra", "ENABLED", 1)
+    assert (registered["resource_pool"], registered["state"], len(registered["slots"])) == (
+        "extra",
+        "ENABLED",
+        1,
+    )
     assert cluster.det("agent", "disable", "agent-1", "--drain").stdout.startswith("Disabled agent agent-1")
     assert cluster.det("agent", "enable", "agent-1").stdout.strip() == "Enabled agent agent-1"
     taken = local(cluster, "agent-up", "--agent-id", "agent-1")
     assert taken.returncode == 1 and "agent agent-1 runs here already" in taken.stderr
     removed = local(cluster, "agent-down", "--agent-id", "agent-1")
-    assert removed.returncode == 0 and removed.stdout.strip() == "Agent agent-1 is down and removed (part agent-1)"
+    assert (
+        removed.returncode == 0
+        and removed.stdout.strip() == "Agent agent-1 is down and removed (part agent-1)"
+    )
     assert "agent-1" not in states(cluster) and all_running(cluster)
     assert [a["part"] for a in status(cluster)["agents"]] == ["agent"]
 
@@ -236,10 +271,28 @@ def test_cluster_up_runs_several_agents() -> None:
     data_dir = Path("/tmp") / f"det-e2e-agents-{uuid.uuid4().hex[:8]}"
     several = Cluster(data_dir)
     try:
-        up = several.det("deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--no-gpu", "--agents", "2",
-                         "--cpu-slots", "2", "--master-port", str(several.master_port), "--nats-port",
-                         str(several.nats_port), "--postgres-port", str(several.postgres_port),
-                         "--scheduler", "priority", "--agent-lost-s", "5")
+        up = several.det(
+            "deploy",
+            "local",
+            "cluster-up",
+            "--data-dir",
+            str(data_dir),
+            "--no-gpu",
+            "--agents",
+            "2",
+            "--cpu-slots",
+            "2",
+            "--master-port",
+            str(several.master_port),
+            "--nats-port",
+            str(several.nats_port),
+            "--postgres-port",
+            str(several.postgres_port),
+            "--scheduler",
+            "priority",
+            "--agent-lost-s",
+            "5",
+        )
         assert up.returncode == 0, up.stderr
         parts = states(several)
         assert parts["agent-1"] == parts["agent-2"] == "running" and "agent" not in parts
@@ -254,21 +307,46 @@ def test_cluster_up_runs_several_agents() -> None:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(cluster: Cluster, tmp_path: Path) -> None:
+def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     """The master here is reached as another machine would reach it (NATS at the address
     GetMaster gives); the agent's folder has a supervisor of its own."""
     folder = tmp_path / "remote-agent"
     remote = ("--data-dir", str(folder))
-    no_secret = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
-                            str(cluster.master_port), *remote, check=False)
+    no_secret = cluster.det(
+        "deploy",
+        "local",
+        "agent-up",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(cluster.master_port),
+        *remote,
+        check=False,
+    )
     assert no_secret.returncode == 1 and "needs its own secret file" in no_secret.stderr
-    made = cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away",
-                       "--data-dir", str(cluster.data_dir))
+    made = cluster.det(
+        "deploy", "local", "agent-credentials", "--agent-id", "far-away", "--data-dir", str(cluster.data_dir)
+    )
     secret_file = cluster.data_dir / "agent-secrets" / "far-away.secret"
     assert str(secret_file) in made.stdout
-    up = cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
-                     str(cluster.master_port), "--cpu-slots", "3", "--secret-file", str(secret_file), "--no-gpu",
-                     *remote, check=False)
+    up = cluster.det(
+        "deploy",
+        "local",
+        "agent-up",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(cluster.master_port),
+        "--cpu-slots",
+        "3",
+        "--secret-file",
+        str(secret_file),
+        "--no-gpu",
+        *remote,
+        check=False,
+    )
     assert up.returncode == 0, up.stderr
     registered = wait_for(lambda: agents(cluster).get("far-away") or {}, "the remote agent registered")
     assert len(registered["slots"]) == 3
@@ -277,6 +355,14 @@ def test_an_agent_for_a_cluster_elsewhere_runs_under_its_own_supervisor(cluster:
     down = cluster.det("deploy", "local", "agent-down", *remote, check=False)
     assert down.returncode == 0, down.stderr
     assert not (folder / "run" / "cluster.json").exists()  # its last agent gone, its supervisor stopped
-    cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away", "--revoke",
-                "--data-dir", str(cluster.data_dir))
+    cluster.det(
+        "deploy",
+        "local",
+        "agent-credentials",
+        "--agent-id",
+        "far-away",
+        "--revoke",
+        "--data-dir",
+        str(cluster.data_dir),
+    )
     assert not secret_file.exists() and "agent:far-away" not in credentials(cluster.data_dir).nats

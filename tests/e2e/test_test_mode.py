@@ -185,7 +185,9 @@ def test_local_needs_test_mode(local_env: dict[str, str], model_dir: Path) -> No
 def test_local_test_mode_validates_the_config_first(local_env: dict[str, str], model_dir: Path) -> None:
     (model_dir / "bad.yaml").write_text("entrypoint: python3 train.py\nsearcher: {name: random}\n")
 
-    result = det(local_env, "e", "create", "--local", "--test-mode", str(model_dir / "bad.yaml"), str(model_dir))
+    result = det(
+        local_env, "e", "create", "--local", "--test-mode", str(model_dir / "bad.yaml"), str(model_dir)
+    )
 
     assert result.returncode == 1
     assert "metric" in result.stderr
@@ -195,7 +197,9 @@ def test_local_test_mode_validates_the_config_first(local_env: dict[str, str], m
 def test_test_mode_on_the_cluster_runs_one_batch_copy(cluster: Cluster, model_dir: Path) -> None:
     (model_dir / "train.py").write_text(CLUSTER_TRAIN_PY)
 
-    result = cluster.det("experiment", "create", "--test-mode", str(model_dir / "config.yaml"), str(model_dir))
+    result = cluster.det(
+        "experiment", "create", "--test-mode", str(model_dir / "config.yaml"), str(model_dir)
+    )
 
     assert result.stdout.rstrip().endswith(SUCCESS)
     experiment_id = created_id(result.stdout)

@@ -31,11 +31,15 @@ def tls_cluster(certificate: tuple[Path, Path]) -> Iterator[Cluster]:
     cert, key = certificate
     up_args = ["--tls-cert", str(cert), "--tls-key", str(key), "--advertise-host", "127.0.0.1"]
     with started_cluster("det-e2e-tls", up_args) as running:
-        running.env.update(DET_MASTER=f"https://localhost:{running.master_port}", DET_MASTER_CERT_FILE=str(cert))
+        running.env.update(
+            DET_MASTER=f"https://localhost:{running.master_port}", DET_MASTER_CERT_FILE=str(cert)
+        )
         yield running
 
 
-def test_cluster_up_tells_how_to_reach_the_master(tls_cluster: Cluster, certificate: tuple[Path, Path]) -> None:
+def test_cluster_up_tells_how_to_reach_the_master(
+    tls_cluster: Cluster, certificate: tuple[Path, Path]
+) -> None:
     again = tls_cluster.up()
     assert again.returncode == 3, again.stdout + again.stderr
     assert f"master at https://localhost:{tls_cluster.master_port}" in again.stdout
@@ -61,13 +65,25 @@ def test_the_http_api_answers_over_https(tls_cluster: Cluster, certificate: tupl
 
 
 def test_plaintext_and_untrusting_clients_are_refused(tls_cluster: Cluster) -> None:
-    without_certificate = {key: value for key, value in tls_cluster.env.items() if key != "DET_MASTER_CERT_FILE"}
-    without_certificate["DET_DATA_DIR"] = str(tls_cluster.data_dir)  # the CLI reads why in the local cluster's
-    plaintext = det(dict(without_certificate, DET_MASTER=f"localhost:{tls_cluster.master_port}"), "experiment", "list")
+    without_certificate = {
+        key: value for key, value in tls_cluster.env.items() if key != "DET_MASTER_CERT_FILE"
+    }
+    without_certificate["DET_DATA_DIR"] = str(
+        tls_cluster.data_dir
+    )  # the CLI reads why in the local cluster's
+    plaintext = det(
+        dict(without_certificate, DET_MASTER=f"localhost:{tls_cluster.master_port}"), "experiment", "list"
+    )
     assert plaintext.returncode == 1
-    assert f"the gateway serves TLS only: DET_MASTER=https://localhost:{tls_cluster.master_port}" in plaintext.stderr
-    untrusting = det(dict(without_certificate, DET_MASTER=f"https://localhost:{tls_cluster.master_port}"),
-                     "experiment", "list")
+    assert (
+        f"the gateway serves TLS only: DET_MASTER=https://localhost:{tls_cluster.master_port}"
+        in plaintext.stderr
+    )
+    untrusting = det(
+        dict(without_certificate, DET_MASTER=f"https://localhost:{tls_cluster.master_port}"),
+        "experiment",
+        "list",
+    )
     assert untrusting.returncode == 1
     assert "its TLS certificate is not trusted here" in untrusting.stderr
 
@@ -76,11 +92,32 @@ def test_an_agent_for_a_cluster_elsewhere_connects_with_tls(tls_cluster: Cluster
     """agent-up --master-host with DET_MASTER_CERT_FILE: GetMaster over TLS, its agent reaches
     nats-server over TLS, and its trial the master."""
     folder = ("--data-dir", str(tmp_path / "remote-agent"))
-    tls_cluster.det("deploy", "local", "agent-credentials", "--agent-id", "far-away", "--data-dir",
-                    str(tls_cluster.data_dir))  # its nats-server user, let in over TLS at once
-    up = tls_cluster.det("deploy", "local", "agent-up", "--master-host", "127.0.0.1", "--master-port",
-                         str(tls_cluster.master_port), "--agent-id", "far-away", "--pool", "far", "--secret-file",
-                         str(tls_cluster.data_dir / "agent-secrets" / "far-away.secret"), "--no-gpu", *folder)
+    tls_cluster.det(
+        "deploy",
+        "local",
+        "agent-credentials",
+        "--agent-id",
+        "far-away",
+        "--data-dir",
+        str(tls_cluster.data_dir),
+    )  # its nats-server user, let in over TLS at once
+    up = tls_cluster.det(
+        "deploy",
+        "local",
+        "agent-up",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(tls_cluster.master_port),
+        "--agent-id",
+        "far-away",
+        "--pool",
+        "far",
+        "--secret-file",
+        str(tls_cluster.data_dir / "agent-secrets" / "far-away.secret"),
+        "--no-gpu",
+        *folder,
+    )
     try:
         (tmp_path / "train.py").write_text(TRAIN_PY)
         config = CONST_YAML + "resources:\n  resource_pool: far\n"
@@ -106,7 +143,10 @@ def test_nats_requires_tls_of_every_client(tls_cluster: Cluster) -> None:
         (("--tls-cert", "{cert}", "--tls-key", "{missing}"), "--tls-key {missing}: no such file"),
         (("--tls-cert", "{key}", "--tls-key", "{key}"), "are not a PEM certificate and its private key"),
         # The warning, then the error.
-        (("--listen", "0.0.0.0", "--tls-key", "{key}"), "listens on 0.0.0.0 without TLS: calls, session tokens"),
+        (
+            ("--listen", "0.0.0.0", "--tls-key", "{key}"),
+            "listens on 0.0.0.0 without TLS: calls, session tokens",
+        ),
     ],
 )
 def test_bad_files_stop_cluster_up_before_it_starts(
@@ -115,8 +155,15 @@ def test_bad_files_stop_cluster_up_before_it_starts(
     names = {"cert": certificate[0], "key": certificate[1], "missing": tmp_path / "missing.pem"}
     data_dir = tmp_path / "data"
     environment = dict(os.environ, DET_CONFIG_DIR=str(tmp_path / "cli"))
-    up = det(environment, "deploy", "local", "cluster-up", "--data-dir", str(data_dir),
-             *(word.format(**names) for word in files))
+    up = det(
+        environment,
+        "deploy",
+        "local",
+        "cluster-up",
+        "--data-dir",
+        str(data_dir),
+        *(word.format(**names) for word in files),
+    )
     assert up.returncode == 1
     assert error.format(**names) in up.stderr
     assert not data_dir.exists()

@@ -63,7 +63,11 @@ def test_cluster_up_logged_the_operator_in_as_admin_with_a_private_cache(cluster
     cache = cluster.cli_config / "auth.json"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600
     assert stat.S_IMODE(cluster.cli_config.stat().st_mode) == 0o700
-    logged = [path for path in (cluster.data_dir / "logs").iterdir() if cluster.password in path.read_text(errors="replace")]
+    logged = [
+        path
+        for path in (cluster.data_dir / "logs").iterdir()
+        if cluster.password in path.read_text(errors="replace")
+    ]
     assert logged == [], "the initial password is in a log"
     assert not (cluster.data_dir / "initial-user-password").exists()
     users = {u["username"]: u for u in cluster.json("user", "list")}
@@ -81,7 +85,7 @@ def listening_addresses(port: int) -> set[str]:
             hex_address, _, hex_port = local.partition(":")
             if state != "0A" or int(hex_port, 16) != port:
                 continue
-            raw = b"".join(bytes.fromhex(hex_address[i:i + 8])[::-1] for i in range(0, len(hex_address), 8))
+            raw = b"".join(bytes.fromhex(hex_address[i : i + 8])[::-1] for i in range(0, len(hex_address), 8))
             address = ipaddress.ip_address(raw)
             mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
             found.add(str(mapped or address))
@@ -121,11 +125,18 @@ def test_a_non_admin_cannot_administer(cluster: Cluster, tmp_path: Path) -> None
 
     (tmp_path / "context").mkdir()
     (tmp_path / "context" / "config.yaml").write_text(CONFIG)
-    created = cluster.det("experiment", "create", str(tmp_path / "context" / "config.yaml"),
-                          str(tmp_path / "context"), "--paused")
+    created = cluster.det(
+        "experiment",
+        "create",
+        str(tmp_path / "context" / "config.yaml"),
+        str(tmp_path / "context"),
+        "--paused",
+    )
     experiment_id = created_id(created.stdout)
     cluster.det("experiment", "kill", str(experiment_id))
-    wait_for(lambda: cluster.experiment_state(experiment_id).endswith("CANCELED"), "the killed experiment to end")
+    wait_for(
+        lambda: cluster.experiment_state(experiment_id).endswith("CANCELED"), "the killed experiment to end"
+    )
     refused = bob.det("experiment", "delete", str(experiment_id), "--yes", ok=False)
     assert "owner" in refused or "admin" in refused, refused
     # Everyone views and edits; the owner is the admin who created it.

@@ -21,7 +21,7 @@ from pathlib import Path
 GOLDEN = Path(__file__).resolve().parent
 sys.path.insert(0, str(GOLDEN.parent / "e2e"))
 
-from e2e_cluster import Cluster, started_cluster, wait_for
+from e2e_cluster import Cluster, started_cluster, wait_for  # noqa: E402 - after the path insert
 
 TRAIN_PY = textwrap.dedent(
     """
@@ -76,7 +76,9 @@ def record(cluster: Cluster, context: Path) -> None:
 
     paused = cluster.create(context, config("paused", {"name": "single"}))
     [trial] = wait_for(lambda: cluster.trials(paused), "the trial")
-    wait_for(lambda: cluster.json("trial", "describe", str(trial["id"]))["trial"]["total_batches"] >= 3, "batches")
+    wait_for(
+        lambda: cluster.json("trial", "describe", str(trial["id"]))["trial"]["total_batches"] >= 3, "batches"
+    )
     cluster.det("experiment", "pause", str(paused))
     wait_for(lambda: cluster.trials(paused)[0]["state"] == "PAUSED", "the trial to stop")
     cluster.det("experiment", "activate", str(paused))

@@ -52,8 +52,14 @@ class GuardedNats:
                 errors.append(error)
 
         password = self.credentials.nats[user].password
-        return await nats.connect(self.url, user=user, password=password, inbox_prefix=inbox_prefix(user),
-                                  allow_reconnect=False, error_cb=keep)
+        return await nats.connect(
+            self.url,
+            user=user,
+            password=password,
+            inbox_prefix=inbox_prefix(user),
+            allow_reconnect=False,
+            error_cb=keep,
+        )
 
     async def store(self, user: str, monkeypatch: pytest.MonkeyPatch) -> EventStore:
         """An event store logged in as `user` through its settings, as the part would."""
@@ -65,8 +71,9 @@ class GuardedNats:
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     found = credentials(tmp_path, ["a1", "a2"])
-    server = NatsServer(tmp_path / "nats", free_port(), tmp_path / "nats.log",
-                        authorization=authorization_config(found.nats))
+    server = NatsServer(
+        tmp_path / "nats", free_port(), tmp_path / "nats.log", authorization=authorization_config(found.nats)
+    )
     process = server.start()
     yield server
     process.terminate()
@@ -102,7 +109,9 @@ async def test_a_connection_without_credentials_or_with_a_wrong_password_is_refu
 
 async def test_a_part_whose_login_is_refused_ends_saying_why(guarded_nats: GuardedNats) -> None:
     wrong = NatsCredentials(user="agent", password=SecretStr("wrong"))
-    with pytest.raises(NatsLoginRefusedError, match="user 'agent'.*DET_NATS_PASSWORD.*credentials.json") as ended:
+    with pytest.raises(
+        NatsLoginRefusedError, match="user 'agent'.*DET_NATS_PASSWORD.*credentials.json"
+    ) as ended:
         async with asyncio.timeout(10):
             await Connection.open(guarded_nats.url, "agent", wrong)
     assert ended.value.code == str(ended.value)  # printed on exit, with status 1
@@ -135,8 +144,12 @@ async def test_an_agent_appends_its_own_agent_events_and_logs_but_no_other_agent
         js = agent.jetstream(timeout=2)
         assert (await js.publish("det.events.agent.a1", b"registered")).seq == 1
         assert (await js.publish("det.logs.trial.1", b"line")).seq == 1
-        for forged in ("det.events.agent.a2", "det.events.experiment.1", "det.events.user.1",
-                       "$JS.API.STREAM.PURGE.EVENTS"):
+        for forged in (
+            "det.events.agent.a2",
+            "det.events.experiment.1",
+            "det.events.user.1",
+            "$JS.API.STREAM.PURGE.EVENTS",
+        ):
             with pytest.raises(nats.errors.TimeoutError):
                 await js.publish(forged, b"forged")
     finally:
@@ -180,7 +193,9 @@ async def test_heartbeats_go_from_the_agents_to_the_scheduler_only(guarded_nats:
     assert any('publish to "det.heartbeats.a2"' in str(error) for error in errors)
 
 
-async def test_the_operator_reads_the_log_and_appends_nothing(streams: EventStore, guarded_nats: GuardedNats) -> None:
+async def test_the_operator_reads_the_log_and_appends_nothing(
+    streams: EventStore, guarded_nats: GuardedNats
+) -> None:
     gateway = streams.nc.jetstream(timeout=5)
     await gateway.publish("det.events.experiment.1", b"created")
     operator = await guarded_nats.client("operator")
@@ -200,11 +215,19 @@ async def test_the_eventlog_tool_logs_in_as_operator_and_prints_no_password_hash
     created = events_pb2.UserCreated(user_id=7, username="mallory", active=True, password_hash=hashed)
     await streams.append(Append(aggregate("user", 7), created, msg_id="u7"), actor="test")
     await streams.append(event("experiment", 1), actor="test")
-    command = [sys.executable, "-m", "services.eventlog", "--nats-url", guarded_nats.url,
-               "--credentials", str(tmp_path / CREDENTIALS_FILE)]
+    command = [
+        sys.executable,
+        "-m",
+        "services.eventlog",
+        "--nats-url",
+        guarded_nats.url,
+        "--credentials",
+        str(tmp_path / CREDENTIALS_FILE),
+    ]
     environment = {key: value for key, value in os.environ.items() if not key.startswith("DET_NATS_")}
-    printed = await asyncio.to_thread(subprocess.run, command, env=environment, capture_output=True, text=True,
-                                      timeout=60, check=True)
+    printed = await asyncio.to_thread(
+        subprocess.run, command, env=environment, capture_output=True, text=True, timeout=60, check=True
+    )
     lines = [json.loads(line) for line in printed.stdout.splitlines()]
     assert [line["event_id"] for line in lines] == ["u7", "experiment-1"]
     assert lines[0]["user_created"]["password_hash"] == "(redacted)"
@@ -247,8 +270,10 @@ async def test_a_part_reads_the_kinds_it_folds_in_stream_order_replayed_and_foll
     stored = await append_mixed(streams, 1)
     scheduler = await guarded_nats.store("scheduler", monkeypatch)
     try:
-        replayed = [(e.sequence, e.envelope.aggregate.split("/")[0])
-                    async for e in scheduler.read(SCHEDULER_KINDS, follow=False)]
+        replayed = [
+            (e.sequence, e.envelope.aggregate.split("/")[0])
+            async for e in scheduler.read(SCHEDULER_KINDS, follow=False)
+        ]
         assert replayed == stored
         assert await scheduler.last_sequence_of(SCHEDULER_KINDS) == stored[-1][0]
         assert (await scheduler.last_event("agent/a8")) is not None
@@ -268,14 +293,18 @@ async def test_a_part_is_refused_every_way_of_reading_events_it_does_not_fold(
     await streams.append(event("user", 1), actor="test")
     await streams.append(event("experiment", 2), actor="test")
     await streams.append(event("agent", 3), actor="test")
-    for user, refused, allowed in (("scheduler", "det.events.user.>", "det.events.experiment.2"),
-                                   (AGENT, "det.events.experiment.>", "det.events.agent.a3")):
+    for user, refused, allowed in (
+        ("scheduler", "det.events.user.>", "det.events.experiment.2"),
+        (AGENT, "det.events.experiment.>", "det.events.agent.a3"),
+    ):
         errors: list[Exception] = []
         client = await guarded_nats.client(user, errors)
         try:
             js = client.jetstream(timeout=1)
             attempts = (
-                js.add_consumer("EVENTS", name="c1", filter_subject=refused),  # the API subject names the filter
+                js.add_consumer(
+                    "EVENTS", name="c1", filter_subject=refused
+                ),  # the API subject names the filter
                 js.add_consumer("EVENTS", filter_subject=refused),  # one that does not
                 js.add_consumer("EVENTS", name="c2", filter_subjects=["det.events.agent.>", refused]),
                 js.get_last_msg("EVENTS", refused),
@@ -380,11 +409,21 @@ async def assert_guarded(server: PostgresServer, found: Credentials) -> None:
             await asyncpg.connect(url)
     gateway = await asyncpg.connect(found.database_url(server.port, DATABASE))
     try:
-        assert await gateway.fetchval("SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user") \
+        assert (
+            await gateway.fetchval(
+                "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user"
+            )
             is False
-        assert await gateway.fetchval("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1",
-                                      DATABASE) == "gateway"
-        await gateway.execute("CREATE SCHEMA read_model; CREATE TABLE read_model.t (x int); DROP SCHEMA read_model CASCADE")
+        )
+        assert (
+            await gateway.fetchval(
+                "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", DATABASE
+            )
+            == "gateway"
+        )
+        await gateway.execute(
+            "CREATE SCHEMA read_model; CREATE TABLE read_model.t (x int); DROP SCHEMA read_model CASCADE"
+        )
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await gateway.execute("CREATE ROLE intruder SUPERUSER")
     finally:
@@ -408,7 +447,9 @@ async def test_a_new_cluster_database_asks_every_connection_for_a_password(
     assert found.postgres_password not in (postgres_folder / "postgres.log").read_text()
 
 
-async def test_a_folder_made_with_trust_is_guarded_at_its_next_start(postgres_folder: Path, tmp_path: Path) -> None:
+async def test_a_folder_made_with_trust_is_guarded_at_its_next_start(
+    postgres_folder: Path, tmp_path: Path
+) -> None:
     old = postgres_server(postgres_folder)
     old.start()
     try:
@@ -425,6 +466,8 @@ async def test_a_folder_made_with_trust_is_guarded_at_its_next_start(postgres_fo
     server.start()
     try:
         assert await asyncio.to_thread(_database_ready, server, found)
-        await assert_guarded(server, found)  # the superuser's read models were dropped for the gateway to rebuild
+        await assert_guarded(
+            server, found
+        )  # the superuser's read models were dropped for the gateway to rebuild
     finally:
         server.stop()

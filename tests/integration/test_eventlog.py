@@ -12,7 +12,9 @@ from services.common.eventstore import EventStore
 async def test_the_log_prints_as_json_lines(event_store: EventStore, nats_url: str, namespace: str) -> None:
     created = events_pb2.ExperimentCreated(experiment_id=1, name="first")
     await event_store.append(Append("experiment/1", created, "create-1"), actor="user:determined")
-    await event_store.append(Append("trial/1", events_pb2.TrialCreated(trial_id=1), "trial-1"), actor="service:s")
+    await event_store.append(
+        Append("trial/1", events_pb2.TrialCreated(trial_id=1), "trial-1"), actor="service:s"
+    )
     command = [sys.executable, "-m", "services.eventlog", "--nats-url", nats_url, "--namespace", namespace]
     everything = await output(*command)
     trials = await output(*command, "--kind", "trial")

@@ -33,16 +33,25 @@ hyperparameters: {lr: 0.1}
 @pytest.fixture
 async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
     settings = GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        cluster_id="test-cluster",
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started
     await started.stop()
 
 
-async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = "") -> tuple[tuple[str, str], ...]:
+async def logged_in(
+    api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = ""
+) -> tuple[tuple[str, str], ...]:
     """The metadata of calls made as `username` (the fixture's users have a blank password)."""
     response = await api.Login(api_pb2.LoginRequest(username=username, password=password))
     return (("authorization", f"Bearer {response.token}"),)
@@ -88,7 +97,9 @@ def run_requested(trial_id: int, run_id: int, resumed_at: int = 0, experiment_id
 
 async def given_trial(store: EventStore, gateway: Gateway, trial_id: int = 1, experiment_id: int = 1) -> None:
     """A trial with its first run (allocation <trial>.1, the one trial_metadata's token names) requested."""
-    payload = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=experiment_id, hparams_json='{"lr": 0.1}')
+    payload = events_pb2.TrialCreated(
+        trial_id=trial_id, experiment_id=experiment_id, hparams_json='{"lr": 0.1}'
+    )
     await store.append(Append(f"trial/{trial_id}", payload, f"trial-{trial_id}"), actor="service:searcher")
     await store.append(run_requested(trial_id, 1, experiment_id=experiment_id), actor="service:searcher")
     assert await gateway.projector.catch_up()
@@ -136,7 +147,9 @@ async def test_a_paused_experiment_is_activated_once(
     await api.ActivateExperiment(request)  # active already: nothing more
     kinds = [e.WhichOneof("payload") for e in await stored(event_store, "experiment")]
     assert kinds == ["experiment_created", "experiment_state_changed"]
-    assert (await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=1))).experiment.state == "ACTIVE"
+    assert (
+        await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=1))
+    ).experiment.state == "ACTIVE"
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await api.ActivateExperiment(api_pb2.ActivateExperimentRequest(experiment_id=9))
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
@@ -165,8 +178,12 @@ async def test_bad_config_appends_nothing(api: api_pb2_grpc.DeterminedStub, even
     assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS
 
 
-async def test_validate_only_stores_nothing(api: api_pb2_grpc.DeterminedStub, event_store: EventStore) -> None:
-    response = await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG, validate_only=True))
+async def test_validate_only_stores_nothing(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore
+) -> None:
+    response = await api.CreateExperiment(
+        api_pb2.CreateExperimentRequest(config_yaml=CONFIG, validate_only=True)
+    )
     assert response.experiment_id == 0 and response.config_json
     assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS
 
@@ -204,8 +221,10 @@ async def test_metrics_batch_is_stored_once(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway)
-    reports = [events_pb2.MetricReport(group="training", steps_completed=s, metrics_json='{"loss": 0.5}')
-               for s in (10, 20)]
+    reports = [
+        events_pb2.MetricReport(group="training", steps_completed=s, metrics_json='{"loss": 0.5}')
+        for s in (10, 20)
+    ]
     request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=1, batch_seq=1, reports=reports)
     await api.ReportMetrics(request, metadata=trial_metadata(1))
     await api.ReportMetrics(request, metadata=trial_metadata(1))
@@ -238,7 +257,9 @@ async def test_trial_reports_reach_get_trial(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway)
-    await api.ReportProgress(api_pb2.ReportProgressRequest(trial_id=1, progress=0.25), metadata=trial_metadata(1))
+    await api.ReportProgress(
+        api_pb2.ReportProgressRequest(trial_id=1, progress=0.25), metadata=trial_metadata(1)
+    )
     checkpoint = api_pb2.ReportCheckpointRequest(
         uuid="c-1", trial_id=1, allocation_id="1.1", steps_completed=5, metadata_json="{}", resources={"a": 3}
     )
@@ -259,7 +280,9 @@ async def test_trial_logs_follow_ends_with_the_trial(
     lines = [events_pb2.LogLine(log="hello"), events_pb2.LogLine(log="bye")]
     await event_store.publish_logs(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
     assert await _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1))) == ["hello"]
-    following = asyncio.create_task(_collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True))))
+    following = asyncio.create_task(
+        _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True)))
+    )
     ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
     await event_store.append(Append("trial/1", ended, "end-1"), actor="service:scheduler")
     assert await gateway.projector.catch_up()
@@ -271,7 +294,9 @@ async def test_trial_logs_follow_ends_with_the_trial(
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_master_and_agents(api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway) -> None:
+async def test_master_and_agents(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway
+) -> None:
     assert (await api.GetMaster(api_pb2.GetMasterRequest())).cluster_id == "test-cluster"
     slots = [events_pb2.Slot(slot_id=0, type="cpu")]
     registered = events_pb2.AgentRegistered(agent_id="a1", hostname="h", slots=slots)

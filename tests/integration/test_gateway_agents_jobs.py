@@ -89,8 +89,12 @@ async def test_agents_are_disabled_drained_and_enabled(
     assert (await agents(api))["a1"].state == "DISABLED"  # draining, with nothing left to finish
     again = await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1", drain=True), metadata=admin)
     assert again.unchanged_reason == "Agent a1 is already draining: nothing to do"
-    assert (await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1"), metadata=admin)).unchanged_reason == ""
-    assert (await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"), metadata=admin)).unchanged_reason == ""
+    assert (
+        await api.DisableAgent(api_pb2.DisableAgentRequest(agent_id="a1"), metadata=admin)
+    ).unchanged_reason == ""
+    assert (
+        await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"), metadata=admin)
+    ).unchanged_reason == ""
     assert (await agents(api))["a1"].state == "ENABLED"
     enabled = await api.EnableAgent(api_pb2.EnableAgentRequest(agent_id="a1"), metadata=admin)
     assert enabled.unchanged_reason == "Agent a1 is already enabled: nothing to do"
@@ -251,11 +255,15 @@ async def test_following_a_gang_s_logs_ends_after_every_agent_s_last_batch(
     for agent_id, log in [("a1", "a1 bye"), ("a2", "a2 bye")]:
         line = events_pb2.LogLine(timestamp_ns=1, log=log)
         await event_store.publish_logs(
-            events_pb2.LogBatch(trial_id=1, allocation_id="1.1", agent_id=agent_id, lines=[line], allocation_ended=True)
+            events_pb2.LogBatch(
+                trial_id=1, allocation_id="1.1", agent_id=agent_id, lines=[line], allocation_ended=True
+            )
         )
     ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
     await append(event_store, gateway, "trial/1", ended, "end-1")
     followed = [
-        line.log async for r in api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True)) for line in r.lines
+        line.log
+        async for r in api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True))
+        for line in r.lines
     ]
     assert followed == ["a1 bye", "a2 bye"]

@@ -47,23 +47,28 @@ async def test_an_early_exit_is_stored_once_and_a_second_one_refused(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway)
-    bad = await refused(api.ReportEarlyExit(early_exit("ERRORED"), metadata=token_of("1.1")),
-                        grpc.StatusCode.INVALID_ARGUMENT)
+    bad = await refused(
+        api.ReportEarlyExit(early_exit("ERRORED"), metadata=token_of("1.1")), grpc.StatusCode.INVALID_ARGUMENT
+    )
     assert "INVALID_HP, USER_REQUESTED_STOP" in bad
     await api.ReportEarlyExit(early_exit("INVALID_HP"), metadata=token_of("1.1"))
     details = await refused(api.ReportEarlyExit(early_exit("USER_REQUESTED_STOP"), metadata=token_of("1.1")))
     assert details == "an early exit of trial 1 was already reported (INVALID_HP)"
     # Two racing reports: one is stored.
     await given_trial(event_store, gateway, trial_id=2)
-    racing = [api.ReportEarlyExit(early_exit("USER_REQUESTED_STOP", 2), metadata=token_of("2.1"))
-              for _ in range(2)]
+    racing = [
+        api.ReportEarlyExit(early_exit("USER_REQUESTED_STOP", 2), metadata=token_of("2.1")) for _ in range(2)
+    ]
     outcomes = await asyncio.gather(*racing, return_exceptions=True)
     assert all(not isinstance(o, Exception) or o.code() == FAILED_PRECONDITION for o in outcomes)
     reported = await trial_events(event_store, "trial_early_exit_reported")
     assert [(e.trial_id, e.experiment_id, e.reason) for e in reported] == [  # type: ignore[attr-defined]
-        (1, 1, "INVALID_HP"), (2, 1, "USER_REQUESTED_STOP")
+        (1, 1, "INVALID_HP"),
+        (2, 1, "USER_REQUESTED_STOP"),
     ]
-    [envelope] = [e for e in await stored(event_store, "trial") if e.HasField("trial_early_exit_reported")][:1]
+    [envelope] = [e for e in await stored(event_store, "trial") if e.HasField("trial_early_exit_reported")][
+        :1
+    ]
     assert (envelope.event_id, envelope.actor) == ("early-exit-1", "trial:1")
 
 
@@ -94,10 +99,14 @@ async def test_metadata_is_set_whole_read_back_and_stored_once_per_change(
     assert (await api.GetTrialMetadata(get, metadata=token)).metadata_json == '{"phase":"train","lr":[0.1]}'
     sets = await trial_events(event_store, "trial_metadata_set")
     assert [e.metadata_json for e in sets] == [  # type: ignore[attr-defined]
-        '{"phase":"train","lr":[0.1]}', '{"phase":"eval"}', '{"phase":"train","lr":[0.1]}'
+        '{"phase":"train","lr":[0.1]}',
+        '{"phase":"eval"}',
+        '{"phase":"train","lr":[0.1]}',
     ]
     for text in ("[1]", "nope", '{"a": NaN}'):
-        await refused(api.SetTrialMetadata(set_metadata(text), metadata=token), grpc.StatusCode.INVALID_ARGUMENT)
+        await refused(
+            api.SetTrialMetadata(set_metadata(text), metadata=token), grpc.StatusCode.INVALID_ARGUMENT
+        )
 
 
 async def test_only_the_trials_current_open_allocation_may_call(
@@ -134,13 +143,21 @@ def history() -> list[tuple[str, Message]]:
         ("trial/1", events_pb2.TrialEarlyExitReported(trial_id=1, experiment_id=1, reason="INVALID_HP")),
         ("trial/2", events_pb2.TrialMetadataSet(trial_id=2, experiment_id=1, metadata_json='{"z":[1,2]}')),
         ("trial/1", events_pb2.TrialMetadataSet(trial_id=1, experiment_id=1, metadata_json='{"b":2}')),
-        ("trial/1", events_pb2.TrialEarlyExitReported(trial_id=1, experiment_id=1, reason="USER_REQUESTED_STOP")),
+        (
+            "trial/1",
+            events_pb2.TrialEarlyExitReported(trial_id=1, experiment_id=1, reason="USER_REQUESTED_STOP"),
+        ),
         ("trial/1", events_pb2.TrialMetadataSet(trial_id=1, experiment_id=1, metadata_json='{"a":1}')),
-        ("trial/1", events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)),
+        (
+            "trial/1",
+            events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED),
+        ),
     ]
 
 
-async def test_replays_and_doubled_messages_give_the_same_rows(event_store: EventStore, pool: asyncpg.Pool) -> None:
+async def test_replays_and_doubled_messages_give_the_same_rows(
+    event_store: EventStore, pool: asyncpg.Pool
+) -> None:
     for index, (aggregate_name, payload) in enumerate(history()):
         await event_store.append(Append(aggregate_name, payload, f"h-{index}"), actor="service:test")
     await Projector(event_store, pool).run(follow=False)
@@ -161,7 +178,7 @@ async def test_replays_and_doubled_messages_give_the_same_rows(event_store: Even
     events = await _read_all(event_store)
     doubled = [StoredEvent(2 * e.sequence - copy, e.envelope, False) for e in events for copy in (1, 0)]
     for start in range(0, len(doubled), 3):
-        await projector.apply(doubled[start:start + 3])
+        await projector.apply(doubled[start : start + 3])
     assert await dump(pool, with_position=False) == before
 
 

@@ -37,23 +37,32 @@ def as_admin(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
-async def with_trial(api: api_pb2_grpc.DeterminedStub, gateway: Gateway, store: EventStore, token: str,
-                     storage: Path) -> None:
+async def with_trial(
+    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, store: EventStore, token: str, storage: Path
+) -> None:
     """Experiment 1 on shared_fs `storage`, with trial 1 (allocation 1.1 requested)."""
     config = CONFIG + f"checkpoint_storage: {{type: shared_fs, host_path: {storage}}}\n"
-    await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=config, activate=True),
-                               metadata=as_admin(token))
-    await store.append(Append("trial/1", events_pb2.TrialCreated(trial_id=1, experiment_id=1, hparams_json="{}"),
-                              "trial-1"), actor="service:searcher")
+    await api.CreateExperiment(
+        api_pb2.CreateExperimentRequest(config_yaml=config, activate=True), metadata=as_admin(token)
+    )
+    await store.append(
+        Append("trial/1", events_pb2.TrialCreated(trial_id=1, experiment_id=1, hparams_json="{}"), "trial-1"),
+        actor="service:searcher",
+    )
     launch = events_pb2.TrialLaunch(experiment_id=1, trial_id=1, trial_run_id=1)
-    requested = events_pb2.AllocationRequested(allocation_id="1.1", task_id="1", task_type="TRIAL", trial=launch)
-    await store.append(Append("allocation/1.1", requested, "allocation-requested-1.1"), actor="service:searcher")
+    requested = events_pb2.AllocationRequested(
+        allocation_id="1.1", task_id="1", task_type="TRIAL", trial=launch
+    )
+    await store.append(
+        Append("allocation/1.1", requested, "allocation-requested-1.1"), actor="service:searcher"
+    )
     assert await gateway.projector.catch_up()
 
 
 async def report(api: api_pb2_grpc.DeterminedStub, uuid: str, resources: dict[str, int]) -> None:
-    request = api_pb2.ReportCheckpointRequest(uuid=uuid, trial_id=1, allocation_id="1.1", steps_completed=10,
-                                              resources=resources)
+    request = api_pb2.ReportCheckpointRequest(
+        uuid=uuid, trial_id=1, allocation_id="1.1", steps_completed=10, resources=resources
+    )
     await api.ReportCheckpoint(request, metadata=trial_metadata(1))
 
 
@@ -66,8 +75,12 @@ async def download(api: api_pb2_grpc.DeterminedStub, token: str, uuid: str, path
 
 
 async def test_files_that_lead_outside_a_checkpoint_are_refused(
-    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore,
-    token: str, tmp_path: Path,
+    http: httpx.AsyncClient,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
+    token: str,
+    tmp_path: Path,
 ) -> None:
     storage, data = tmp_path / "checkpoints", tmp_path / "data"
     (storage / "c-1").mkdir(parents=True)
@@ -81,7 +94,9 @@ async def test_files_that_lead_outside_a_checkpoint_are_refused(
     (storage / "c-2").symlink_to(data)  # a checkpoint folder that is itself a link
     await with_trial(api, gateway, event_store, token, storage)
     size = len(b"the cluster's secret")
-    await report(api, "c-1", {"model.pt": 7, "leak": size, "config/": 0, "config/cluster.secret": size, "copy": size})
+    await report(
+        api, "c-1", {"model.pt": 7, "leak": size, "config/": 0, "config/cluster.secret": size, "copy": size}
+    )
     await report(api, "c-2", {"cluster.secret": size})
     assert await gateway.projector.catch_up()
 
@@ -113,8 +128,14 @@ async def test_files_that_lead_outside_a_checkpoint_are_refused(
     ],
 )
 async def test_report_checkpoint_refuses_names_outside_a_checkpoint(
-    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore, token: str, tmp_path: Path,
-    uuid: str, name: str, expected: str,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
+    token: str,
+    tmp_path: Path,
+    uuid: str,
+    name: str,
+    expected: str,
 ) -> None:
     await with_trial(api, gateway, event_store, token, tmp_path)
     before = await event_store.last_sequence()
@@ -122,7 +143,9 @@ async def test_report_checkpoint_refuses_names_outside_a_checkpoint(
     assert await event_store.last_sequence() == before  # nothing stored
 
 
-async def create(api: api_pb2_grpc.DeterminedStub, token: str, config: str) -> api_pb2.CreateExperimentResponse:
+async def create(
+    api: api_pb2_grpc.DeterminedStub, token: str, config: str
+) -> api_pb2.CreateExperimentResponse:
     request = api_pb2.CreateExperimentRequest(config_yaml=config, validate_only=True)
     return await api.CreateExperiment(request, metadata=as_admin(token))
 
@@ -139,7 +162,9 @@ async def test_configs_past_the_limits_are_refused_naming_them(
     message = await refused(create(api, token, large), INVALID_ARGUMENT)
     assert f"at most 1.0 MiB ({expconf.MAX_CONFIG_BYTES} bytes) is allowed" in message
     deep = CONFIG + "data: " + "[" * 1000 + "]" * 1000 + "\n"
-    assert f"more than {expconf.MAX_CONFIG_DEPTH} levels deep" in await refused(create(api, token, deep), INVALID_ARGUMENT)
+    assert f"more than {expconf.MAX_CONFIG_DEPTH} levels deep" in await refused(
+        create(api, token, deep), INVALID_ARGUMENT
+    )
 
 
 async def test_a_large_config_does_not_stop_other_calls(api: api_pb2_grpc.DeterminedStub, token: str) -> None:

@@ -34,14 +34,20 @@ gateway = test_gateway.gateway
 
 
 def reports(group: str, steps: Iterable[int], run_id: int = 1) -> list[events_pb2.MetricReport]:
-    return [events_pb2.MetricReport(group=group, steps_completed=s, metrics_json=json.dumps({"step": s, "run": run_id}))
-            for s in steps]
+    return [
+        events_pb2.MetricReport(
+            group=group, steps_completed=s, metrics_json=json.dumps({"step": s, "run": run_id})
+        )
+        for s in steps
+    ]
 
 
-async def report(api: api_pb2_grpc.DeterminedStub, batch_seq: int, batch: list[events_pb2.MetricReport],
-                 run_id: int = 1) -> None:
-    request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=run_id, batch_seq=batch_seq, reporter_id="p",
-                                           reports=batch)
+async def report(
+    api: api_pb2_grpc.DeterminedStub, batch_seq: int, batch: list[events_pb2.MetricReport], run_id: int = 1
+) -> None:
+    request = api_pb2.ReportMetricsRequest(
+        trial_id=1, trial_run_id=run_id, batch_seq=batch_seq, reporter_id="p", reports=batch
+    )
     await api.ReportMetrics(request, metadata=token_of(f"1.{run_id}"))
 
 
@@ -62,14 +68,18 @@ async def test_every_point_is_streamed_by_group_and_step_without_superseded_ones
         await report(api, batch_seq, reports("training", range(first, min(first + 1000, 2501))))
     await report(api, 10, reports("validation", range(100, 2501, 100)) + reports("custom", [5]))
     await next_run(event_store, gateway, 1, 2, resumed_at=2000)  # points after 2000 of run 1 are superseded
-    await report(api, 1, reports("training", range(2001, 2201), run_id=2) + reports("validation", [2100], 2), 2)
+    await report(
+        api, 1, reports("training", range(2001, 2201), run_id=2) + reports("validation", [2100], 2), 2
+    )
     assert await gateway.projector.catch_up()
 
     points = await all_points(api)
     expected = (
         [("custom", 5, 1)]
-        + [("training", s, 1) for s in range(1, 2001)] + [("training", s, 2) for s in range(2001, 2201)]
-        + [("validation", s, 1) for s in range(100, 2001, 100)] + [("validation", 2100, 2)]
+        + [("training", s, 1) for s in range(1, 2001)]
+        + [("training", s, 2) for s in range(2001, 2201)]
+        + [("validation", s, 1) for s in range(100, 2001, 100)]
+        + [("validation", 2100, 2)]
     )
     assert points == expected
     assert await all_points(api, "validation") == [p for p in expected if p[0] == "validation"]
@@ -90,9 +100,10 @@ async def upload(
 ) -> api_pb2.UploadContextResponse:
     """Sends `data` in pieces, then the last request naming their hash
     (`claimed` instead, when given; "" sends no last request)."""
+
     async def requests() -> AsyncIterator[api_pb2.UploadContextRequest]:
         for start in range(0, len(data), piece):
-            yield api_pb2.UploadContextRequest(chunk=data[start:start + piece])
+            yield api_pb2.UploadContextRequest(chunk=data[start : start + piece])
         last = hashlib.sha256(data).hexdigest() if claimed is None else claimed
         if last:
             yield api_pb2.UploadContextRequest(context_hash=last)
@@ -105,7 +116,10 @@ def refused_upload(port: int, data: bytes, piece: int = 100_000) -> grpc.RpcErro
     """The error of an upload the gateway refuses before its end, sent with the
     sync stub: grpc.aio's client can report its own failed send (INTERNAL)
     instead of the status the gateway ended the call with."""
-    requests = (api_pb2.UploadContextRequest(chunk=data[start:start + piece]) for start in range(0, len(data), piece))
+    requests = (
+        api_pb2.UploadContextRequest(chunk=data[start : start + piece])
+        for start in range(0, len(data), piece)
+    )
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         try:
             api_pb2_grpc.DeterminedStub(channel).UploadContext(requests)
@@ -136,7 +150,8 @@ async def test_an_uploaded_context_is_stored_once_named_by_its_hash_and_fetched_
     assert (await api.CreateExperiment(request)).experiment_id == created.experiment_id
     [event] = await stored(event_store, "experiment")
     assert (event.experiment_created.context_hash, event.experiment_created.context_size) == (
-        uploaded.context_hash, len(data)
+        uploaded.context_hash,
+        len(data),
     )
     with (tmp_path / "fetched").open("w+b") as fetched:  # as the agent fetches it
         await event_store.fetch_context(uploaded.context_hash, fetched)
@@ -161,7 +176,10 @@ async def test_a_packed_folder_goes_up_in_chunks_and_comes_back_identical(
 
 
 async def test_bad_contexts_are_refused_and_leave_nothing(
-    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore, monkeypatch: pytest.MonkeyPatch
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     await upload(api, b"small")  # the bucket holds something already
     messages = await stored_context_messages(event_store)
@@ -175,7 +193,9 @@ async def test_bad_contexts_are_refused_and_leave_nothing(
     assert await stored_context_messages(event_store) == messages
 
     create = api_pb2.CreateExperimentRequest(config_yaml=CONFIG, context_hash="ab" * 32)
-    assert "upload it with UploadContext" in await refused(api.CreateExperiment(create), grpc.StatusCode.NOT_FOUND)
+    assert "upload it with UploadContext" in await refused(
+        api.CreateExperiment(create), grpc.StatusCode.NOT_FOUND
+    )
     create.context_hash = "not a hash"
     await refused(api.CreateExperiment(create), grpc.StatusCode.INVALID_ARGUMENT)
     create.context_tgz = b"tgz"
@@ -197,7 +217,9 @@ async def test_commands_that_change_nothing_say_so_and_append_nothing(
 
     ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
     await append(event_store, gateway, "trial/1", ended, "ended-1")
-    completed = events_pb2.ExperimentStateChanged(experiment_id=1, state=events_pb2.EXPERIMENT_STATE_COMPLETED)
+    completed = events_pb2.ExperimentStateChanged(
+        experiment_id=1, state=events_pb2.EXPERIMENT_STATE_COMPLETED
+    )
     await append(event_store, gateway, "experiment/1", completed, "completed-1")
     before = len(await stored(event_store, "experiment")), len(await stored(event_store, "trial"))
     kill = await api.KillExperiment(api_pb2.KillExperimentRequest(experiment_id=1))
@@ -211,8 +233,15 @@ async def test_commands_that_change_nothing_say_so_and_append_nothing(
 
 async def det(gateway: Gateway, *argv: str, cwd: Path | None = None) -> tuple[int | None, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "determined.cli", "-m", f"127.0.0.1:{gateway.port}", *argv,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
+        sys.executable,
+        "-m",
+        "determined.cli",
+        "-m",
+        f"127.0.0.1:{gateway.port}",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
     )
     out, error = await process.communicate()
     return process.returncode, out.decode(), error.decode()
@@ -237,7 +266,9 @@ async def test_the_cli_creates_with_an_uploaded_context_shows_metrics_and_no_cha
     code, out, _ = await det(gateway, "t", "metrics", "1", "--csv")
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["group", "steps_completed", "reported_at", "run", "step"]
-    assert len(rows) == 1 + 1501 and rows[1][:2] == ["training", "1"] and rows[-1][:2] == ["validation", "1500"]
+    assert (
+        len(rows) == 1 + 1501 and rows[1][:2] == ["training", "1"] and rows[-1][:2] == ["validation", "1500"]
+    )
     code, out, _ = await det(gateway, "t", "metrics", "1", "--group", "validation", "--json")
     assert [(p["group"], p["steps_completed"], p["metrics"]) for p in json.loads(out)] == [
         ("validation", 1500, {"step": 1500, "run": 1})
@@ -245,7 +276,11 @@ async def test_the_cli_creates_with_an_uploaded_context_shows_metrics_and_no_cha
 
     await api.KillExperiment(api_pb2.KillExperimentRequest(experiment_id=1))
     assert await gateway.projector.catch_up()
-    assert await det(gateway, "e", "kill", "1") == (0, "Experiment 1 is already STOPPING_KILLED: nothing to kill\n", "")
+    assert await det(gateway, "e", "kill", "1") == (
+        0,
+        "Experiment 1 is already STOPPING_KILLED: nothing to kill\n",
+        "",
+    )
     code, _, error = await det(gateway, "e", "kill", "99999999999999999999")
     assert code == 2 and "argument experiment_id: 99999999999999999999 is not an experiment id" in error
     assert "Traceback" not in error

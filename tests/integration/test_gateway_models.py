@@ -24,25 +24,37 @@ from services.gateway.server import Gateway
 gateway = test_gateway.gateway
 
 
-def register(checkpoint_uuid: str, model: str = "mnist", **fields: str) -> api_pb2.RegisterModelVersionRequest:
+def register(
+    checkpoint_uuid: str, model: str = "mnist", **fields: str
+) -> api_pb2.RegisterModelVersionRequest:
     return api_pb2.RegisterModelVersionRequest(model_name=model, checkpoint_uuid=checkpoint_uuid, **fields)
 
 
 async def test_models_are_created_once_and_listed_in_creation_order(
     api: api_pb2_grpc.DeterminedStub, event_store: EventStore
 ) -> None:
-    created = await api.CreateModel(api_pb2.CreateModelRequest(
-        name="mnist", description="digits", metadata_json='{"team": "a"}', labels=["cnn"]
-    ))
+    created = await api.CreateModel(
+        api_pb2.CreateModelRequest(
+            name="mnist", description="digits", metadata_json='{"team": "a"}', labels=["cnn"]
+        )
+    )
     model = created.model
     assert (model.model_id, model.name, model.description, model.owner, list(model.labels)) == (
-        1, "mnist", "digits", "determined", ["cnn"]
+        1,
+        "mnist",
+        "digits",
+        "determined",
+        ["cnn"],
     )
     assert json.loads(model.metadata_json) == {"team": "a"} and model.created_at_ns > 0
-    again = await refused(api.CreateModel(api_pb2.CreateModelRequest(name="mnist")), grpc.StatusCode.ALREADY_EXISTS)
+    again = await refused(
+        api.CreateModel(api_pb2.CreateModelRequest(name="mnist")), grpc.StatusCode.ALREADY_EXISTS
+    )
     assert again == "model mnist exists already"
     await api.CreateModel(api_pb2.CreateModelRequest(name="cifar"))
-    bad = await refused(api.CreateModel(api_pb2.CreateModelRequest(name="a.b")), grpc.StatusCode.INVALID_ARGUMENT)
+    bad = await refused(
+        api.CreateModel(api_pb2.CreateModelRequest(name="a.b")), grpc.StatusCode.INVALID_ARGUMENT
+    )
     assert "name" in bad
     listed = (await api.GetModels(api_pb2.GetModelsRequest())).models
     assert [(m.model_id, m.name, m.num_versions) for m in listed] == [(1, "mnist", 0), (2, "cifar", 0)]
@@ -63,7 +75,11 @@ async def test_versions_are_numbered_per_model_and_name_their_checkpoints(
     await api.CreateModel(api_pb2.CreateModelRequest(name="mnist"))
     first = (await api.RegisterModelVersion(register("b", name="best", comment="lowest loss"))).version
     assert (first.model_name, first.version, first.name, first.comment, first.owner) == (
-        "mnist", 1, "best", "lowest loss", "determined"
+        "mnist",
+        1,
+        "best",
+        "lowest loss",
+        "determined",
     )
     assert first.checkpoint.uuid == "b" and first.checkpoint.model_versions == ["mnist:1"]
     racing = await asyncio.gather(*[api.RegisterModelVersion(register(uuid)) for uuid in ("a", "c", "d")])
@@ -85,13 +101,15 @@ async def test_what_cannot_be_registered(
 ) -> None:
     await with_four_checkpoints(api, gateway, event_store, tmp_path)
     await api.CreateModel(api_pb2.CreateModelRequest(name="mnist"))
-    assert await refused(api.RegisterModelVersion(register("b", model="nope")), grpc.StatusCode.NOT_FOUND) == (
-        "model nope not found"
+    assert await refused(
+        api.RegisterModelVersion(register("b", model="nope")), grpc.StatusCode.NOT_FOUND
+    ) == ("model nope not found")
+    assert "checkpoint zz not found" in await refused(
+        api.RegisterModelVersion(register("zz")), grpc.StatusCode.NOT_FOUND
     )
-    assert "checkpoint zz not found" in await refused(api.RegisterModelVersion(register("zz")),
-                                                      grpc.StatusCode.NOT_FOUND)
-    assert "not for RegisterModelVersion" in await refused(api.RegisterModelVersion(register("b"), metadata=token_of("1.1")),
-                                          grpc.StatusCode.PERMISSION_DENIED)
+    assert "not for RegisterModelVersion" in await refused(
+        api.RegisterModelVersion(register("b"), metadata=token_of("1.1")), grpc.StatusCode.PERMISSION_DENIED
+    )
     requested = events_pb2.CheckpointDeletionRequested(experiment_id=1, deletion_id=1, uuids=["a"])
     await append(event_store, gateway, "experiment/1", requested, "gc-1-1")
     assert "checkpoint a is DELETING" in await refused(api.RegisterModelVersion(register("a")))
@@ -102,7 +120,10 @@ async def test_what_cannot_be_registered(
 
 
 async def test_the_registry_is_rebuilt_from_the_log(
-    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore, tmp_path: pathlib.Path,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
+    tmp_path: pathlib.Path,
     database_url: str,
 ) -> None:
     await with_four_checkpoints(api, gateway, event_store, tmp_path)

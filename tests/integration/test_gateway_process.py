@@ -27,12 +27,17 @@ def gateway_env(nats_url: str, namespace: str, database_url: str, port: int, rea
 
 def start(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "services.gateway"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "services.gateway"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
 
 
-def test_ready_then_sigterm_stops_cleanly(nats_url: str, namespace: str, database_url: str, tmp_path: Path) -> None:
+def test_ready_then_sigterm_stops_cleanly(
+    nats_url: str, namespace: str, database_url: str, tmp_path: Path
+) -> None:
     ready = tmp_path / "ready"
     process = start(gateway_env(nats_url, namespace, database_url, free_port(), ready))
     try:

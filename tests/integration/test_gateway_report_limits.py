@@ -35,9 +35,13 @@ def small_nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("small-nats")
     port = free_port()
     config = folder / "nats-server.conf"
-    config.write_text(f'listen: 127.0.0.1:{port}\nmax_payload: {MAX_PAYLOAD}\njetstream {{ store_dir: "{folder}" }}\n')
+    config.write_text(
+        f'listen: 127.0.0.1:{port}\nmax_payload: {MAX_PAYLOAD}\njetstream {{ store_dir: "{folder}" }}\n'
+    )
     with open(folder / "nats.log", "ab") as log:
-        process = subprocess.Popen([nats_server_binary(), "-c", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [nats_server_binary(), "-c", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
     assert wait_for_port(port, 10.0, process), (folder / "nats.log").read_text()
     yield f"nats://127.0.0.1:{port}"
     process.terminate()
@@ -52,11 +56,20 @@ async def store(small_nats: str, namespace: str) -> AsyncIterator[EventStore]:
 
 
 @pytest.fixture
-async def gateway(small_nats: str, namespace: str, database_url: str, store: EventStore) -> AsyncIterator[Gateway]:
+async def gateway(
+    small_nats: str, namespace: str, database_url: str, store: EventStore
+) -> AsyncIterator[Gateway]:
     settings = GatewaySettings(
-        nats_url=small_nats, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=small_nats,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        cluster_id="test-cluster",
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started
@@ -75,15 +88,22 @@ async def test_an_oversized_batch_is_refused_naming_the_limit_and_its_other_repo
 
     # The gateway's answer: INVALID_ARGUMENT naming the size and the limit; nothing stored.
     request = api_pb2.ReportMetricsRequest(
-        trial_id=1, trial_run_id=1, batch_seq=1, reporter_id="p",
+        trial_id=1,
+        trial_run_id=1,
+        batch_seq=1,
+        reporter_id="p",
         reports=[
             events_pb2.MetricReport(group="validation", steps_completed=1, metrics_json='{"loss": 1}'),
-            events_pb2.MetricReport(group="training", steps_completed=2, metrics_json=json.dumps({"blob": big})),
+            events_pb2.MetricReport(
+                group="training", steps_completed=2, metrics_json=json.dumps({"blob": big})
+            ),
         ],
     )
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
         api = api_pb2_grpc.DeterminedStub(channel)
-        details = await refused(api.ReportMetrics(request, metadata=trial_metadata(1)), grpc.StatusCode.INVALID_ARGUMENT)
+        details = await refused(
+            api.ReportMetrics(request, metadata=trial_metadata(1)), grpc.StatusCode.INVALID_ARGUMENT
+        )
     assert details.startswith("metrics batch 1 is too large for the event log: 153")
     assert f"at most {MAX_PAYLOAD - 4096} (nats-server's max_payload of {MAX_PAYLOAD} bytes" in details
     assert await stored(store, "metrics") == [] and await stored(store, "validation") == []
@@ -111,7 +131,9 @@ async def test_an_oversized_batch_is_refused_naming_the_limit_and_its_other_repo
     ]:
         shipper.put(record)
     held.set()
-    with pytest.raises(ReportError, match=r"the training report at steps_completed=3 \(153\d+ bytes of JSON\)"):
+    with pytest.raises(
+        ReportError, match=r"the training report at steps_completed=3 \(153\d+ bytes of JSON\)"
+    ):
         await asyncio.to_thread(shipper.close)
 
     metrics = [e.trial_metrics_reported for e in await stored(store, "metrics")]
@@ -123,15 +145,18 @@ async def test_an_oversized_batch_is_refused_naming_the_limit_and_its_other_repo
     part = _client.part_reporter(_client.REPORTER_ID, "11")
     [event_id] = [e.event_id for e in await stored(store, "metrics") if f"-{part}-" in e.event_id]
     batch_seq = int(event_id.rsplit("-", 1)[1])
-    resend = functools.partial(client.report_metrics, 1, 1, batch_seq, "11", [report(4, {"loss": 4.0}), report(5, {"loss": 5.0})])
+    resend = functools.partial(
+        client.report_metrics, 1, 1, batch_seq, "11", [report(4, {"loss": 4.0}), report(5, {"loss": 5.0})]
+    )
     await asyncio.to_thread(resend)
     assert [e.event_id for e in await stored(store, "metrics")].count(event_id) == 1
     assert len(await stored(store, "metrics")) == 3
     client.close()
 
 
-
-async def test_a_checkpoint_report_too_large_is_refused_naming_the_limit(gateway: Gateway, store: EventStore) -> None:
+async def test_a_checkpoint_report_too_large_is_refused_naming_the_limit(
+    gateway: Gateway, store: EventStore
+) -> None:
     await given_trial(store, gateway)
     metadata_json = json.dumps({"steps_completed": 1, "notes": "n" * (150 * 1024)})
     request = api_pb2.ReportCheckpointRequest(
@@ -139,7 +164,9 @@ async def test_a_checkpoint_report_too_large_is_refused_naming_the_limit(gateway
     )
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
         api = api_pb2_grpc.DeterminedStub(channel)
-        details = await refused(api.ReportCheckpoint(request, metadata=trial_metadata(1)), grpc.StatusCode.INVALID_ARGUMENT)
+        details = await refused(
+            api.ReportCheckpoint(request, metadata=trial_metadata(1)), grpc.StatusCode.INVALID_ARGUMENT
+        )
         assert details.startswith("the report of checkpoint c-1 is too large for the event log")
         assert await stored(store, "checkpoint") == []
         request.metadata_json = '{"steps_completed": 1}'

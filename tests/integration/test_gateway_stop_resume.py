@@ -35,7 +35,9 @@ async def append(store: EventStore, gateway: Gateway, aggregate: str, payload: M
     assert await gateway.projector.catch_up()
 
 
-async def next_run(store: EventStore, gateway: Gateway, trial_id: int, run_id: int, resumed_at: int = 0) -> None:
+async def next_run(
+    store: EventStore, gateway: Gateway, trial_id: int, run_id: int, resumed_at: int = 0
+) -> None:
     """The trial's run `run_id - 1` exits and run `run_id` is requested."""
     previous = f"{trial_id}.{run_id - 1}"
     exited = events_pb2.AllocationExited(allocation_id=previous, trial_id=trial_id, exit_code=1)
@@ -45,10 +47,13 @@ async def next_run(store: EventStore, gateway: Gateway, trial_id: int, run_id: i
 
 
 def training(run_id: int, batch_seq: int, *steps: int) -> api_pb2.ReportMetricsRequest:
-    reports = [events_pb2.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"run": {run_id}}}')
-               for s in steps]
-    return api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=run_id, batch_seq=batch_seq, reporter_id="p",
-                                        reports=reports)
+    reports = [
+        events_pb2.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"run": {run_id}}}')
+        for s in steps
+    ]
+    return api_pb2.ReportMetricsRequest(
+        trial_id=1, trial_run_id=run_id, batch_seq=batch_seq, reporter_id="p", reports=reports
+    )
 
 
 async def refused(call: object, code: grpc.StatusCode = grpc.StatusCode.FAILED_PRECONDITION) -> str:
@@ -117,7 +122,10 @@ async def test_a_resumed_run_shows_every_step_once(
     assert await gateway.projector.catch_up()
     response = await api.GetTrial(api_pb2.GetTrialRequest(trial_id=1))
     assert [(m.steps_completed, m.metrics_json) for m in response.metrics] == [
-        (10, '{"run": 1}'), (20, '{"run": 1}'), (30, '{"run": 2}'), (40, '{"run": 2}')
+        (10, '{"run": 1}'),
+        (20, '{"run": 1}'),
+        (30, '{"run": 2}'),
+        (40, '{"run": 2}'),
     ]
     assert (response.trial.total_batches, response.trial.runs, response.trial.restarts) == (40, 2, 1)
 
@@ -152,7 +160,9 @@ async def test_watch_answers_at_once_with_a_new_length_or_a_searcher_stop(
     request = api_pb2.WatchAllocationRequest(allocation_id="1.1", timeout_s=50)
     answer = await api.WatchAllocation(request, metadata=token_of("1.1"), timeout=20)
     assert (answer.searcher_length, answer.searcher_stopped) == (300, False)
-    stop = events_pb2.TrialStopRequested(trial_id=1, experiment_id=1, reason="cut at rung 1 (300 batches)", rung=1)
+    stop = events_pb2.TrialStopRequested(
+        trial_id=1, experiment_id=1, reason="cut at rung 1 (300 batches)", rung=1
+    )
     await append(event_store, gateway, "trial/1", stop, "searcher-stop-1")
     request.searcher_length = 300
     answer = await api.WatchAllocation(request, metadata=token_of("1.1"), timeout=20)
@@ -217,10 +227,14 @@ async def test_pause_and_activate_a_running_experiment(
     await api.KillExperiment(api_pb2.KillExperimentRequest(experiment_id=1))
     assert await gateway.projector.catch_up()
     assert "cannot be paused" in await refused(api.PauseExperiment(pause))
-    await refused(api.PauseExperiment(api_pb2.PauseExperimentRequest(experiment_id=9)), grpc.StatusCode.NOT_FOUND)
+    await refused(
+        api.PauseExperiment(api_pb2.PauseExperimentRequest(experiment_id=9)), grpc.StatusCode.NOT_FOUND
+    )
 
 
-async def test_kill_a_trial(api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore) -> None:
+async def test_kill_a_trial(
+    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
+) -> None:
     await refused(api.KillTrial(api_pb2.KillTrialRequest(trial_id=4)), grpc.StatusCode.NOT_FOUND)
     await given_trial(event_store, gateway, trial_id=4, experiment_id=2)
     await api.KillTrial(api_pb2.KillTrialRequest(trial_id=4))
@@ -230,7 +244,11 @@ async def test_kill_a_trial(api: api_pb2_grpc.DeterminedStub, gateway: Gateway, 
     await api.KillTrial(api_pb2.KillTrialRequest(trial_id=4))  # ended: nothing more
     kinds = [e.WhichOneof("payload") for e in await stored(event_store, "trial")]
     assert kinds == ["trial_created", "trial_kill_requested", "trial_ended"]
-    [kill] = [e.trial_kill_requested for e in await stored(event_store, "trial") if e.HasField("trial_kill_requested")]
+    [kill] = [
+        e.trial_kill_requested
+        for e in await stored(event_store, "trial")
+        if e.HasField("trial_kill_requested")
+    ]
     assert (kill.trial_id, kill.experiment_id) == (4, 2)
 
 
@@ -259,8 +277,14 @@ async def test_the_cli_pauses_experiments_and_kills_trials(
 
     async def det(*argv: str) -> tuple[int | None, str, str]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "determined.cli", "-m", f"127.0.0.1:{gateway.port}", *argv,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "determined.cli",
+            "-m",
+            f"127.0.0.1:{gateway.port}",
+            *argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, error = await process.communicate()
         return process.returncode, out.decode(), error.decode()
@@ -274,7 +298,9 @@ async def test_the_cli_pauses_experiments_and_kills_trials(
     described = json.loads(out)
     assert described["experiment"]["state"] == "PAUSED"
     assert {key: described["trials"][0][key] for key in ("runs", "rung", "total_batches")} == {
-        "runs": 1, "rung": 0, "total_batches": 0
+        "runs": 1,
+        "rung": 0,
+        "total_batches": 0,
     }
     code, out, _ = await det("t", "describe", "1")
     assert code == 0 and "Reason" in out.splitlines()[0]

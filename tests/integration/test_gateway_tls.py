@@ -34,9 +34,17 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def settings_of(nats_url: str, namespace: str, database_url: str, **given: object) -> GatewaySettings:
     return GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", http_port=free_port(), cluster_secret=SECRET, cluster_id="tls-test",
-        grace_period_s=0.1, initial_user_password=PASSWORD, **given,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        http_port=free_port(),
+        cluster_secret=SECRET,
+        cluster_id="tls-test",
+        grace_period_s=0.1,
+        initial_user_password=PASSWORD,
+        **given,
     )
 
 
@@ -60,14 +68,18 @@ async def get_master(gateway: CliGateway) -> api_pb2.GetMasterResponse:
     return await asyncio.to_thread(gateway.call, gateway.bare_stub.GetMaster, api_pb2.GetMasterRequest(), 5.0)
 
 
-async def test_the_cli_logs_in_over_tls_with_the_certificate(gateway: Gateway, certificate: tuple[Path, Path]) -> None:
+async def test_the_cli_logs_in_over_tls_with_the_certificate(
+    gateway: Gateway, certificate: tuple[Path, Path]
+) -> None:
     cli = cli_gateway(f"https://localhost:{gateway.port}", DET_MASTER_CERT_FILE=str(certificate[0]))
     assert (await get_master(cli)).cluster_id == "tls-test"
     token = await asyncio.to_thread(cli.login, "admin", salted_hash(PASSWORD))
     assert await asyncio.to_thread(cli.token_valid, token)
 
 
-async def test_the_certificate_file_alone_asks_for_tls(gateway: Gateway, certificate: tuple[Path, Path]) -> None:
+async def test_the_certificate_file_alone_asks_for_tls(
+    gateway: Gateway, certificate: tuple[Path, Path]
+) -> None:
     """Determined's habit: DET_MASTER_CERT_FILE with a host:port master."""
     cli = cli_gateway(f"127.0.0.1:{gateway.port}", DET_MASTER_CERT_FILE=str(certificate[0]))
     assert (await get_master(cli)).cluster_id == "tls-test"
@@ -95,7 +107,9 @@ async def test_the_http_api_serves_https(gateway: Gateway, certificate: tuple[Pa
     assert answer.json()["cluster_id"] == "tls-test"
 
 
-async def test_plaintext_and_untrusting_clients_are_refused(gateway: Gateway, certificate: tuple[Path, Path]) -> None:
+async def test_plaintext_and_untrusting_clients_are_refused(
+    gateway: Gateway, certificate: tuple[Path, Path]
+) -> None:
     assert gateway.http is not None
     with pytest.raises(CliError) as refused:
         await get_master(cli_gateway(f"localhost:{gateway.port}"))
@@ -114,10 +128,15 @@ async def test_a_certificate_for_another_name_is_checked_by_that_name(
     nats_url: str, namespace: str, database_url: str, tmp_path: Path
 ) -> None:
     cert, key = write_self_signed(tmp_path, dns_names=("master.example",), ips=())
-    started = await Gateway.start(settings_of(nats_url, namespace, database_url, tls_cert_file=cert, tls_key_file=key))
+    started = await Gateway.start(
+        settings_of(nats_url, namespace, database_url, tls_cert_file=cert, tls_key_file=key)
+    )
     try:
-        named = cli_gateway(f"https://127.0.0.1:{started.port}", DET_MASTER_CERT_FILE=str(cert),
-                            DET_MASTER_CERT_NAME="master.example")
+        named = cli_gateway(
+            f"https://127.0.0.1:{started.port}",
+            DET_MASTER_CERT_FILE=str(cert),
+            DET_MASTER_CERT_NAME="master.example",
+        )
         assert (await get_master(named)).cluster_id == "tls-test"
         with pytest.raises(CliError, match="names another host"):
             await get_master(cli_gateway(f"https://127.0.0.1:{started.port}", DET_MASTER_CERT_FILE=str(cert)))

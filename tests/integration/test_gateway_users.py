@@ -27,8 +27,14 @@ PUBLIC = {"Login", "GetMaster"}
 def settings(nats_url: str, namespace: str, database_url: str, **changes: Any) -> GatewaySettings:
     given: dict[str, Any] = {"initial_user_password": PASSWORD, **changes}
     return GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1, **given,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        grace_period_s=0.1,
+        **given,
     )
 
 
@@ -40,7 +46,9 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
 
 
 async def login(api: api_pb2_grpc.DeterminedStub, username: str, password: str = PASSWORD) -> Metadata:
-    response = await api.Login(api_pb2.LoginRequest(username=username, password=salted_hash(password), is_hashed=True))
+    response = await api.Login(
+        api_pb2.LoginRequest(username=username, password=salted_hash(password), is_hashed=True)
+    )
     return (("authorization", f"Bearer {response.token}"),)
 
 
@@ -51,7 +59,9 @@ async def refused(call: Any, code: grpc.StatusCode) -> str:
     return str(raised.value.details())
 
 
-async def create_user(api: api_pb2_grpc.DeterminedStub, admin: Metadata, username: str, password: str) -> None:
+async def create_user(
+    api: api_pb2_grpc.DeterminedStub, admin: Metadata, username: str, password: str
+) -> None:
     request = api_pb2.CreateUserRequest(username=username, password=salted_hash(password), is_hashed=True)
     await api.CreateUser(request, metadata=admin)
 
@@ -73,7 +83,9 @@ async def _call(api: api_pb2_grpc.DeterminedStub, method: Any, metadata: Metadat
         await rpc(request, metadata=metadata)
 
 
-async def test_every_rpc_but_login_and_get_master_needs_a_good_token(api: api_pb2_grpc.DeterminedStub) -> None:
+async def test_every_rpc_but_login_and_get_master_needs_a_good_token(
+    api: api_pb2_grpc.DeterminedStub,
+) -> None:
     methods = api_pb2.DESCRIPTOR.services_by_name["Determined"].methods
     forged = (("authorization", "Bearer session:1:x:99999999999999999999:0"),)
     for metadata in ((), forged, (("authorization", "Basic YWRtaW46"),)):
@@ -91,7 +103,9 @@ async def test_login_whoami_logout(api: api_pb2_grpc.DeterminedStub) -> None:
     token = await login(api, "determined")
     assert (await api.GetMe(api_pb2.GetMeRequest(), metadata=token)).user.username == "determined"
     await api.Logout(api_pb2.LogoutRequest(), metadata=token)
-    assert "ended" in await refused(api.GetMe(api_pb2.GetMeRequest(), metadata=token), grpc.StatusCode.UNAUTHENTICATED)
+    assert "ended" in await refused(
+        api.GetMe(api_pb2.GetMeRequest(), metadata=token), grpc.StatusCode.UNAUTHENTICATED
+    )
     other = (("authorization", f"Bearer {plain.token}"),)
     assert (await api.GetMe(api_pb2.GetMeRequest(), metadata=other)).user.id == 2  # another session goes on
     for username, password in (("determined", "wrong"), ("nobody", PASSWORD), ("admin", "")):
@@ -109,25 +123,35 @@ async def test_users_are_created_listed_and_edited_by_admins(
     details = await refused(create_user(api, ann, "bob", ""), grpc.StatusCode.PERMISSION_DENIED)
     assert "creating a user needs an admin" in details
     listed = await api.GetUsers(api_pb2.GetUsersRequest(), metadata=ann)
-    assert [(u.id, u.username, u.admin) for u in listed.users] == [(1, "admin", True), (2, "determined", False),
-                                                                     (3, "ann", False)]
+    assert [(u.id, u.username, u.admin) for u in listed.users] == [
+        (1, "admin", True),
+        (2, "determined", False),
+        (3, "ann", False),
+    ]
     own = api_pb2.UpdateUserRequest(username="ann", display_name="Ann A.")
     assert (await api.UpdateUser(own, metadata=ann)).user.display_name == "Ann A."
     promote = api_pb2.UpdateUserRequest(username="ann", admin=True)
-    assert "needs an admin" in await refused(api.UpdateUser(promote, metadata=ann), grpc.StatusCode.PERMISSION_DENIED)
+    assert "needs an admin" in await refused(
+        api.UpdateUser(promote, metadata=ann), grpc.StatusCode.PERMISSION_DENIED
+    )
     deactivate = api_pb2.UpdateUserRequest(username="ann", active=False)
     assert not (await api.UpdateUser(deactivate, metadata=admin)).user.active
     again = await api.UpdateUser(deactivate, metadata=admin)
     assert "nothing to do" in again.unchanged_reason
-    assert "not active" in await refused(api.GetMe(api_pb2.GetMeRequest(), metadata=ann), grpc.StatusCode.UNAUTHENTICATED)
+    assert "not active" in await refused(
+        api.GetMe(api_pb2.GetMeRequest(), metadata=ann), grpc.StatusCode.UNAUTHENTICATED
+    )
     assert "not active" in await refused(login(api, "ann", "ann-pw"), grpc.StatusCode.UNAUTHENTICATED)
     active = await api.GetUsers(api_pb2.GetUsersRequest(), metadata=admin)
     assert "ann" not in [u.username for u in active.users]
     everyone = await api.GetUsers(api_pb2.GetUsersRequest(include_inactive=True), metadata=admin)
     assert "ann" in [u.username for u in everyone.users]
     created = [e.user_created for e in await stored(event_store, "user") if e.HasField("user_created")]
-    assert [(c.username, c.created_by) for c in created] == [("admin", "cluster"), ("determined", "cluster"),
-                                                               ("ann", "user:admin")]
+    assert [(c.username, c.created_by) for c in created] == [
+        ("admin", "cluster"),
+        ("determined", "cluster"),
+        ("ann", "user:admin"),
+    ]
     assert created[2].password_hash.startswith("$2") and salted_hash("ann-pw") not in created[2].password_hash
 
 
@@ -147,11 +171,16 @@ async def test_a_new_password_ends_every_earlier_session(
     await refused(login(api, "ann", "ann-first-pw"), grpc.StatusCode.UNAUTHENTICATED)
     ann = await login(api, "ann", "ann-second-pw")
     assert (await api.GetMe(api_pb2.GetMeRequest(), metadata=ann)).user.username == "ann"
-    await api.SetUserPassword(api_pb2.SetUserPasswordRequest(username="ann", password="ann-third-pw"), metadata=admin)
+    await api.SetUserPassword(
+        api_pb2.SetUserPasswordRequest(username="ann", password="ann-third-pw"), metadata=admin
+    )
     await login(api, "ann", "ann-third-pw")
     assert (await api.GetMe(api_pb2.GetMeRequest(), metadata=other)).user.username == "determined"
-    hashes = [e.user_password_changed.password_hash for e in await stored(event_store, "user")
-              if e.HasField("user_password_changed")]
+    hashes = [
+        e.user_password_changed.password_hash
+        for e in await stored(event_store, "user")
+        if e.HasField("user_password_changed")
+    ]
     logged = "".join(capfd.readouterr())
     assert len(hashes) == 2 and "logged_in" in logged
     passwords = ("ann-first-pw", "ann-second-pw", "ann-third-pw")
@@ -167,17 +196,24 @@ async def test_only_an_owner_or_an_admin_deletes_an_experiment_and_only_admins_m
     ann = await login(api, "ann", "pw")
     determined = await login(api, "determined")
     created = await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG), metadata=ann)
-    experiment = (await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=created.experiment_id),
-                                          metadata=determined)).experiment
+    experiment = (
+        await api.GetExperiment(
+            api_pb2.GetExperimentRequest(experiment_id=created.experiment_id), metadata=determined
+        )
+    ).experiment
     assert experiment.owner == "ann"
     await api.KillExperiment(api_pb2.KillExperimentRequest(experiment_id=experiment.id), metadata=determined)
     delete = api_pb2.DeleteExperimentRequest(experiment_id=experiment.id)
-    details = await refused(api.DeleteExperiment(delete, metadata=determined), grpc.StatusCode.PERMISSION_DENIED)
+    details = await refused(
+        api.DeleteExperiment(delete, metadata=determined), grpc.StatusCode.PERMISSION_DENIED
+    )
     assert "belongs to ann" in details
     disable = api_pb2.DisableAgentRequest(agent_id="a1")
     details = await refused(api.DisableAgent(disable, metadata=ann), grpc.StatusCode.PERMISSION_DENIED)
     assert "agent needs an admin" in details
-    await refused(api.DisableAgent(disable, metadata=admin), grpc.StatusCode.NOT_FOUND)  # allowed: no such agent
+    await refused(
+        api.DisableAgent(disable, metadata=admin), grpc.StatusCode.NOT_FOUND
+    )  # allowed: no such agent
 
 
 async def test_a_login_through_one_gateway_works_at_once_on_another(
@@ -192,13 +228,17 @@ async def test_a_login_through_one_gateway_works_at_once_on_another(
                 assert (await other.GetMe(api_pb2.GetMeRequest(), metadata=token)).user.username == "admin"
                 await other.Logout(api_pb2.LogoutRequest(), metadata=token)
                 assert await gateway.user_directory.catch_up()
-                await refused(api.GetMe(api_pb2.GetMeRequest(), metadata=token), grpc.StatusCode.UNAUTHENTICATED)
+                await refused(
+                    api.GetMe(api_pb2.GetMeRequest(), metadata=token), grpc.StatusCode.UNAUTHENTICATED
+                )
     finally:
         await second.stop()
     assert len(gateway.user_directory.current.users) == 2  # the second gateway created no built-in user again
 
 
-async def test_a_new_cluster_needs_an_initial_password(nats_url: str, namespace: str, database_url: str) -> None:
+async def test_a_new_cluster_needs_an_initial_password(
+    nats_url: str, namespace: str, database_url: str
+) -> None:
     blank = settings(nats_url, namespace, database_url, initial_user_password="")
     with pytest.raises(InitialPasswordError, match="DET_INITIAL_USER_PASSWORD"):
         await Gateway.start(blank)
@@ -207,25 +247,34 @@ async def test_a_new_cluster_needs_an_initial_password(nats_url: str, namespace:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
             api = api_pb2_grpc.DeterminedStub(channel)
             assert (await api.Login(api_pb2.LoginRequest(username="admin"))).user.admin
-            await refused(api.Login(api_pb2.LoginRequest(username="admin", password="x")),
-                          grpc.StatusCode.UNAUTHENTICATED)
+            await refused(
+                api.Login(api_pb2.LoginRequest(username="admin", password="x")),
+                grpc.StatusCode.UNAUTHENTICATED,
+            )
     finally:
         await started.stop()
 
 
-async def test_users_and_sessions_reach_the_read_models(api: api_pb2_grpc.DeterminedStub, gateway: Gateway) -> None:
+async def test_users_and_sessions_reach_the_read_models(
+    api: api_pb2_grpc.DeterminedStub, gateway: Gateway
+) -> None:
     admin = await login(api, "admin")
     await api.Logout(api_pb2.LogoutRequest(), metadata=admin)
     assert await gateway.projector.catch_up()
     rows = await gateway.pool.fetch("SELECT * FROM read_model.user_sessions")
     assert len(rows) == 1 and rows[0]["user_id"] == 1 and rows[0]["ended_at_ns"] is not None
-    columns = [row["column_name"] for row in await gateway.pool.fetch(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'read_model' AND table_name = 'users'"
-    )]
+    columns = [
+        row["column_name"]
+        for row in await gateway.pool.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'read_model' AND table_name = 'users'"
+        )
+    ]
     assert columns and not [name for name in columns if "hash" in name or name == "password"]
 
 
-async def test_revocation_is_stored_as_an_event(api: api_pb2_grpc.DeterminedStub, event_store: EventStore) -> None:
+async def test_revocation_is_stored_as_an_event(
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore
+) -> None:
     token = await login(api, "determined")
     await api.Logout(api_pb2.LogoutRequest(), metadata=token)
     kinds = [e.WhichOneof("payload") for e in await stored(event_store, "user")]

@@ -33,13 +33,18 @@ async def test_recorded_log_projects_the_experiments_users_saw(
     assert killed.state == "CANCELED"
 
 
-async def test_recent_metrics_are_the_newest_of_each_group(event_store: EventStore, pool: asyncpg.Pool) -> None:
-    rows = [(7, group, step, 2, json.dumps({"loss": step}), step, False)
-            for group in ("b", "a") for step in range(1, 151)]
+async def test_recent_metrics_are_the_newest_of_each_group(
+    event_store: EventStore, pool: asyncpg.Pool
+) -> None:
+    rows = [
+        (7, group, step, 2, json.dumps({"loss": step}), step, False)
+        for group in ("b", "a")
+        for step in range(1, 151)
+    ]
     rows.append((8, "a", 1, 1, "{}", 1, False))  # another trial's point is never shown
     rows += [(7, "a", step, 1, "{}", step, True) for step in range(140, 161)]  # nor a superseded one
     await pool.executemany(
-        "INSERT INTO read_model.metrics (trial_id, \"group\", steps_completed, trial_run_id, metrics, reported_at_ns,"
+        'INSERT INTO read_model.metrics (trial_id, "group", steps_completed, trial_run_id, metrics, reported_at_ns,'
         " superseded) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
         rows,
     )
@@ -51,7 +56,9 @@ async def test_recent_metrics_are_the_newest_of_each_group(event_store: EventSto
 
 async def test_read_models_of_another_shape_are_rebuilt(event_store: EventStore, pool: asyncpg.Pool) -> None:
     log = golden_log("three_experiments.jsonl")
-    await Projector(event_store, pool).apply([StoredEvent(n, e, caught_up=False) for n, e in enumerate(log, 1)])
+    await Projector(event_store, pool).apply(
+        [StoredEvent(n, e, caught_up=False) for n, e in enumerate(log, 1)]
+    )
     async with pool.acquire() as connection:
         assert not await ensure_schema(connection)  # same shape: kept
         await connection.execute("UPDATE read_model.schema_fingerprint SET fingerprint = 'older code'")

@@ -9,7 +9,9 @@ import nats
 from services.common.heartbeats import Heartbeat, HeartbeatListener, heartbeat_subject
 
 
-async def test_a_heartbeat_counts_only_on_the_subject_of_the_agent_it_names(nats_url: str, namespace: str) -> None:
+async def test_a_heartbeat_counts_only_on_the_subject_of_the_agent_it_names(
+    nats_url: str, namespace: str
+) -> None:
     client = await nats.connect(nats_url)
     try:
         listener = HeartbeatListener(client, namespace)

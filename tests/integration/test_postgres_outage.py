@@ -61,9 +61,15 @@ async def own_database_url(postgres: PostgresServer, namespace: str) -> str:
 
 def settings(nats_url: str, namespace: str, database_url: str) -> GatewaySettings:
     return GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
 
 
@@ -97,8 +103,12 @@ async def given_trial_run(store: EventStore, trial_id: int) -> tuple[tuple[str, 
     created = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=1)
     await store.append(Append(f"trial/{trial_id}", created, f"trial-{trial_id}"), actor="service:test")
     launch = events_pb2.TrialLaunch(experiment_id=1, trial_id=trial_id, trial_run_id=1)
-    requested = events_pb2.AllocationRequested(allocation_id=f"{trial_id}.1", task_id=str(trial_id), trial=launch)
-    await store.append(Append(f"allocation/{trial_id}.1", requested, f"requested-{trial_id}"), actor="service:test")
+    requested = events_pb2.AllocationRequested(
+        allocation_id=f"{trial_id}.1", task_id=str(trial_id), trial=launch
+    )
+    await store.append(
+        Append(f"allocation/{trial_id}.1", requested, f"requested-{trial_id}"), actor="service:test"
+    )
     return (("x-allocation-token", mint_allocation_token(SECRET, trial_id, f"{trial_id}.1")),)
 
 
@@ -113,7 +123,9 @@ async def test_queries_are_refused_and_appends_go_on_while_postgres_is_down(
     down = await refusal(api.GetExperiments(api_pb2.GetExperimentsRequest(), timeout=CALL_S))
     assert down.code() == grpc.StatusCode.UNAVAILABLE
     assert down.details() == "read models unavailable (PostgreSQL is down)"
-    describe = await refusal(api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=first), timeout=CALL_S))
+    describe = await refusal(
+        api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=first), timeout=CALL_S)
+    )
     assert describe.code() == grpc.StatusCode.UNAVAILABLE
     # A report is fenced on the allocations table: refused for the harness to retry.
     report = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5)
@@ -210,7 +222,11 @@ def _where_the_projector_waits(gateway: Gateway) -> str:
     coroutine: a failed wait's message (a stall on a loaded CI machine left
     no other trace)."""
     projector = gateway.projector
-    tasks = [task for task in asyncio.all_tasks() if getattr(task.get_coro(), "__qualname__", "").startswith("Projector.")]
+    tasks = [
+        task
+        for task in asyncio.all_tasks()
+        if getattr(task.get_coro(), "__qualname__", "").startswith("Projector.")
+    ]
     awaiting = "; ".join(f"{task.get_name()}: {_awaited(task.get_coro())}" for task in tasks)
     return f"projector at {projector.position}, available: {projector.available}; {awaiting}"
 
@@ -232,13 +248,22 @@ def test_a_gateway_started_while_postgres_is_down_becomes_ready_once_it_is_back(
     port = free_port()
     environment = {
         **os.environ,
-        "DET_NATS_URL": nats_url, "DET_NAMESPACE": namespace, "DET_DATABASE_URL": own_database_url,
-        "DET_GATEWAY_PORT": str(port), "DET_GATEWAY_HOST": "127.0.0.1", "DET_READY_FILE": str(ready),
-        "DET_GRACE_PERIOD_S": "0.5", "DET_ALLOW_ANONYMOUS": "true", "DET_ALLOW_BLANK_PASSWORD": "1",
+        "DET_NATS_URL": nats_url,
+        "DET_NAMESPACE": namespace,
+        "DET_DATABASE_URL": own_database_url,
+        "DET_GATEWAY_PORT": str(port),
+        "DET_GATEWAY_HOST": "127.0.0.1",
+        "DET_READY_FILE": str(ready),
+        "DET_GRACE_PERIOD_S": "0.5",
+        "DET_ALLOW_ANONYMOUS": "true",
+        "DET_ALLOW_BLANK_PASSWORD": "1",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.gateway"], env=environment, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-m", "services.gateway"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         asyncio.run(_listens_without_postgres(port, process))

@@ -3,6 +3,7 @@ with real processes: a group is killed while it is the recorded one, never a
 process that got a recorded pid; a child armed by `allocation_preexec` records
 itself and dies with its parent."""
 
+import contextlib
 import json
 import os
 import signal
@@ -40,10 +41,8 @@ def started() -> Iterator[list[subprocess.Popen[bytes]]]:
     processes: list[subprocess.Popen[bytes]] = []
     yield processes
     for process in processes:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
 
 
@@ -97,7 +96,9 @@ def test_a_pid_that_is_another_process_now_is_never_killed(
     assert other.poll() is None and process_alive(child)
 
 
-def test_a_record_of_an_earlier_boot_names_nothing(started: list[subprocess.Popen[bytes]], tmp_path: Path) -> None:
+def test_a_record_of_an_earlier_boot_names_nothing(
+    started: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     leader, _ = group(started, "echo; sleep 300")
     path = record(tmp_path / "process.json", leader)
     os.utime(path, (0, 0))
@@ -120,12 +121,20 @@ def test_no_record_or_no_process_kills_nothing(tmp_path: Path) -> None:
         ("not json", "not JSON"),
         ("[1]", "not a JSON object"),
         ('{"agent_id": "a", "allocation_id": "1.1", "pid": 5, "pgid": 5}', "start_ticks must be an integer"),
-        ('{"agent_id": 1, "allocation_id": "1.1", "pid": 5, "pgid": 5, "start_ticks": 1}', "agent_id must be"),
-        ('{"agent_id": "a", "allocation_id": "1.1", "pid": true, "pgid": 5, "start_ticks": 1}', "pid must be"),
+        (
+            '{"agent_id": 1, "allocation_id": "1.1", "pid": 5, "pgid": 5, "start_ticks": 1}',
+            "agent_id must be",
+        ),
+        (
+            '{"agent_id": "a", "allocation_id": "1.1", "pid": true, "pgid": 5, "start_ticks": 1}',
+            "pid must be",
+        ),
         ('{"agent_id": "a", "allocation_id": "1.1", "pid": 0, "pgid": 5, "start_ticks": 1}', "positive"),
     ],
 )
-def test_a_bad_record_is_an_error_naming_the_file_and_the_field(tmp_path: Path, document: str, error: str) -> None:
+def test_a_bad_record_is_an_error_naming_the_file_and_the_field(
+    tmp_path: Path, document: str, error: str
+) -> None:
     path = tmp_path / "process.json"
     path.write_text(document)
     with pytest.raises(ProcessRecordError, match=error) as raised:
@@ -151,8 +160,16 @@ def test_an_allocations_process_records_itself_and_dies_with_its_parent(tmp_path
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
-        assert read_process_record(path) == ProcessRecord("agent-1", "1.1", child, child, start_ticks(child) or -1)
-        assert json.loads(path.read_text()).keys() == {"agent_id", "allocation_id", "pid", "pgid", "start_ticks"}
+        assert read_process_record(path) == ProcessRecord(
+            "agent-1", "1.1", child, child, start_ticks(child) or -1
+        )
+        assert json.loads(path.read_text()).keys() == {
+            "agent_id",
+            "allocation_id",
+            "pid",
+            "pgid",
+            "start_ticks",
+        }
         parent.kill()
         parent.wait()
         until(lambda: not process_alive(child), "the child to die with its parent")

@@ -89,12 +89,15 @@ async def digests(pool: asyncpg.Pool) -> dict[str, tuple[int, str]]:
 async def test_every_batching_gives_the_rows_of_the_per_event_projection(
     event_store: EventStore, pool: asyncpg.Pool, name: str
 ) -> None:
-    log = [StoredEvent(sequence, envelope, caught_up=False) for sequence, envelope in enumerate(golden_log(name), 1)]
+    log = [
+        StoredEvent(sequence, envelope, caught_up=False)
+        for sequence, envelope in enumerate(golden_log(name), 1)
+    ]
     for batch_size in (len(log), 1000, 7):
         async with pool.acquire() as connection:
             await drop_schema(connection)
             await create_schema(connection)
         projector = Projector(event_store, pool)
         for start in range(0, len(log), batch_size):
-            await projector.apply(log[start:start + batch_size])
+            await projector.apply(log[start : start + batch_size])
         assert await digests(pool) == EXPECTED[name], f"batches of {batch_size}"

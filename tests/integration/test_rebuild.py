@@ -23,8 +23,10 @@ CONFIG = json.dumps({"name": "e", "searcher": {"name": "single", "metric": "loss
 
 
 def metrics(run_id: int, *steps: int) -> ev.TrialMetricsReported:
-    reports = [ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {1 / s}}}')
-               for s in steps]
+    reports = [
+        ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {1 / s}}}')
+        for s in steps
+    ]
     return ev.TrialMetricsReported(trial_id=1, experiment_id=1, trial_run_id=run_id, reports=reports)
 
 
@@ -35,8 +37,9 @@ def requested(trial_id: int, run_id: int, resumed_at: int = 0) -> ev.AllocationR
 
 def assigned(allocation_id: str) -> ev.AllocationAssigned:
     placements = [ev.Placement(agent_id="a1", slot_ids=[0])]
-    return ev.AllocationAssigned(allocation_id=allocation_id, task_id=allocation_id.split(".")[0],
-                                 placements=placements)
+    return ev.AllocationAssigned(
+        allocation_id=allocation_id, task_id=allocation_id.split(".")[0], placements=placements
+    )
 
 
 def history() -> list[tuple[str, Message]]:
@@ -44,25 +47,51 @@ def history() -> list[tuple[str, Message]]:
     failed run resumed from its checkpoint (its later points superseded), a
     searcher stop acknowledged, a run lost with its agent, a kill, a request
     canceled before it ran, and one assignment in the shape of older logs."""
-    validation = ev.TrialValidationReported(trial_id=1, experiment_id=1, trial_run_id=2, steps_completed=30,
-                                            metrics_json='{"loss": 0.3}', reported_at_ns=7)
-    old_assignment = ev.AllocationAssigned(allocation_id="2.1", trial_id=2, experiment_id=1, agent_id="a1",
-                                           slot_ids=[0], trial_run_id=1, config_json=CONFIG)
+    validation = ev.TrialValidationReported(
+        trial_id=1,
+        experiment_id=1,
+        trial_run_id=2,
+        steps_completed=30,
+        metrics_json='{"loss": 0.3}',
+        reported_at_ns=7,
+    )
+    old_assignment = ev.AllocationAssigned(
+        allocation_id="2.1",
+        trial_id=2,
+        experiment_id=1,
+        agent_id="a1",
+        slot_ids=[0],
+        trial_run_id=1,
+        config_json=CONFIG,
+    )
     return [
-        ("experiment/1", ev.ExperimentCreated(experiment_id=1, name="e", owner="u", config_json=CONFIG,
-                                              activate=True)),
+        (
+            "experiment/1",
+            ev.ExperimentCreated(experiment_id=1, name="e", owner="u", config_json=CONFIG, activate=True),
+        ),
         ("experiment/2", ev.ExperimentCreated(experiment_id=2, name="f", owner="u", config_json=CONFIG)),
         ("agent/a1", ev.AgentRegistered(agent_id="a1", hostname="h", slots=[ev.Slot(slot_id=0, type="cpu")])),
-        ("trial/1", ev.TrialCreated(trial_id=1, experiment_id=1, hparams_json='{"lr": 1}', trial_seed=3,
-                                    length=40)),
+        (
+            "trial/1",
+            ev.TrialCreated(trial_id=1, experiment_id=1, hparams_json='{"lr": 1}', trial_seed=3, length=40),
+        ),
         ("trial/2", ev.TrialCreated(trial_id=2, experiment_id=1, hparams_json='{"lr": 2}')),
         ("trial/3", ev.TrialCreated(trial_id=3, experiment_id=2)),
         ("allocation/1.1", requested(1, 1)),
         ("allocation/1.1", assigned("1.1")),
         ("allocation/1.1", ev.AllocationStarted(allocation_id="1.1", trial_id=1)),
         ("metrics/1", metrics(1, 10, 20)),
-        ("checkpoint/c1", ev.CheckpointReported(uuid="c1", trial_id=1, experiment_id=1, steps_completed=10,
-                                                resources={"a": 1, "b": 2}, reported_at_ns=5)),
+        (
+            "checkpoint/c1",
+            ev.CheckpointReported(
+                uuid="c1",
+                trial_id=1,
+                experiment_id=1,
+                steps_completed=10,
+                resources={"a": 1, "b": 2},
+                reported_at_ns=5,
+            ),
+        ),
         ("trial/1", ev.TrialStatusReported(trial_id=1, experiment_id=1, status="training")),
         ("allocation/1.1", ev.AllocationExited(allocation_id="1.1", trial_id=1, exit_code=1)),
         ("allocation/1.2", requested(1, 2, resumed_at=10)),
@@ -73,21 +102,30 @@ def history() -> list[tuple[str, Message]]:
         ("trial/1", ev.TrialProgressReported(trial_id=1, experiment_id=1, progress=0.5)),
         ("checkpoint/c2", ev.CheckpointReported(uuid="c2", trial_id=1, experiment_id=1, steps_completed=30)),
         ("trial/1", ev.TrialLengthSet(trial_id=1, experiment_id=1, rung=1, length=60)),
-        ("trial/1", ev.TrialStopRequested(trial_id=1, experiment_id=1, reason="reached the top rung", rung=1)),
+        (
+            "trial/1",
+            ev.TrialStopRequested(trial_id=1, experiment_id=1, reason="reached the top rung", rung=1),
+        ),
         ("allocation/1.2", ev.AllocationStopRequested(allocation_id="1.2", task_id="1", reason="searcher")),
         ("allocation/1.2", ev.AllocationStopAcknowledged(allocation_id="1.2", task_id="1")),
         ("allocation/1.2", ev.AllocationExited(allocation_id="1.2", trial_id=1)),
         ("trial/1", ev.TrialEnded(trial_id=1, experiment_id=1, state=ev.TRIAL_STATE_COMPLETED)),
         ("allocation/2.1", old_assignment),
         ("allocation/2.1", ev.AllocationStarted(allocation_id="2.1", trial_id=2)),
-        ("allocation/2.1", ev.AllocationExited(allocation_id="2.1", trial_id=2, exit_code=1, agent_lost=True)),
+        (
+            "allocation/2.1",
+            ev.AllocationExited(allocation_id="2.1", trial_id=2, exit_code=1, agent_lost=True),
+        ),
         ("allocation/2.2", requested(2, 2)),
         ("allocation/2.2", ev.AllocationStarted(allocation_id="2.2", trial_id=2)),
         ("experiment/1", ev.ExperimentProgressChanged(experiment_id=1, progress=0.75)),
         ("trial/2", ev.TrialKillRequested(trial_id=2, experiment_id=1)),
         ("experiment/1", ev.ExperimentKillRequested(experiment_id=1)),
         ("allocation/2.2", ev.AllocationExited(allocation_id="2.2", trial_id=2, exit_code=137, killed=True)),
-        ("trial/2", ev.TrialEnded(trial_id=2, experiment_id=1, state=ev.TRIAL_STATE_CANCELED, reason="killed")),
+        (
+            "trial/2",
+            ev.TrialEnded(trial_id=2, experiment_id=1, state=ev.TRIAL_STATE_CANCELED, reason="killed"),
+        ),
         ("experiment/1", ev.ExperimentStateChanged(experiment_id=1, state=ev.EXPERIMENT_STATE_CANCELED)),
         ("allocation/3.1", requested(3, 1)),
         ("allocation/3.1", ev.AllocationCanceled(allocation_id="3.1", task_id="3", reason="stopped")),
@@ -101,31 +139,70 @@ def deletions() -> list[tuple[str, Message]]:
     """The model registry and checkpoint deletion: c2 becomes a model version,
     c1 loses some of its files to a GC policy (the storage refused the rest),
     and experiment 3 is deleted: a first attempt fails, the second succeeds."""
-    def requested_deletion(experiment_id: int, deletion_id: int, *uuids: str) -> ev.CheckpointDeletionRequested:
-        return ev.CheckpointDeletionRequested(experiment_id=experiment_id, deletion_id=deletion_id, uuids=uuids)
 
-    version = ev.ModelVersionRegistered(model_name="m", model_id=1, version=1, checkpoint_uuid="c2",
-                                        experiment_id=1, trial_id=1, owner="u")
+    def requested_deletion(
+        experiment_id: int, deletion_id: int, *uuids: str
+    ) -> ev.CheckpointDeletionRequested:
+        return ev.CheckpointDeletionRequested(
+            experiment_id=experiment_id, deletion_id=deletion_id, uuids=uuids
+        )
+
+    version = ev.ModelVersionRegistered(
+        model_name="m", model_id=1, version=1, checkpoint_uuid="c2", experiment_id=1, trial_id=1, owner="u"
+    )
     return [
         ("model/m", ev.ModelCreated(model_id=1, name="m", owner="u", labels=["l"])),
         ("model/m", version),
-        ("experiment/1", ev.CheckpointGcPolicyChanged(experiment_id=1, save_trial_best=0, save_trial_latest=0)),
+        (
+            "experiment/1",
+            ev.CheckpointGcPolicyChanged(experiment_id=1, save_trial_best=0, save_trial_latest=0),
+        ),
         ("experiment/1", requested_deletion(1, 1, "c1")),
-        ("checkpoint/c1", ev.CheckpointPartiallyDeleted(uuid="c1", experiment_id=1, trial_id=1, deletion_id=1,
-                                                        remaining={"b": 2}, error="b: access denied")),
+        (
+            "checkpoint/c1",
+            ev.CheckpointPartiallyDeleted(
+                uuid="c1",
+                experiment_id=1,
+                trial_id=1,
+                deletion_id=1,
+                remaining={"b": 2},
+                error="b: access denied",
+            ),
+        ),
         ("experiment/3", ev.ExperimentCreated(experiment_id=3, name="g", owner="u", config_json=CONFIG)),
         ("trial/4", ev.TrialCreated(trial_id=4, experiment_id=3)),
-        ("checkpoint/c3", ev.CheckpointReported(uuid="c3", trial_id=4, experiment_id=3, steps_completed=5,
-                                                resources={"x": 3}, reported_at_ns=9)),
+        (
+            "checkpoint/c3",
+            ev.CheckpointReported(
+                uuid="c3",
+                trial_id=4,
+                experiment_id=3,
+                steps_completed=5,
+                resources={"x": 3},
+                reported_at_ns=9,
+            ),
+        ),
         ("experiment/3", ev.ExperimentStateChanged(experiment_id=3, state=ev.EXPERIMENT_STATE_COMPLETED)),
         ("experiment/3", ev.ExperimentDeleteRequested(experiment_id=3)),
         ("experiment/3", requested_deletion(3, 1, "c3")),
-        ("checkpoint/c3", ev.CheckpointPartiallyDeleted(uuid="c3", experiment_id=3, trial_id=4, deletion_id=1,
-                                                        remaining={"x": 3}, error="x: access denied")),
+        (
+            "checkpoint/c3",
+            ev.CheckpointPartiallyDeleted(
+                uuid="c3",
+                experiment_id=3,
+                trial_id=4,
+                deletion_id=1,
+                remaining={"x": 3},
+                error="x: access denied",
+            ),
+        ),
         ("experiment/3", ev.ExperimentDeleteFailed(experiment_id=3, reason="c3: x: access denied")),
         ("experiment/3", ev.ExperimentDeleteRequested(experiment_id=3)),
         ("experiment/3", requested_deletion(3, 2, "c3")),
-        ("checkpoint/c3", ev.CheckpointDeleted(uuid="c3", experiment_id=3, trial_id=4, deletion_id=2, bytes_freed=3)),
+        (
+            "checkpoint/c3",
+            ev.CheckpointDeleted(uuid="c3", experiment_id=3, trial_id=4, deletion_id=2, bytes_freed=3),
+        ),
         ("experiment/3", ev.ExperimentDeleted(experiment_id=3)),
     ]
 
@@ -177,7 +254,7 @@ async def test_duplicated_messages_give_identical_rows(
     projector = Projector(event_store, pool)
     doubled = [StoredEvent(2 * e.sequence - copy, e.envelope, False) for e in projected for copy in (1, 0)]
     for start in range(0, len(doubled), 7):
-        await projector.apply(doubled[start:start + 7])
+        await projector.apply(doubled[start : start + 7])
     assert await dump(pool, with_position=False) == before
 
 
@@ -188,7 +265,10 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
     assert experiments[0]["ended_at_ns"] == canceled.envelope.occurred_at_ns
     trial = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.trials WHERE id = 1")
     assert (trial["state"], trial["total_batches"], trial["current_allocation_id"], trial["runs"]) == (
-        "COMPLETED", 30, "1.2", 2
+        "COMPLETED",
+        30,
+        "1.2",
+        2,
     )
     assert (trial["rung"], trial["searcher_length"], trial["status"]) == (1, 60, "training")
     points = await pool.fetch(
@@ -196,8 +276,11 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
         ' ORDER BY "group", steps_completed, trial_run_id'
     )
     assert [tuple(p) for p in points] == [
-        ("training", 10, 1, False), ("training", 20, 1, True), ("training", 20, 2, False),
-        ("training", 30, 2, False), ("validation", 30, 2, False),
+        ("training", 10, 1, False),
+        ("training", 20, 1, True),
+        ("training", 20, 2, False),
+        ("training", 30, 2, False),
+        ("validation", 30, 2, False),
     ]
     canceled_run = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.allocations WHERE allocation_id = '3.1'")
     assert canceled_run["canceled"] and canceled_run["placements"] is None
@@ -216,7 +299,9 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
     assert await queries.best_validation(2) is None
 
 
-async def test_projected_deletions_and_registry_read_right(pool: asyncpg.Pool, projected: list[StoredEvent]) -> None:
+async def test_projected_deletions_and_registry_read_right(
+    pool: asyncpg.Pool, projected: list[StoredEvent]
+) -> None:
     checkpoints = await pool.fetch(
         f"SELECT uuid, state, resources::text, deletion_id, delete_error FROM {SCHEMA}.checkpoints ORDER BY uuid"
     )
@@ -230,7 +315,9 @@ async def test_projected_deletions_and_registry_read_right(pool: asyncpg.Pool, p
         f" FROM {SCHEMA}.experiments ORDER BY id"
     )
     assert [(row["id"], row["state"], row["delete_requests"]) for row in experiments] == [
-        (1, "CANCELED", 0), (2, "COMPLETED", 0), (3, "DELETED", 2)
+        (1, "CANCELED", 0),
+        (2, "COMPLETED", 0),
+        (3, "DELETED", 2),
     ]
     storage = json.loads(experiments[0]["config_json"])["checkpoint_storage"]
     assert storage == {"save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}

@@ -24,8 +24,12 @@ LOG = "generated_cluster.jsonl.gz"
 async def stored_as_recorded(store: EventStore, envelopes: list[Envelope]) -> None:
     """Appends the recorded envelopes byte for byte (their times included)."""
     for envelope in envelopes:
-        await store.js.publish(store.subject(envelope.aggregate), envelope.SerializeToString(),
-                               stream=store.events_stream, headers={"Nats-Msg-Id": envelope.event_id})
+        await store.js.publish(
+            store.subject(envelope.aggregate),
+            envelope.SerializeToString(),
+            stream=store.events_stream,
+            headers={"Nats-Msg-Id": envelope.event_id},
+        )
 
 
 async def test_a_replay_helper_gives_the_rows_of_the_in_process_projection(
@@ -48,7 +52,9 @@ async def test_the_projector_follows_on_from_where_the_helper_stopped(
     try:
         assert await projector.wait_for(1000, timeout_s=60)
         created = events_pb2.TrialCreated(trial_id=9999, experiment_id=1)
-        sequence, _ = await event_store.append(Append("trial/9999", created, "trial-9999"), actor="service:test")
+        sequence, _ = await event_store.append(
+            Append("trial/9999", created, "trial-9999"), actor="service:test"
+        )
         assert await projector.wait_for(sequence, timeout_s=30)
         assert await pool.fetchval(f"SELECT count(*) FROM {SCHEMA}.trials WHERE id = 9999") == 1
     finally:

@@ -37,7 +37,9 @@ class Counting:
 
 
 def trial_ids() -> PureCore[tuple[int, ...]]:
-    return PureCore(("trial_created",), tuple, lambda state, e: (*state, e.trial_created.trial_id), lambda _: [])
+    return PureCore(
+        ("trial_created",), tuple, lambda state, e: (*state, e.trial_created.trial_id), lambda _: []
+    )
 
 
 async def caught_up_state(store: EventStore, core: Any, snapshots: Snapshots | None) -> Any:
@@ -94,13 +96,18 @@ async def test_a_restart_folds_only_what_came_after_the_snapshot(event_store: Ev
 
 async def test_a_snapshot_of_other_code_or_a_damaged_one_is_ignored(event_store: EventStore) -> None:
     await created(event_store, 1, 2)
-    await caught_up_state(event_store, Counting(trial_ids()), Snapshots(event_store, "test", version="older code"))
+    await caught_up_state(
+        event_store, Counting(trial_ids()), Snapshots(event_store, "test", version="older code")
+    )
     replayed = Counting(trial_ids())
     assert await caught_up_state(event_store, replayed, Snapshots(event_store, "test")) == (1, 2)
     assert replayed.folded == 2
     snapshots = Snapshots(event_store, "test")
     bucket = await snapshots._kv()
-    await bucket.put(snapshots.key("Counting"), b'{"version": "%s", "sequence": 2}\nnot a pickle' % snapshots.version.encode())
+    await bucket.put(
+        snapshots.key("Counting"),
+        b'{"version": "%s", "sequence": 2}\nnot a pickle' % snapshots.version.encode(),
+    )
     assert await snapshots.load("Counting") is None
     damaged = Counting(trial_ids())
     assert await caught_up_state(event_store, damaged, snapshots) == (1, 2)
@@ -141,7 +148,10 @@ def _quiet_point(log: list[Envelope], cores: tuple[type, ...], before: int) -> i
     folded = [(core(), core().initial_state()) for core in cores]
     for index, envelope in enumerate(log[:before], start=1):
         folded = [
-            (core, core.evolve(state, envelope) if envelope.aggregate.partition("/")[0] in core.kinds else state)
+            (
+                core,
+                core.evolve(state, envelope) if envelope.aggregate.partition("/")[0] in core.kinds else state,
+            )
             for core, state in folded
         ]
         if not any(core.decide(state) for core, state in folded):

@@ -73,9 +73,16 @@ async def test_a_trial_rides_out_a_nats_server_outage(
     nats: Nats, namespace: str, database_url: str, tmp_path: Path
 ) -> None:
     settings = GatewaySettings(
-        nats_url=nats.url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="test-cluster", grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=nats.url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        cluster_id="test-cluster",
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
     gateway = await Gateway.start(settings)
     store = await EventStore.connect(nats.url, namespace)
@@ -83,8 +90,12 @@ async def test_a_trial_rides_out_a_nats_server_outage(
         await given_trial(store, gateway)
         (tmp_path / "train.py").write_text(TRAIN_PY)
         trial = await asyncio.create_subprocess_exec(
-            sys.executable, str(tmp_path / "train.py"), env=trial_env(gateway.port, tmp_path / "checkpoints"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            sys.executable,
+            str(tmp_path / "train.py"),
+            env=trial_env(gateway.port, tmp_path / "checkpoints"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         assert trial.stdin is not None and trial.stdout is not None
         output = [await asyncio.wait_for(trial.stdout.readline(), 60)]
@@ -100,14 +111,23 @@ async def test_a_trial_rides_out_a_nats_server_outage(
         output.append(await asyncio.wait_for(trial.stdout.read(), 120))
         assert await trial.wait() == 0, b"".join(output).decode()
         log = b"".join(output).decode()
-        assert log.count("reports: waiting for the gateway (UNAVAILABLE: the event log (nats-server)") == 1, log
+        assert log.count("reports: waiting for the gateway (UNAVAILABLE: the event log (nats-server)") == 1, (
+            log
+        )
         assert log.count("reports: the gateway answers again after") == 1, log
 
-        steps = [r.steps_completed for e in await stored(store, "metrics") for r in e.trial_metrics_reported.reports]
+        steps = [
+            r.steps_completed
+            for e in await stored(store, "metrics")
+            for r in e.trial_metrics_reported.reports
+        ]
         assert steps == list(range(1, STEPS + 1))
         assert len(await stored(store, "checkpoint")) == STEPS // 10
-        statuses = [e.trial_status_reported.status for e in await stored(store, "trial")
-                    if e.HasField("trial_status_reported")]
+        statuses = [
+            e.trial_status_reported.status
+            for e in await stored(store, "trial")
+            if e.HasField("trial_status_reported")
+        ]
         assert statuses == [f"checkpointed {step}" for step in range(10, STEPS + 1, 10)]
     finally:
         await store.close()

@@ -21,16 +21,25 @@ Metadata = tuple[tuple[str, str], ...]
 @pytest.fixture
 async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
     settings = GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", http_port=0, cluster_secret=SECRET, cluster_id="security-test",
-        grace_period_s=0.1, initial_user_password=PASSWORD,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        http_port=0,
+        cluster_secret=SECRET,
+        cluster_id="security-test",
+        grace_period_s=0.1,
+        initial_user_password=PASSWORD,
     )
     started = await Gateway.start(settings)
     yield started
     await started.stop()
 
 
-async def logged_in(api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = PASSWORD) -> Metadata:
+async def logged_in(
+    api: api_pb2_grpc.DeterminedStub, username: str = "admin", password: str = PASSWORD
+) -> Metadata:
     """The metadata of calls made as `username`."""
     response = await api.Login(api_pb2.LoginRequest(username=username, password=password))
     return (("authorization", f"Bearer {response.token}"),)

@@ -34,7 +34,10 @@ CHECKPOINT = "c-1"
 # A good request of each trial call, for trial 1 (allocation 1.1).
 TRIAL_REQUESTS: Mapping[str, Message] = {
     "ReportMetrics": api_pb2.ReportMetricsRequest(
-        trial_id=1, trial_run_id=1, batch_seq=1, reporter_id="p",
+        trial_id=1,
+        trial_run_id=1,
+        batch_seq=1,
+        reporter_id="p",
         reports=[events_pb2.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 1.0}')],
     ),
     "ReportProgress": api_pb2.ReportProgressRequest(trial_id=1, progress=0.5),
@@ -89,7 +92,9 @@ async def call(api: api_pb2_grpc.DeterminedStub, method: MethodDescriptor, metad
         await stub(request, metadata=metadata)
 
 
-async def walk(api: api_pb2_grpc.DeterminedStub, metadata: Metadata) -> dict[str, grpc.aio.AioRpcError | None]:
+async def walk(
+    api: api_pb2_grpc.DeterminedStub, metadata: Metadata
+) -> dict[str, grpc.aio.AioRpcError | None]:
     """Every RPC of the service called with `metadata`: its error, None when it succeeded."""
     answers: dict[str, grpc.aio.AioRpcError | None] = {}
     for method in SERVICE.methods:
@@ -147,7 +152,9 @@ async def test_a_closed_allocations_token_is_refused_everywhere(
         assert error is not None, f"{name} accepted a closed allocation's token"
         if name in TRIAL_RPCS:  # the harness reads FAILED_PRECONDITION as "stop for good"
             assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, name
-            assert error.details() == "allocation 1.1 of trial 1 is closed (exited); reports from it are refused"
+            assert (
+                error.details() == "allocation 1.1 of trial 1 is closed (exited); reports from it are refused"
+            )
         else:
             assert error.code() == grpc.StatusCode.PERMISSION_DENIED, name
     assert await event_store.last_sequence() == before

@@ -19,7 +19,11 @@ gateway = security_gateway.gateway
 
 
 async def experiment_with_checkpoints(
-    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, store: EventStore, owner: Metadata, trial_id: int,
+    api: api_pb2_grpc.DeterminedStub,
+    gateway: Gateway,
+    store: EventStore,
+    owner: Metadata,
+    trial_id: int,
     *uuids: str,
 ) -> int:
     """An experiment of `owner` whose trial `trial_id` reported checkpoints `uuids`."""
@@ -30,7 +34,10 @@ async def experiment_with_checkpoints(
     token = (("x-allocation-token", mint_allocation_token(SECRET, trial_id, f"{trial_id}.1")),)
     for steps, uuid in enumerate(uuids, 1):
         request = api_pb2.ReportCheckpointRequest(
-            uuid=uuid, trial_id=trial_id, allocation_id=f"{trial_id}.1", steps_completed=steps,
+            uuid=uuid,
+            trial_id=trial_id,
+            allocation_id=f"{trial_id}.1",
+            steps_completed=steps,
             resources={"model.pt": 3},
         )
         await api.ReportCheckpoint(request, metadata=token)
@@ -47,9 +54,13 @@ def gc_policy(experiment_id: int) -> api_pb2.SetGcPolicyRequest:
 
 async def deletions(store: EventStore) -> list[tuple[int, list[str], str]]:
     return [
-        (e.checkpoint_delete_asked.experiment_id, list(e.checkpoint_delete_asked.uuids),
-         e.checkpoint_delete_asked.asked_by)
-        for e in await stored(store, "experiment") if e.HasField("checkpoint_delete_asked")
+        (
+            e.checkpoint_delete_asked.experiment_id,
+            list(e.checkpoint_delete_asked.uuids),
+            e.checkpoint_delete_asked.asked_by,
+        )
+        for e in await stored(store, "experiment")
+        if e.HasField("checkpoint_delete_asked")
     ]
 
 
@@ -62,25 +73,36 @@ async def test_mallory_cannot_delete_the_admins_checkpoints(
     hers = await experiment_with_checkpoints(api, gateway, event_store, her, 2, "m-1")
     before = await event_store.last_sequence()
 
-    denied = await refused(api.DeleteCheckpoints(api_pb2.DeleteCheckpointsRequest(uuids=["a-1"]), metadata=her))
+    denied = await refused(
+        api.DeleteCheckpoints(api_pb2.DeleteCheckpointsRequest(uuids=["a-1"]), metadata=her)
+    )
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
     assert denied.details() == (
         f"experiment {theirs} belongs to admin: only its owner or an admin may delete its checkpoints (a-1),"
         " and mallory is neither"
     )
     mixed = api_pb2.DeleteCheckpointsRequest(uuids=["m-1", "a-1", "a-2"])
-    assert (await refused(api.DeleteCheckpoints(mixed, metadata=her))).code() == grpc.StatusCode.PERMISSION_DENIED
+    assert (
+        await refused(api.DeleteCheckpoints(mixed, metadata=her))
+    ).code() == grpc.StatusCode.PERMISSION_DENIED
     denied = await refused(api.SetGcPolicy(gc_policy(theirs), metadata=her))
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert "only its owner or an admin may set its GC policy, and mallory is neither" in (denied.details() or "")
-    denied = await refused(api.DeleteExperiment(api_pb2.DeleteExperimentRequest(experiment_id=theirs), metadata=her))
+    assert "only its owner or an admin may set its GC policy, and mallory is neither" in (
+        denied.details() or ""
+    )
+    denied = await refused(
+        api.DeleteExperiment(api_pb2.DeleteExperimentRequest(experiment_id=theirs), metadata=her)
+    )
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
 
     assert await event_store.last_sequence() == before  # nothing asked, nothing deleted
     listed = await api.GetExperimentCheckpoints(
         api_pb2.GetExperimentCheckpointsRequest(experiment_id=theirs), metadata=her
     )
-    assert sorted((c.uuid, c.state) for c in listed.checkpoints) == [("a-1", "COMPLETED"), ("a-2", "COMPLETED")]
+    assert sorted((c.uuid, c.state) for c in listed.checkpoints) == [
+        ("a-1", "COMPLETED"),
+        ("a-2", "COMPLETED"),
+    ]
 
     # Her own experiment's checkpoints and GC policy are hers to change.
     await api.DeleteCheckpoints(api_pb2.DeleteCheckpointsRequest(uuids=["m-1"]), metadata=her)
@@ -100,5 +122,7 @@ async def test_the_owner_and_an_admin_may_delete_checkpoints(
     await api.DeleteCheckpoints(api_pb2.DeleteCheckpointsRequest(uuids=["m-2"]), metadata=admin)
     assert await deletions(event_store) == [(hers, ["m-1"], "user:mallory"), (hers, ["m-2"], "user:admin")]
     await api.SetGcPolicy(gc_policy(hers), metadata=admin)
-    changed = [e for e in await stored(event_store, "experiment") if e.HasField("checkpoint_gc_policy_changed")]
+    changed = [
+        e for e in await stored(event_store, "experiment") if e.HasField("checkpoint_gc_policy_changed")
+    ]
     assert [e.actor for e in changed] == ["user:admin"]

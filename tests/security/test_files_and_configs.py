@@ -77,8 +77,14 @@ def leaky_checkpoint(cluster: Cluster, mallory: Cluster, tmp_path_factory: pytes
         "max_restarts": 0,
     }
     (context / "config.yaml").write_text(json.dumps(config))
-    experiment_id = created_id(mallory.det("experiment", "create", str(context / "config.yaml"), str(context)).stdout)
-    wait_for(lambda: mallory.experiment_state(experiment_id) in ("COMPLETED", "ERROR"), "the experiment to end", 180)
+    experiment_id = created_id(
+        mallory.det("experiment", "create", str(context / "config.yaml"), str(context)).stdout
+    )
+    wait_for(
+        lambda: mallory.experiment_state(experiment_id) in ("COMPLETED", "ERROR"),
+        "the experiment to end",
+        180,
+    )
     [trial] = mallory.trials(experiment_id)
     logs = mallory.logs(trial["id"])
     assert mallory.experiment_state(experiment_id) == "COMPLETED", logs
@@ -98,7 +104,10 @@ def test_the_checkpoint_file_route_refuses_links(
     assert served.status_code == 200 and served.content == b"weights"
     answer = web.get(f"/api/v1/checkpoints/{leaky_checkpoint}/files/leak")
     assert answer.status_code == 403, answer.text
-    assert f"file 'leak' of checkpoint {leaky_checkpoint} is refused: leak is a symbolic link" in answer.json()["message"]
+    assert (
+        f"file 'leak' of checkpoint {leaky_checkpoint} is refused: leak is a symbolic link"
+        in answer.json()["message"]
+    )
     assert secret_of(cluster) not in answer.content
     through_folder = web.get(f"/api/v1/checkpoints/{leaky_checkpoint}/files/data/cluster.secret")
     assert through_folder.status_code in (403, 404) and secret_of(cluster) not in through_folder.content
@@ -109,10 +118,16 @@ def test_checkpoint_download_refuses_links(
     cluster: Cluster, mallory: Cluster, leaky_checkpoint: str, tmp_path: Path, mode: str
 ) -> None:
     target = tmp_path / "out"
-    result = mallory.det("checkpoint", "download", leaky_checkpoint, "-o", str(target), "--mode", mode, check=False)
+    result = mallory.det(
+        "checkpoint", "download", leaky_checkpoint, "-o", str(target), "--mode", mode, check=False
+    )
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"file 'leak' of checkpoint {leaky_checkpoint} is refused: leak is a symbolic link" in result.stderr
-    copied = [path for path in target.rglob("*") if path.is_file() or path.is_symlink()] if target.exists() else []
+    assert (
+        f"file 'leak' of checkpoint {leaky_checkpoint} is refused: leak is a symbolic link" in result.stderr
+    )
+    copied = (
+        [path for path in target.rglob("*") if path.is_file() or path.is_symlink()] if target.exists() else []
+    )
     assert all(secret_of(cluster) not in path.read_bytes() for path in copied if path.is_file())
     assert not any(path.is_symlink() for path in copied)
 
@@ -131,16 +146,34 @@ BASE = "entrypoint: python3 train.py\nsearcher: {name: grid, metric: loss, max_l
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("alias bomb", BASE + "data:\n" + textwrap.indent(alias_bomb(), "  "),
-         f"more than {expconf.MAX_CONFIG_VALUES} values"),
-        ("50 MB", BASE + "description: '" + "x" * (50 * 1024 * 1024) + "'\n",
-         f"at most 1.0 MiB ({expconf.MAX_CONFIG_BYTES} bytes) is allowed"),
-        ("deep nesting", BASE + "data: " + "[" * 5000 + "]" * 5000 + "\n",
-         f"more than {expconf.MAX_CONFIG_DEPTH} levels deep"),
-        ("a million categorical values", BASE + "hyperparameters:\n  x: {type: categorical, vals: ["
-         + ",".join(["1"] * 1_000_000) + "]}\n", "at most 1.0 MiB"),
-        ("too many categorical values", BASE + "hyperparameters:\n  x: {type: categorical, vals: ["
-         + ",".join(["1"] * 20_000) + "]}\n", f"one hyperparameter may have at most {expconf.MAX_HYPERPARAMETER_VALUES}"),
+        (
+            "alias bomb",
+            BASE + "data:\n" + textwrap.indent(alias_bomb(), "  "),
+            f"more than {expconf.MAX_CONFIG_VALUES} values",
+        ),
+        (
+            "50 MB",
+            BASE + "description: '" + "x" * (50 * 1024 * 1024) + "'\n",
+            f"at most 1.0 MiB ({expconf.MAX_CONFIG_BYTES} bytes) is allowed",
+        ),
+        (
+            "deep nesting",
+            BASE + "data: " + "[" * 5000 + "]" * 5000 + "\n",
+            f"more than {expconf.MAX_CONFIG_DEPTH} levels deep",
+        ),
+        (
+            "a million categorical values",
+            BASE
+            + "hyperparameters:\n  x: {type: categorical, vals: ["
+            + ",".join(["1"] * 1_000_000)
+            + "]}\n",
+            "at most 1.0 MiB",
+        ),
+        (
+            "too many categorical values",
+            BASE + "hyperparameters:\n  x: {type: categorical, vals: [" + ",".join(["1"] * 20_000) + "]}\n",
+            f"one hyperparameter may have at most {expconf.MAX_HYPERPARAMETER_VALUES}",
+        ),
     ],
 )
 def test_det_e_create_refuses_configs_past_the_limits(

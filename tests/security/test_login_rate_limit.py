@@ -53,9 +53,9 @@ async def test_grpc_login_guesses_are_slowed_and_the_right_password_works_after_
             for n in range(GUESSES)
         ]
     codes = [error.code() for error in errors]
-    assert codes == [grpc.StatusCode.UNAUTHENTICATED] * FREE_FAILURES + [grpc.StatusCode.RESOURCE_EXHAUSTED] * (
-        GUESSES - FREE_FAILURES
-    )
+    assert codes == [grpc.StatusCode.UNAUTHENTICATED] * FREE_FAILURES + [
+        grpc.StatusCode.RESOURCE_EXHAUSTED
+    ] * (GUESSES - FREE_FAILURES)
     assert errors[-1].details() == "too many failed logins for user admin: wait 1 s before trying again"
     failed = [entry for entry in logs if entry["event"] == "login_failed"]
     assert [(e["username"], e["address"]) for e in failed] == [("admin", "127.0.0.1")] * FREE_FAILURES

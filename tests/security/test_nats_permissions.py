@@ -67,12 +67,20 @@ async def attempts_as_agent_1(cluster: Cluster) -> tuple[list[str], list[str]]:
         errors.append(str(error))
 
     password = credentials(cluster.data_dir).nats[ATTACKER].password
-    client = await nats.connect(f"nats://127.0.0.1:{cluster.nats_port}", user=ATTACKER, password=password,
-                                inbox_prefix=inbox_prefix(ATTACKER), allow_reconnect=False, error_cb=keep)
+    client = await nats.connect(
+        f"nats://127.0.0.1:{cluster.nats_port}",
+        user=ATTACKER,
+        password=password,
+        inbox_prefix=inbox_prefix(ATTACKER),
+        allow_reconnect=False,
+        error_cb=keep,
+    )
     js = client.jetstream(timeout=2)
     tries = {
         "append as agent-2": js.publish("det.events.agent.agent-2", b"forged", stream="EVENTS"),
-        "read user events (named consumer)": js.add_consumer("EVENTS", name="u1", filter_subject="det.events.user.>"),
+        "read user events (named consumer)": js.add_consumer(
+            "EVENTS", name="u1", filter_subject="det.events.user.>"
+        ),
         "read user events (unnamed consumer)": js.add_consumer("EVENTS", filter_subject="det.events.user.>"),
         "read every event": js.add_consumer("EVENTS", name="all", filter_subject="det.events.>"),
         "get the admin's user event": js.get_last_msg("EVENTS", "det.events.user.1"),
@@ -99,8 +107,10 @@ def test_an_agents_credentials_act_only_as_that_agent_and_read_no_user_event(clu
     assert let_through == []
     assert len(refusals) == 7, refusals
     assert any("det.heartbeats.agent-2" in refusal for refusal in refusals)
-    registered = wait_for(lambda: sorted(agent["agent_id"] for agent in cluster.json("agent", "list")) or [],
-                          "the agents to register")
+    registered = wait_for(
+        lambda: sorted(agent["agent_id"] for agent in cluster.json("agent", "list")) or [],
+        "the agents to register",
+    )
     assert registered == ["agent-1", "agent-2"]
 
 
@@ -109,6 +119,9 @@ def test_an_experiment_runs_to_completion_with_each_part_reading_what_it_folds(
 ) -> None:
     (tmp_path / "train.py").write_text(TRAIN_PY)
     experiment_id = cluster.create(tmp_path, CONFIG_YAML)
-    state = wait_for(lambda: s if (s := cluster.experiment_state(experiment_id)) in ("COMPLETED", "ERROR") else "",
-                     "the experiment to end", deadline_s=180)
+    state = wait_for(
+        lambda: s if (s := cluster.experiment_state(experiment_id)) in ("COMPLETED", "ERROR") else "",
+        "the experiment to end",
+        deadline_s=180,
+    )
     assert state == "COMPLETED"

@@ -26,7 +26,10 @@ from deploy.local.credentials import credentials
 from deploy.local.trial_home import DEFAULT_TRIAL_USER
 from determined.common.expconf import MAX_CONFIG_BYTES
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.geteuid() != 0, reason="trials switch users only as root")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="trials switch users only as root"),
+]
 
 PARTS = ("nats-server", "postgres", "gateway", "searcher", "scheduler", "agent")
 
@@ -81,17 +84,22 @@ def targets(cluster: Cluster) -> dict[str, str]:
     """What mallory's trial tries to read: the data folder's secrets (relative to its
     folder, at every depth, and absolute), its private folders, every part's environment."""
     data = cluster.data_dir
-    found = {f"up {depth}: {name}": "../" * depth + name
-             for depth in range(1, 7) for name in ("cluster.secret", "credentials.json")}
-    found.update({
-        "cluster.secret": str(data / "cluster.secret"),
-        "credentials.json": str(data / "credentials.json"),
-        "the event log": str(data / "nats"),
-        "the logs": str(data / "logs"),
-        "the run files": str(data / "run"),
-        "cluster.json": str(data / "run" / "cluster.json"),
-        "the database": str(ClusterRecord.load(data).postgres_folder(data)),  # type: ignore[union-attr]
-    })
+    found = {
+        f"up {depth}: {name}": "../" * depth + name
+        for depth in range(1, 7)
+        for name in ("cluster.secret", "credentials.json")
+    }
+    found.update(
+        {
+            "cluster.secret": str(data / "cluster.secret"),
+            "credentials.json": str(data / "credentials.json"),
+            "the event log": str(data / "nats"),
+            "the logs": str(data / "logs"),
+            "the run files": str(data / "run"),
+            "cluster.json": str(data / "run" / "cluster.json"),
+            "the database": str(ClusterRecord.load(data).postgres_folder(data)),  # type: ignore[union-attr]
+        }
+    )
     for part in PARTS:
         found[f"the environment of {part}"] = f"/proc/{part_pid(data, part)}/environ"
     return found
@@ -113,25 +121,35 @@ def finished_trial(her: Cluster, context: Path, config: dict[str, Any]) -> tuple
     (context / "config.yaml").write_text(json.dumps(config))
     created = her.det("experiment", "create", str(context / "config.yaml"), str(context))
     experiment_id = created_id(created.stdout)
-    wait_for(lambda: her.experiment_state(experiment_id) in ("COMPLETED", "ERROR"), "the experiment to end", 180)
+    wait_for(
+        lambda: her.experiment_state(experiment_id) in ("COMPLETED", "ERROR"), "the experiment to end", 180
+    )
     [trial] = her.trials(experiment_id)
     assert her.experiment_state(experiment_id) == "COMPLETED", her.logs(trial["id"])
     return trial["id"], her.logs(trial["id"])
 
 
-@pytest.mark.parametrize("entrypoint", ["python3 attack.py", "env python3 attack.py"], ids=["forked", "plain"])
-def test_mallorys_trial_reads_no_secret(cluster: Cluster, mallory: Cluster, tmp_path: Path, entrypoint: str) -> None:
+@pytest.mark.parametrize(
+    "entrypoint", ["python3 attack.py", "env python3 attack.py"], ids=["forked", "plain"]
+)
+def test_mallorys_trial_reads_no_secret(
+    cluster: Cluster, mallory: Cluster, tmp_path: Path, entrypoint: str
+) -> None:
     (tmp_path / "attack.py").write_text(ATTACK_PY)
     config = {
         "name": "attack",
-        "entrypoint": f"{entrypoint} '{json.dumps(targets(cluster))}'" if "env" in entrypoint else
-        [*entrypoint.split(), json.dumps(targets(cluster))],
+        "entrypoint": f"{entrypoint} '{json.dumps(targets(cluster))}'"
+        if "env" in entrypoint
+        else [*entrypoint.split(), json.dumps(targets(cluster))],
         "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}},
         "max_restarts": 0,
     }
     trial_id, logs = finished_trial(mallory, tmp_path, config)
-    started = [line for line in (cluster.data_dir / "logs" / "agent.log").read_text().splitlines()
-               if "allocation_started" in line and f"allocation_id={trial_id}." in line]
+    started = [
+        line
+        for line in (cluster.data_dir / "logs" / "agent.log").read_text().splitlines()
+        if "allocation_started" in line and f"allocation_id={trial_id}." in line
+    ]
     assert started and all(f"forked={entrypoint.startswith('python3')}" in line for line in started), started
 
     read = [line for line in logs.splitlines() if "READ " in line]
@@ -142,7 +160,9 @@ def test_mallorys_trial_reads_no_secret(cluster: Cluster, mallory: Cluster, tmp_
     assert uid == pwd.getpwnam(DEFAULT_TRIAL_USER).pw_uid != os.geteuid()
     shown = next(line for line in logs.splitlines() if "ENVIRONMENT " in line)
     environment = json.loads(shown.split("ENVIRONMENT ", 1)[1])
-    assert not {"DET_CLUSTER_SECRET", "DET_NATS_PASSWORD", "DET_NATS_USER", "DET_DATABASE_URL"} & set(environment)
+    assert not {"DET_CLUSTER_SECRET", "DET_NATS_PASSWORD", "DET_NATS_USER", "DET_DATABASE_URL"} & set(
+        environment
+    )
     assert environment["HOME"] != os.environ.get("HOME")
     leaked = [secret for secret in secrets_of(cluster) if secret in logs]
     assert leaked == [], "a secret of the cluster is in the trial's logs"
@@ -164,4 +184,6 @@ def test_a_config_near_the_size_limit_runs(cluster: Cluster, tmp_path: Path) -> 
     assert f"blob of {len(blob)} characters" in logs
     [checkpoint] = cluster.json("trial", "list-checkpoints", str(trial_id))
     stored = default_checkpoints(cluster.data_dir, {})
-    assert (stored / checkpoint["uuid"] / "weights.txt").stat().st_uid == pwd.getpwnam(DEFAULT_TRIAL_USER).pw_uid
+    assert (stored / checkpoint["uuid"] / "weights.txt").stat().st_uid == pwd.getpwnam(
+        DEFAULT_TRIAL_USER
+    ).pw_uid

@@ -102,7 +102,8 @@ def running_trial(who: Cluster, experiment_id: int) -> dict[str, Any]:
     """The experiment's one trial, once it runs."""
     return wait_for(
         lambda: next((t for t in who.trials(experiment_id) if t["state"] == "RUNNING"), None),
-        f"experiment {experiment_id}'s trial to run", 180,
+        f"experiment {experiment_id}'s trial to run",
+        180,
     )
 
 
@@ -142,7 +143,9 @@ def admins_running(
 
 
 @pytest.fixture(scope="module")
-def stolen(mallory: Cluster, admins_running: int, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, int, str]:
+def stolen(
+    mallory: Cluster, admins_running: int, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, int, str]:
     """Mallory's running experiment, its trial and the allocation token her trial printed
     and she read back from its logs."""
     context = tmp_path_factory.mktemp("mallory") / "printing"
@@ -186,9 +189,12 @@ def assert_refused_for_the_admins_experiment(
         error = refused(call, request, token)
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED, error
         assert "is good only for a trial process's own calls" in (error.details() or ""), error
-    for method, path in (("GET", "/api/v1/experiments"), ("GET", f"/api/v1/experiments/{theirs}"),
-                         ("POST", f"/api/v1/experiments/{theirs}/kill"),
-                         ("POST", f"/api/v1/experiments/{theirs}/pause")):
+    for method, path in (
+        ("GET", "/api/v1/experiments"),
+        ("GET", f"/api/v1/experiments/{theirs}"),
+        ("POST", f"/api/v1/experiments/{theirs}/kill"),
+        ("POST", f"/api/v1/experiments/{theirs}/pause"),
+    ):
         answer = web.request(method, path, headers={"x-allocation-token": token})
         assert answer.status_code == 403, (method, path, answer.text)
         answer = web.request(method, path, headers={"authorization": f"Bearer {token}"})
@@ -196,20 +202,30 @@ def assert_refused_for_the_admins_experiment(
 
 
 def test_a_printed_token_reaches_no_other_experiment_while_its_trial_runs(
-    cluster: Cluster, api: api_pb2_grpc.DeterminedStub, web: httpx.Client, admins_running: int,
+    cluster: Cluster,
+    api: api_pb2_grpc.DeterminedStub,
+    web: httpx.Client,
+    admins_running: int,
     stolen: tuple[int, int, str],
 ) -> None:
     _, trial_id, token = stolen
     # The token is good: her running trial's own calls take it.
-    api.GetTrialMetadata(api_pb2.GetTrialMetadataRequest(trial_id=trial_id),
-                         metadata=(("x-allocation-token", token),), timeout=60)
+    api.GetTrialMetadata(
+        api_pb2.GetTrialMetadataRequest(trial_id=trial_id),
+        metadata=(("x-allocation-token", token),),
+        timeout=60,
+    )
     assert_refused_for_the_admins_experiment(api, web, token, admins_running)
     still_running(cluster, admins_running)
 
 
 def test_a_printed_token_is_good_for_nothing_once_its_trial_ended(
-    cluster: Cluster, mallory: Cluster, api: api_pb2_grpc.DeterminedStub, web: httpx.Client,
-    admins_running: int, stolen: tuple[int, int, str],
+    cluster: Cluster,
+    mallory: Cluster,
+    api: api_pb2_grpc.DeterminedStub,
+    web: httpx.Client,
+    admins_running: int,
+    stolen: tuple[int, int, str],
 ) -> None:
     experiment_id, trial_id, token = stolen
     mallory.det("experiment", "kill", str(experiment_id))
@@ -217,8 +233,12 @@ def test_a_printed_token_is_good_for_nothing_once_its_trial_ended(
 
     report = events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"x": 1.0}')
     own_calls = (
-        (api.ReportMetrics, api_pb2.ReportMetricsRequest(
-            trial_id=trial_id, trial_run_id=1, batch_seq=1, reporter_id="mallory", reports=[report])),
+        (
+            api.ReportMetrics,
+            api_pb2.ReportMetricsRequest(
+                trial_id=trial_id, trial_run_id=1, batch_seq=1, reporter_id="mallory", reports=[report]
+            ),
+        ),
         (api.ReportProgress, api_pb2.ReportProgressRequest(trial_id=trial_id, progress=0.5)),
     )
     for call, request in own_calls:
@@ -237,8 +257,18 @@ def test_mallory_cannot_delete_the_admins_checkpoints_but_may_kill_its_experimen
     assert deleted.returncode != 0, deleted.stdout
     assert f"experiment {experiment_id} belongs to admin" in deleted.stderr, deleted.stderr
     policy = mallory.det(
-        "experiment", "set", "gc-policy", str(experiment_id), "--save-experiment-best", "0",
-        "--save-trial-best", "0", "--save-trial-latest", "0", "--yes", check=False,
+        "experiment",
+        "set",
+        "gc-policy",
+        str(experiment_id),
+        "--save-experiment-best",
+        "0",
+        "--save-trial-best",
+        "0",
+        "--save-trial-latest",
+        "0",
+        "--yes",
+        check=False,
     )
     assert policy.returncode != 0, policy.stdout
     assert f"experiment {experiment_id} belongs to admin" in policy.stderr, policy.stderr
@@ -250,7 +280,9 @@ def test_mallory_cannot_delete_the_admins_checkpoints_but_may_kill_its_experimen
 
     # Killing someone's experiment stays open to every user (Determined's basic mode).
     mallory.det("experiment", "kill", str(admins_running))
-    wait_for(lambda: cluster.experiment_state(admins_running) == "CANCELED", "the admin's experiment to end", 120)
+    wait_for(
+        lambda: cluster.experiment_state(admins_running) == "CANCELED", "the admin's experiment to end", 120
+    )
 
 
 def test_login_guesses_are_slowed_and_the_right_password_works_after_the_wait(
@@ -266,10 +298,12 @@ def test_login_guesses_are_slowed_and_the_right_password_works_after_the_wait(
             codes.append(error.code())
             details.append(error.details() or "")
     assert codes[:FREE_FAILURES] == [grpc.StatusCode.UNAUTHENTICATED] * FREE_FAILURES, details
-    slowed = [d for c, d in zip(codes, details) if c == grpc.StatusCode.RESOURCE_EXHAUSTED]
+    slowed = [d for c, d in zip(codes, details, strict=False) if c == grpc.StatusCode.RESOURCE_EXHAUSTED]
     assert slowed and all(WAIT.fullmatch(d) for d in slowed), details
     assert set(codes) == {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED}
-    assert codes.count(grpc.StatusCode.UNAUTHENTICATED) < len(codes) // 2, details  # most never reached bcrypt
+    assert codes.count(grpc.StatusCode.UNAUTHENTICATED) < len(codes) // 2, (
+        details
+    )  # most never reached bcrypt
 
     env = dict(cluster.env, DET_CONFIG_DIR=str(tmp_path / "admin-cli"))
     for _ in range(5):  # the right password, after waiting what each answer says

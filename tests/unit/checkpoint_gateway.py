@@ -34,8 +34,16 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
         self.lock = threading.Lock()
 
     def add_checkpoint(
-        self, uuid: str, files: dict[str, bytes], *, trial_id: int = 5, experiment_id: int = 3, steps: int = 10,
-        metric: float | None = None, state: str = "COMPLETED", storage_json: str | None = None,
+        self,
+        uuid: str,
+        files: dict[str, bytes],
+        *,
+        trial_id: int = 5,
+        experiment_id: int = 3,
+        steps: int = 10,
+        metric: float | None = None,
+        state: str = "COMPLETED",
+        storage_json: str | None = None,
     ) -> api_pb2.Checkpoint:
         """A checkpoint whose files are written to the storage folder, recorded as the harness records them."""
         folder = self.storage / uuid
@@ -44,10 +52,14 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
             (folder / relpath).write_bytes(data)
         shared_fs = {"type": "shared_fs", "host_path": str(self.storage)}
         checkpoint = api_pb2.Checkpoint(
-            uuid=uuid, trial_id=trial_id, experiment_id=experiment_id, steps_completed=steps,
+            uuid=uuid,
+            trial_id=trial_id,
+            experiment_id=experiment_id,
+            steps_completed=steps,
             metadata_json=json.dumps({"steps_completed": steps}),
             resources=storage.build(shared_fs).list_resources(uuid),
-            reported_at_ns=10**18 + steps, state=state,
+            reported_at_ns=10**18 + steps,
+            state=state,
             storage_json=storage_json or json.dumps(shared_fs),
             validation_metrics_json=json.dumps({"loss": metric}) if metric is not None else "",
         )
@@ -81,9 +93,13 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
 
     def DeleteCheckpoints(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._record(request)
-        registered = [u for u in request.uuids if u in self.checkpoints and self.checkpoints[u].model_versions]
+        registered = [
+            u for u in request.uuids if u in self.checkpoints and self.checkpoints[u].model_versions
+        ]
         if registered:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"checkpoints {', '.join(registered)} are model versions")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"checkpoints {', '.join(registered)} are model versions"
+            )
         return api_pb2.DeleteCheckpointsResponse()
 
     def PreviewGc(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -103,7 +119,9 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
         checkpoint = self.checkpoints[request.uuid]
         size = checkpoint.resources[request.path]
         if not 0 <= request.offset <= size:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"offset {request.offset} is past the file's {size}")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"offset {request.offset} is past the file's {size}"
+            )
         data = (self.storage / request.uuid / request.path).read_bytes()
         offset, sent = request.offset, 0
         while offset < size:
@@ -135,8 +153,12 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
     def GetTrialMetrics(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         self._record(request)
         for steps in (10, 20):
-            point = api_pb2.MetricPoint(group=request.group, steps_completed=steps, reported_at_ns=10**18,
-                                        metrics_json=json.dumps({"loss": 1 / steps}))
+            point = api_pb2.MetricPoint(
+                group=request.group,
+                steps_completed=steps,
+                reported_at_ns=10**18,
+                metrics_json=json.dumps({"loss": 1 / steps}),
+            )
             yield api_pb2.GetTrialMetricsResponse(points=[point])
 
     def CreateModel(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -144,8 +166,12 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
         if request.name in self.models:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"model {request.name} already exists")
         model = api_pb2.Model(
-            model_id=len(self.models) + 1, name=request.name, description=request.description,
-            metadata_json=request.metadata_json, labels=request.labels, owner="determined",
+            model_id=len(self.models) + 1,
+            name=request.name,
+            description=request.description,
+            metadata_json=request.metadata_json,
+            labels=request.labels,
+            owner="determined",
             created_at_ns=10**18,
         )
         self.models[request.name] = model
@@ -170,8 +196,13 @@ class CheckpointGateway(api_pb2_grpc.DeterminedServicer):
         model = self.models[request.model_name]
         checkpoint = self.checkpoints[request.checkpoint_uuid]
         version = model.versions.add(
-            model_name=model.name, version=len(model.versions) + 1, checkpoint=checkpoint, name=request.name,
-            comment=request.comment, owner="determined", registered_at_ns=10**18,
+            model_name=model.name,
+            version=len(model.versions) + 1,
+            checkpoint=checkpoint,
+            name=request.name,
+            comment=request.comment,
+            owner="determined",
+            registered_at_ns=10**18,
         )
         model.num_versions = len(model.versions)
         checkpoint.model_versions.append(f"{model.name}:{version.version}")

@@ -76,7 +76,9 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         with self.lock:
             self.calls += 1
             if self.down:
-                context.abort(grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable; retrying")
+                context.abort(
+                    grpc.StatusCode.UNAVAILABLE, "the event log (nats-server) is unavailable; retrying"
+                )
             if self.unavailable_calls > 0:
                 self.unavailable_calls -= 1
                 context.abort(grpc.StatusCode.UNAVAILABLE, "gateway starting")

@@ -630,8 +630,14 @@ def test_trial_environment_follows_the_contract() -> None:
         "DET_CLUSTER_SECRET": "s3cret",
         "DET_NATS_URL": "nats://x",
     }
-    env = trial_environment(allocation, identity, session_token="tok", slot_type="cpu", inherited=inherited,
-                            folder=Path("/work/7.2"))
+    env = trial_environment(
+        allocation,
+        identity,
+        session_token="tok",
+        slot_type="cpu",
+        inherited=inherited,
+        folder=Path("/work/7.2"),
+    )
     assert env["PATH"] == "/venv/bin:/usr/bin" and env["HOME"] == "/root"
     assert "DET_CLUSTER_SECRET" not in env and "DET_NATS_URL" not in env
     assert (env["A"], env["B"]) == ("1", "x=y")
@@ -657,7 +663,12 @@ def test_trial_environment_follows_the_contract() -> None:
     ports = (env["C10D_PORT"], env["INTER_TRAIN_PROCESS_COMM_PORT_1"], env["INTER_TRAIN_PROCESS_COMM_PORT_2"])
     assert tuple(map(int, ports)) == allocation_ports("7.2")
     plain = trial_environment(
-        allocation_of("1.1"), identity, session_token="t", slot_type="cuda", inherited={}, folder=Path("/work/1.1")
+        allocation_of("1.1"),
+        identity,
+        session_token="t",
+        slot_type="cuda",
+        inherited={},
+        folder=Path("/work/1.1"),
     )
     assert "DET_LATEST_CHECKPOINT" not in plain and plain["PATH"] == "/venv/bin"
     assert (plain["DET_STEPS_COMPLETED"], plain["DET_SEARCHER_LENGTH"], plain["DET_SLOT_IDS"]) == (
@@ -668,16 +679,34 @@ def test_trial_environment_follows_the_contract() -> None:
 
 
 def test_a_trial_gets_what_checks_the_masters_certificate() -> None:
-    identity = AgentIdentity("a", "c", "https://gw:8080", "/venv/bin", master_cert_file="/etc/det/cert.pem",
-                             master_cert_name="master.example")
-    env = trial_environment(allocation_of("1.1"), identity, session_token="t", slot_type="cpu", inherited={},
-                            folder=Path("/work/1.1"))
+    identity = AgentIdentity(
+        "a",
+        "c",
+        "https://gw:8080",
+        "/venv/bin",
+        master_cert_file="/etc/det/cert.pem",
+        master_cert_name="master.example",
+    )
+    env = trial_environment(
+        allocation_of("1.1"),
+        identity,
+        session_token="t",
+        slot_type="cpu",
+        inherited={},
+        folder=Path("/work/1.1"),
+    )
     assert (env["DET_MASTER"], env["DET_MASTER_CERT_FILE"], env["DET_MASTER_CERT_NAME"]) == (
-        "https://gw:8080", "/work/1.1/master-cert.pem", "master.example"
+        "https://gw:8080",
+        "/work/1.1/master-cert.pem",
+        "master.example",
     )
     plain = trial_environment(
-        allocation_of("1.1"), AgentIdentity("a", "c", "gw:8080", "/venv/bin"), session_token="t", slot_type="cpu",
-        inherited={"DET_MASTER_CERT_FILE": "/agent/only.pem"}, folder=Path("/work/1.1"),
+        allocation_of("1.1"),
+        AgentIdentity("a", "c", "gw:8080", "/venv/bin"),
+        session_token="t",
+        slot_type="cpu",
+        inherited={"DET_MASTER_CERT_FILE": "/agent/only.pem"},
+        folder=Path("/work/1.1"),
     )
     assert "DET_MASTER_CERT_FILE" not in plain and "DET_MASTER_CERT_NAME" not in plain
 

@@ -52,12 +52,42 @@ def files_under(folder: Path) -> dict[str, bytes]:
         (["checkpoint", "download", f"{UUID_A},{UUID_B}"], "is not a checkpoint UUID"),
         (["experiment", "lc", "3", "--best", "0"], "0 is not a number of checkpoints: 1 or more"),
         (["experiment", "lc", "3", "--json", "--csv"], "not allowed with argument"),
-        (["experiment", "set", "gc-policy", "3", "--save-experiment-best", "1", "--save-trial-best", "1"],
-         "required: --save-trial-latest"),
-        (["experiment", "set", "gc-policy", "3", "--save-experiment-best", "-1", "--save-trial-best", "1",
-          "--save-trial-latest", "1"], "-1 is not a count: 0 or more"),
-        (["experiment", "set", "gc-policy", "3", "--save-experiment-best", "0", "--save-trial-best", "0",
-          "--save-trial-latest", "0", "--yes", "--dry-run"], "not allowed with argument"),
+        (
+            ["experiment", "set", "gc-policy", "3", "--save-experiment-best", "1", "--save-trial-best", "1"],
+            "required: --save-trial-latest",
+        ),
+        (
+            [
+                "experiment",
+                "set",
+                "gc-policy",
+                "3",
+                "--save-experiment-best",
+                "-1",
+                "--save-trial-best",
+                "1",
+                "--save-trial-latest",
+                "1",
+            ],
+            "-1 is not a count: 0 or more",
+        ),
+        (
+            [
+                "experiment",
+                "set",
+                "gc-policy",
+                "3",
+                "--save-experiment-best",
+                "0",
+                "--save-trial-best",
+                "0",
+                "--save-trial-latest",
+                "0",
+                "--yes",
+                "--dry-run",
+            ],
+            "not allowed with argument",
+        ),
         (["model", "create", " "], "a model name may not be empty"),
         (["trial", "lc", "x"], "'x' is not a trial id"),
     ],
@@ -80,15 +110,23 @@ def test_listings_show_a_table_csv_or_json_and_best_asks_the_best_n(
     assert det(address, "experiment", "list-checkpoints", "3") == 0
     header, _, first, second = capsys.readouterr().out.splitlines()
     assert [h.strip() for h in header.split("|")] == [
-        "Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources", "Size"
+        "Trial ID",
+        "# of Batches",
+        "State",
+        "Validation Metric",
+        "UUID",
+        "Resources",
+        "Size",
     ]
     assert [c.strip() for c in first.split("|")] == ["5", "10", "COMPLETED", "0.25", UUID_A, "3", "40.0B"]
     assert [c.strip() for c in second.split("|")] == ["5", "20", "COMPLETED", "", UUID_B, "1", "2.0B"]
 
     assert det(address, "e", "lc", "3", "--best", "1", "--csv") == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
-    assert rows == [["Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources", "Size"],
-                    ["5", "10", "COMPLETED", "0.25", UUID_A, "3", "40"]]
+    assert rows == [
+        ["Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources", "Size"],
+        ["5", "10", "COMPLETED", "0.25", UUID_A, "3", "40"],
+    ]
     best = gateway.sent(api_pb2.GetExperimentCheckpointsRequest)[-1]
     assert (best.sort_by, best.order_by, best.max_results) == ("searcher_metric", "", 1)
 
@@ -201,7 +239,10 @@ def test_deleted_checkpoints_and_paths_outside_the_folder_are_refused(
 
 
 def test_direct_and_auto_downloads_from_s3(
-    fake: tuple[str, CheckpointGateway], s3_server: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: tuple[str, CheckpointGateway],
+    s3_server: S3Server,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     address, gateway = fake
     section = s3_server.storage(prefix="runs")
@@ -216,7 +257,10 @@ def test_direct_and_auto_downloads_from_s3(
     assert det(address, "c", "download", UUID_B, "-o", str(tmp_path / "auto")) == 0
     assert "from its s3 storage here" in capsys.readouterr().err
     assert files_under(tmp_path / "auto") == FILES
-    assert {r.path for r in gateway.sent(api_pb2.DownloadCheckpointFileRequest)} == {"model.bin", "sub/opt.bin"}
+    assert {r.path for r in gateway.sent(api_pb2.DownloadCheckpointFileRequest)} == {
+        "model.bin",
+        "sub/opt.bin",
+    }
 
 
 def test_set_gc_policy_previews_asks_and_applies(
@@ -229,8 +273,10 @@ def test_set_gc_policy_previews_asks_and_applies(
 
     assert det(address, "e", "set", "gc-policy", "3", *policy, "--dry-run") == 0
     out = capsys.readouterr().out
-    assert out.startswith("save_experiment_best=0, save_trial_best=1, save_trial_latest=2 deletes these 1 "
-                          "checkpoints of experiment 3, freeing 40.0B:")
+    assert out.startswith(
+        "save_experiment_best=0, save_trial_best=1, save_trial_latest=2 deletes these 1 "
+        "checkpoints of experiment 3, freeing 40.0B:"
+    )
     assert UUID_A in out
     preview = gateway.sent(api_pb2.PreviewGcRequest)[-1]
     assert (preview.experiment_id, preview.save_trial_best, preview.save_trial_latest) == (3, 1, 2)
@@ -269,7 +315,9 @@ def test_deletions_ask_first_and_a_script_without_yes_deletes_nothing(
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     assert det(address, "checkpoint", "delete", f"{UUID_A},{UUID_B}") == 0
     assert capsys.readouterr().out == f"Deletion of checkpoints {UUID_A}, {UUID_B} is in progress\n"
-    assert det(address, "c", "rm", UUID_A, "--glob", "optimizer/**", "--glob", "*.tmp", "--yes", "--json") == 0
+    assert (
+        det(address, "c", "rm", UUID_A, "--glob", "optimizer/**", "--glob", "*.tmp", "--yes", "--json") == 0
+    )
     assert json.loads(capsys.readouterr().out)["globs"] == ["optimizer/**", "*.tmp"]
     delete, rm = gateway.sent(api_pb2.DeleteCheckpointsRequest)
     assert (list(delete.uuids), list(delete.globs)) == ([UUID_A, UUID_B], [])

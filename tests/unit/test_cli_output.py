@@ -24,10 +24,15 @@ AT = 1_700_000_000_123_456_789
 
 def points() -> list[api_pb2.MetricPoint]:
     return [
-        api_pb2.MetricPoint(group="training", steps_completed=1, metrics_json='{"loss": 0.5, "lr": 0.1}',
-                            reported_at_ns=AT),
-        api_pb2.MetricPoint(group="validation", steps_completed=1,
-                            metrics_json='{"loss": "NaN", "acc": 0.9, "cm": [[1, 0], [0, 1]]}', reported_at_ns=AT),
+        api_pb2.MetricPoint(
+            group="training", steps_completed=1, metrics_json='{"loss": 0.5, "lr": 0.1}', reported_at_ns=AT
+        ),
+        api_pb2.MetricPoint(
+            group="validation",
+            steps_completed=1,
+            metrics_json='{"loss": "NaN", "acc": 0.9, "cm": [[1, 0], [0, 1]]}',
+            reported_at_ns=AT,
+        ),
     ]
 
 
@@ -46,7 +51,15 @@ def test_the_table_aligns_the_same_columns() -> None:
     out = io.StringIO()
     write_rows(iter(points()), out, as_csv=False)
     header, rule, first, second = out.getvalue().splitlines()
-    assert [c.strip() for c in header.split("|")] == ["Group", "# of Batches", "Report Time", "acc", "cm", "loss", "lr"]
+    assert [c.strip() for c in header.split("|")] == [
+        "Group",
+        "# of Batches",
+        "Report Time",
+        "acc",
+        "cm",
+        "loss",
+        "lr",
+    ]
     assert len({line.index("|") for line in (header, first, second)}) == 1
     assert set(rule) <= {"-", "+"}
     assert [c.strip() for c in second.split("|")][3:] == ["0.9", "[[1, 0], [0, 1]]", "NaN", ""]
@@ -63,9 +76,13 @@ def test_json_is_one_array_streamed_point_by_point() -> None:
 
 
 def test_log_lines_show_time_allocation_and_line() -> None:
-    entry = api_pb2.TrialLogsResponse(allocation_id="3.1", lines=[
-        events_pb2.LogLine(timestamp_ns=AT, log="hello"), events_pb2.LogLine(timestamp_ns=AT + 10**9, log="bye"),
-    ])
+    entry = api_pb2.TrialLogsResponse(
+        allocation_id="3.1",
+        lines=[
+            events_pb2.LogLine(timestamp_ns=AT, log="hello"),
+            events_pb2.LogLine(timestamp_ns=AT + 10**9, log="bye"),
+        ],
+    )
     assert log_lines(entry) == (
         "[2023-11-14T22:13:20.123456Z] 3.1      || hello\n[2023-11-14T22:13:21.123456Z] 3.1      || bye\n"
     )

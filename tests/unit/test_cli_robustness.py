@@ -33,7 +33,10 @@ class CliGateway(api_pb2_grpc.DeterminedServicer):
 
     def TrialLogs(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         for start in range(0, LINES, 500):
-            lines = [events_pb2.LogLine(timestamp_ns=10**18 + i, log=f"line {i}") for i in range(start, start + 500)]
+            lines = [
+                events_pb2.LogLine(timestamp_ns=10**18 + i, log=f"line {i}")
+                for i in range(start, start + 500)
+            ]
             yield api_pb2.TrialLogsResponse(trial_id=request.trial_id, allocation_id="1.1", lines=lines)
 
     def GetExperiments(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -60,12 +63,21 @@ def master() -> Iterator[str]:
 def det_process(*argv: str, wait_s: str = "0", **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """`det argv` waiting out outages for `wait_s` (DET_CLI_WAIT_S)."""
     env = dict(kwargs.pop("env", os.environ), DET_CLI_WAIT_S=wait_s)
-    return subprocess.run([sys.executable, "-m", "determined.cli", *argv], capture_output=True, text=True,
-                          timeout=60, check=False, env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "determined.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("text", ["99999999999999999999", "9223372036854775808", "0", "-3", "abc", "1.5"])
-def test_ids_are_checked_at_parse_time_naming_the_argument(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ids_are_checked_at_parse_time_naming_the_argument(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as raised:
         build_parser().parse_args(["e", "kill", text])
     assert raised.value.code == 2
@@ -90,7 +102,11 @@ def test_a_closed_pipe_ends_the_command_quietly(master: str) -> None:
     """`det trial logs 1 | head -1` with far more output than a pipe holds."""
     result = subprocess.run(
         f"{sys.executable} -m determined.cli -m {master} trial logs 1 | head -1",
-        shell=True, capture_output=True, text=True, timeout=60, check=False,
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.stdout.endswith("|| line 0\n")
     assert result.stderr == ""
@@ -111,10 +127,13 @@ def test_an_unavailable_answer_from_the_gateway_is_shown_as_it_is(master: str) -
 
 def test_an_outage_is_waited_out_for_a_bounded_time_then_said(master: str) -> None:
     result = det_process("-m", master, "experiment", "list", wait_s="0.5")
-    assert (result.returncode, result.stderr) == (1, (
-        "the cluster's event log (nats-server) is down; waiting up to 0.5 s\n"
-        "the event log (nats-server) is unavailable; still so after waiting 0.5 s (set DET_CLI_WAIT_S to wait longer)\n"
-    ))
+    assert (result.returncode, result.stderr) == (
+        1,
+        (
+            "the cluster's event log (nats-server) is down; waiting up to 0.5 s\n"
+            "the event log (nats-server) is unavailable; still so after waiting 0.5 s (set DET_CLI_WAIT_S to wait longer)\n"
+        ),
+    )
 
 
 def test_a_read_is_answered_once_the_part_is_back(master: str) -> None:
@@ -125,15 +144,21 @@ def test_a_read_is_answered_once_the_part_is_back(master: str) -> None:
 
 def test_a_write_that_is_not_safe_to_repeat_is_not_repeated(master: str) -> None:
     result = det_process("-m", master, "model", "create", "mnist", wait_s="60")
-    assert (result.returncode, result.stderr) == (1, (
-        "the event log (nats-server) is unavailable; this request is not sent again by itself, "
-        "as it may have been carried out: check, then retry\n"
-    ))
+    assert (result.returncode, result.stderr) == (
+        1,
+        (
+            "the event log (nats-server) is unavailable; this request is not sent again by itself, "
+            "as it may have been carried out: check, then retry\n"
+        ),
+    )
 
 
 def test_a_bad_wait_setting_is_named(master: str) -> None:
     result = det_process("-m", master, "experiment", "list", wait_s="soon")
-    assert (result.returncode, result.stderr) == (1, "DET_CLI_WAIT_S must be a number of seconds from 0 to 86400, not 'soon'\n")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "DET_CLI_WAIT_S must be a number of seconds from 0 to 86400, not 'soon'\n",
+    )
 
 
 def run_main(monkeypatch: pytest.MonkeyPatch, failure: BaseException) -> int:
@@ -147,7 +172,9 @@ def run_main(monkeypatch: pytest.MonkeyPatch, failure: BaseException) -> int:
     return main(["e"])
 
 
-def test_ctrl_c_exits_130_quietly(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_exits_130_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run_main(monkeypatch, KeyboardInterrupt()) == 130
     assert capsys.readouterr().err == ""
 
@@ -176,17 +203,26 @@ def cluster_files(data_dir: Path, port: int, gateway: dict[str, Any], supervisor
     run.mkdir(parents=True)
     (run / "cluster.json").write_text(json.dumps({"master_port": port, "nats_port": 1, "postgres_port": 2}))
     parts = [gateway, {"name": "nats-server", "state": "running", "pid": 5, "restarts": 0, "last_error": ""}]
-    (run / "status.json").write_text(json.dumps({"supervisor_pid": supervisor_pid, "updated_at": 0.0, "parts": parts}))
+    (run / "status.json").write_text(
+        json.dumps({"supervisor_pid": supervisor_pid, "updated_at": 0.0, "parts": parts})
+    )
 
 
 def test_a_down_gateway_is_named_from_the_supervisors_status_file(tmp_path: Path) -> None:
     from deploy.local.servers import free_port
 
     port = free_port()
-    gateway = {"name": "gateway", "state": "backoff", "pid": 0, "restarts": 3,
-               "last_error": "exited with code 1\nTraceback ...\nKeyError: 'x'"}
+    gateway = {
+        "name": "gateway",
+        "state": "backoff",
+        "pid": 0,
+        "restarts": 3,
+        "last_error": "exited with code 1\nTraceback ...\nKeyError: 'x'",
+    }
     cluster_files(tmp_path, port, gateway, supervisor_pid=os.getpid())
-    result = det_process("-m", f"localhost:{port}", "e", "list", env=dict(os.environ, DET_DATA_DIR=str(tmp_path)))
+    result = det_process(
+        "-m", f"localhost:{port}", "e", "list", env=dict(os.environ, DET_DATA_DIR=str(tmp_path))
+    )
     assert result.returncode == 1
     assert result.stderr == (
         f"could not reach the master at localhost:{port}: the gateway is down (restarting: 3 restarts, "
@@ -216,8 +252,16 @@ def test_a_cluster_in_another_data_folder_is_found_by_its_running_supervisor(tmp
     port = free_port()
     data_dir = tmp_path / "elsewhere"
     # A process whose command line reads as a supervisor's of `data_dir`.
-    supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
-                                   "deploy.local.supervisor", "--data-dir", str(data_dir)])
+    supervisor = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(120)",
+            "deploy.local.supervisor",
+            "--data-dir",
+            str(data_dir),
+        ]
+    )
     try:
         cluster_files(data_dir, port, {"name": "gateway", "state": "stopped"}, supervisor_pid=supervisor.pid)
         env = dict(os.environ, DET_DATA_DIR=str(tmp_path / "default"))

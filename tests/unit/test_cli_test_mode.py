@@ -158,7 +158,7 @@ def test_the_input_is_not_changed() -> None:
 
     rewrite_for_test_mode(CONFIG)
 
-    assert CONFIG == before
+    assert before == CONFIG
 
 
 def test_an_invalid_config_is_refused_with_every_problem() -> None:
@@ -172,7 +172,11 @@ def test_an_invalid_config_is_refused_with_every_problem() -> None:
 
 
 def test_entrypoints_run_as_the_agent_runs_them() -> None:
-    assert entrypoint_argv("python3 train.py --x 1", startup_hook=False) == ["sh", "-c", "python3 train.py --x 1"]
+    assert entrypoint_argv("python3 train.py --x 1", startup_hook=False) == [
+        "sh",
+        "-c",
+        "python3 train.py --x 1",
+    ]
     assert entrypoint_argv(["python3", "train.py"], startup_hook=False) == ["python3", "train.py"]
     hooked = entrypoint_argv(["python3", "train.py"], startup_hook=True)
     assert hooked[:2] == ["bash", "-c"] and "source ./startup-hook.sh" in hooked[2]

@@ -32,7 +32,9 @@ def test_the_password_sent_is_determineds_salted_sha512_and_empty_stays_empty() 
     assert salted_hash("") == ""
 
 
-def test_the_config_folder_follows_det_config_dir_then_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_config_folder_follows_det_config_dir_then_xdg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path / "mine"))
     assert config_folder() == tmp_path / "mine"
     monkeypatch.delenv("DET_CONFIG_DIR")
@@ -92,21 +94,29 @@ def store(tmp_path: Path) -> TokenStore:
 
 @pytest.fixture
 def master() -> Master:
-    return Master({"alice": salted_hash("a-Password1"), "determined": salted_hash(""), "bob": salted_hash("b")})
+    return Master(
+        {"alice": salted_hash("a-Password1"), "determined": salted_hash(""), "bob": salted_hash("b")}
+    )
 
 
-def session(store: TokenStore, master: Master, user: str | None = None, password: str | None = None) -> Session:
+def session(
+    store: TokenStore, master: Master, user: str | None = None, password: str | None = None
+) -> Session:
     return Session(store, master.login, master.valid, user, password)
 
 
-def test_the_requested_user_comes_first(store: TokenStore, master: Master, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_requested_user_comes_first(
+    store: TokenStore, master: Master, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DET_USER", "bob")
     monkeypatch.setenv("DET_PASS", "b")
     store.remember("determined", "stale", active=True)
     chosen = session(store, master, "alice", "a-Password1")
     assert chosen.token() == "alice-1"
     assert chosen.user == "alice"
-    assert store.token("alice") == "alice-1" and store.active_user() == "determined"  # cached, not made active
+    assert (
+        store.token("alice") == "alice-1" and store.active_user() == "determined"
+    )  # cached, not made active
 
 
 def test_det_user_and_det_pass_come_before_the_active_user(
@@ -118,20 +128,26 @@ def test_det_user_and_det_pass_come_before_the_active_user(
     assert session(store, master).token() == "bob-2"
 
 
-def test_the_active_users_cached_token_is_used_while_the_master_takes_it(store: TokenStore, master: Master) -> None:
+def test_the_active_users_cached_token_is_used_while_the_master_takes_it(
+    store: TokenStore, master: Master
+) -> None:
     token = master.login("alice", salted_hash("a-Password1"))
     store.remember("alice", token, active=True)
     assert session(store, master).token() == token
     assert master.logins == ["alice"]  # no new login
 
 
-def test_a_token_the_master_refuses_is_dropped_and_the_user_logs_in_again(store: TokenStore, master: Master) -> None:
+def test_a_token_the_master_refuses_is_dropped_and_the_user_logs_in_again(
+    store: TokenStore, master: Master
+) -> None:
     store.remember("alice", "revoked", active=True)
     assert session(store, master, "alice", "a-Password1").token() == "alice-1"
     assert (store.token("alice"), store.active_user()) == ("alice-1", "alice")  # still the active user
 
 
-def test_with_nobody_logged_in_the_default_user_with_an_empty_password(store: TokenStore, master: Master) -> None:
+def test_with_nobody_logged_in_the_default_user_with_an_empty_password(
+    store: TokenStore, master: Master
+) -> None:
     assert session(store, master).token() == "determined-1"
     master.passwords["determined"] = salted_hash("now-Set1")
     store.forget("determined")
@@ -145,9 +161,14 @@ def test_a_wrong_password_of_a_named_user_is_an_error(store: TokenStore, master:
         session(store, master, "alice", "wrong").token()
 
 
-def test_cluster_up_refuses_a_blank_password_unless_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cluster_up_refuses_a_blank_password_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data_dir = tmp_path / "data"
-    assert main(["deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--initial-user-password", ""]) == 1
+    assert (
+        main(["deploy", "local", "cluster-up", "--data-dir", str(data_dir), "--initial-user-password", ""])
+        == 1
+    )
     assert "needs --allow-blank-password" in capsys.readouterr().err
     assert not data_dir.exists()
 
@@ -176,7 +197,9 @@ def test_a_local_master_listens_on_loopback_unless_told(tmp_path: Path) -> None:
     one = service_environment(ClusterOptions(tmp_path, listen="10.1.2.3"), tmp_path, "nats://x")
     assert one["DET_MASTER_ADDRESS"] == "10.1.2.3:8080"
     assert (master_host("127.0.0.1"), master_host("0.0.0.0"), master_host("10.1.2.3")) == (
-        "localhost", "localhost", "10.1.2.3"
+        "localhost",
+        "localhost",
+        "10.1.2.3",
     )
 
 
@@ -193,7 +216,9 @@ def test_a_refused_token_with_no_password_to_hand_keeps_the_active_user(
 
 
 def test_cluster_up_keeps_the_given_password_or_generates_one_for_a_new_cluster_only(tmp_path: Path) -> None:
-    def keep(data_dir: Path, password: str | None = None, allow_blank: bool = False) -> InitialPassword | None:
+    def keep(
+        data_dir: Path, password: str | None = None, allow_blank: bool = False
+    ) -> InitialPassword | None:
         _keep_initial_password(
             argparse.Namespace(initial_user_password=password, allow_blank_password=allow_blank), data_dir
         )

@@ -15,9 +15,23 @@ from determined.proto import api_pb2
 # reached the master. A new RPC must be placed on purpose (here, or in _waiting's sets).
 NOT_REPEATED = {
     "CreateExperiment",  # without a request id (with one: repeated, see below)
-    "ReportMetrics", "ReportProgress", "ReportCheckpoint", "ReportStatus", "WatchAllocation", "AcknowledgeStop",
-    "ReportEarlyExit", "SetTrialMetadata", "UpdateJob", "DeleteCheckpoints", "SetGcPolicy", "DeleteExperiment",
-    "CreateModel", "RegisterModelVersion", "CreateUser", "UpdateUser", "SetUserPassword",
+    "ReportMetrics",
+    "ReportProgress",
+    "ReportCheckpoint",
+    "ReportStatus",
+    "WatchAllocation",
+    "AcknowledgeStop",
+    "ReportEarlyExit",
+    "SetTrialMetadata",
+    "UpdateJob",
+    "DeleteCheckpoints",
+    "SetGcPolicy",
+    "DeleteExperiment",
+    "CreateModel",
+    "RegisterModelVersion",
+    "CreateUser",
+    "UpdateUser",
+    "SetUserPassword",
 }
 
 
@@ -29,8 +43,21 @@ def test_every_rpc_is_placed_on_purpose() -> None:
     assert {rpc for rpc in rpcs() if not waiting.safe_to_repeat(rpc)} == NOT_REPEATED
 
 
-@pytest.mark.parametrize("rpc", ["GetExperiments", "GetTrial", "TrialLogs", "DownloadCheckpointFile", "PreviewGc",
-                                 "Login", "UploadContext", "KillExperiment", "PauseExperiment", "DisableAgent"])
+@pytest.mark.parametrize(
+    "rpc",
+    [
+        "GetExperiments",
+        "GetTrial",
+        "TrialLogs",
+        "DownloadCheckpointFile",
+        "PreviewGc",
+        "Login",
+        "UploadContext",
+        "KillExperiment",
+        "PauseExperiment",
+        "DisableAgent",
+    ],
+)
 def test_reads_and_writes_a_repeat_leaves_as_one_are_repeated(rpc: str) -> None:
     assert waiting.safe_to_repeat(rpc)
 
@@ -63,11 +90,19 @@ def test_the_part_that_is_down_is_named_from_the_gateways_answer() -> None:
     assert waiting.part_down("localhost:8080", "read models unavailable (PostgreSQL is down)") == (
         "the cluster's read models (PostgreSQL) are down"
     )
-    assert waiting.part_down("localhost:8080", "busy") == "the master at localhost:8080 answers that it is unavailable: busy"
-    assert waiting.part_down("localhost:8080", "") == "the master at localhost:8080 answers that it is unavailable"
+    assert (
+        waiting.part_down("localhost:8080", "busy")
+        == "the master at localhost:8080 answers that it is unavailable: busy"
+    )
+    assert (
+        waiting.part_down("localhost:8080", "")
+        == "the master at localhost:8080 answers that it is unavailable"
+    )
 
 
-@pytest.mark.parametrize(("raw", "seconds"), [(None, 60.0), ("", 60.0), ("0", 0.0), ("2.5", 2.5), (" 600 ", 600.0)])
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [(None, 60.0), ("", 60.0), ("0", 0.0), ("2.5", 2.5), (" 600 ", 600.0)]
+)
 def test_the_wait_is_60_s_unless_set(raw: str | None, seconds: float) -> None:
     environ = {} if raw is None else {waiting.WAIT_ENV: raw}
     assert waiting.wait_budget(environ) == seconds
@@ -75,7 +110,9 @@ def test_the_wait_is_60_s_unless_set(raw: str | None, seconds: float) -> None:
 
 @pytest.mark.parametrize("raw", ["soon", "-1", "nan", "inf", "86401"])
 def test_a_bad_wait_is_refused_naming_the_variable(raw: str) -> None:
-    with pytest.raises(ValueError, match=f"DET_CLI_WAIT_S must be a number of seconds from 0 to 86400, not '{raw}'"):
+    with pytest.raises(
+        ValueError, match=f"DET_CLI_WAIT_S must be a number of seconds from 0 to 86400, not '{raw}'"
+    ):
         waiting.wait_budget({waiting.WAIT_ENV: raw})
 
 
@@ -94,8 +131,9 @@ def test_the_pauses_double_up_to_two_seconds() -> None:
         ("x is down", True, 60.0, 59.5, "give_up"),
     ],
 )
-def test_what_to_do_after_a_failed_call(outage: str, repeatable: bool, budget: float, waited: float,
-                                        decision: str) -> None:
+def test_what_to_do_after_a_failed_call(
+    outage: str, repeatable: bool, budget: float, waited: float, decision: str
+) -> None:
     assert waiting.decide(outage, repeatable, budget, waited, pause_s=1.0) == decision
 
 
@@ -126,7 +164,9 @@ def test_nothing_says_a_cluster_runs_there() -> None:
     expected_up = status.cluster_expected_up
     assert not expected_up("master.example:8080", None)  # not this machine's
     assert not expected_up("localhost:8080", status.LocalCluster(None, None, False))  # no cluster here
-    assert not expected_up("localhost:8080", local(supervisor_alive=False))  # cluster-down, or its supervisor died
+    assert not expected_up(
+        "localhost:8080", local(supervisor_alive=False)
+    )  # cluster-down, or its supervisor died
     assert not expected_up("localhost:9090", local())  # the data folder's cluster listens elsewhere
 
 

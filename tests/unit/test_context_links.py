@@ -52,14 +52,18 @@ def test_a_relative_link_climbing_out_is_skipped(context: Path) -> None:
     (context / "sub" / "up").symlink_to("../../data/cluster.secret")
     files = context_files(context)
     assert "sub/up" not in _members(files)
-    assert files.notes[0].startswith("skipped the link sub/up -> ../../data/cluster.secret: it points outside")
+    assert files.notes[0].startswith(
+        "skipped the link sub/up -> ../../data/cluster.secret: it points outside"
+    )
 
 
 def test_a_link_to_a_folder_outside_is_skipped_and_said(context: Path, tmp_path: Path) -> None:
     (context / "dataset").symlink_to(tmp_path / "data" / "dataset")
     files = context_files(context)
     assert not any(name.startswith("dataset") for name in _members(files))
-    assert "skipped the link dataset" in files.notes[0] and "points outside the context folder" in files.notes[0]
+    assert (
+        "skipped the link dataset" in files.notes[0] and "points outside the context folder" in files.notes[0]
+    )
 
 
 def test_a_link_to_a_file_inside_is_packed_as_a_copy(context: Path, tmp_path: Path) -> None:
@@ -80,7 +84,9 @@ def test_a_link_to_a_folder_inside_is_packed_as_a_link(context: Path, tmp_path: 
     assert members["lib"].issym() and members["lib"].linkname == "sub"
     assert members["sub/here"].issym() and members["sub/here"].linkname == "."
     assert "lib/a.py" not in members  # the folder's files are packed once, under their own names
-    assert "packed the link lib -> sub as a link: it points to a folder inside the context folder" in files.notes
+    assert (
+        "packed the link lib -> sub as a link: it points to a folder inside the context folder" in files.notes
+    )
     extract_context(b"".join(files.archive_chunks()), tmp_path / "out")
     assert (tmp_path / "out" / "lib" / "a.py").read_text() == "a"
 

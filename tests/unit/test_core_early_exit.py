@@ -90,7 +90,9 @@ def test_metadata_is_set_whole_and_read_back(fake: FakeGateway, on_cluster: None
 
 
 @pytest.mark.parametrize("metadata", [["a"], "text", None, {"x": object()}, {"x": math.nan}, {"x": {1, 2}}])
-def test_metadata_must_be_a_dict_of_json_values(fake: FakeGateway, on_cluster: None, metadata: object) -> None:
+def test_metadata_must_be_a_dict_of_json_values(
+    fake: FakeGateway, on_cluster: None, metadata: object
+) -> None:
     with det.core.init() as core_context:
         with pytest.raises(TypeError, match="metadata must be a dict"):
             core_context.train.set_metadata(metadata)  # type: ignore[arg-type]
@@ -131,9 +133,10 @@ def test_an_alert_is_logged_at_its_level(
 def test_alert_levels_are_checked_and_off_cluster_alerts_are_logged(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="determined.core"), det.core.init(
-        checkpoint_storage=str(tmp_path)
-    ) as core_context:
+    with (
+        caplog.at_level(logging.INFO, logger="determined.core"),
+        det.core.init(checkpoint_storage=str(tmp_path)) as core_context,
+    ):
         core_context.alert("t", "d", level="error")
         with pytest.raises(ValueError, match="level must be one of"):
             core_context.alert(level="critical")

@@ -89,8 +89,15 @@ def test_a_process_other_than_the_nodes_first_samples_nothing() -> None:
 
 @pytest.mark.parametrize(
     ("interval", "per_report", "error"),
-    [(0, 10, ValueError), (-1, 10, ValueError), ("1", 10, TypeError), (1, 0, ValueError), (1, 1.5, TypeError),
-     (float("nan"), 10, ValueError), (True, 10, TypeError)],
+    [
+        (0, 10, ValueError),
+        (-1, 10, ValueError),
+        ("1", 10, TypeError),
+        (1, 0, ValueError),
+        (1, 1.5, TypeError),
+        (float("nan"), 10, ValueError),
+        (True, 10, TypeError),
+    ],
 )
 def test_arguments_are_checked(interval: Any, per_report: Any, error: type[Exception]) -> None:
     with pytest.raises(error):
@@ -189,7 +196,9 @@ def on_cluster(gateway: Server, tmp_path: pathlib.Path, monkeypatch: pytest.Monk
     det.get_cluster_info.cache_clear()
 
 
-def test_on_a_cluster_the_chief_reports_profiling_points_until_closed(gateway: Server, on_cluster: None) -> None:
+def test_on_a_cluster_the_chief_reports_profiling_points_until_closed(
+    gateway: Server, on_cluster: None
+) -> None:
     fake: FakeGateway = gateway.gateway
     with det.core.init() as core_context:
         assert isinstance(core_context.profiler, det.core.ProfilerContext)

@@ -24,7 +24,9 @@ LIMIT = _validate.MAX_REPORT_BYTES
 
 
 @pytest.fixture
-def on_cluster(gateway: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[pathlib.Path]:
+def on_cluster(
+    gateway: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[pathlib.Path]:
     config = {"checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path)}}
     set_trial_env(monkeypatch, gateway.port, config)
     yield tmp_path
@@ -57,7 +59,9 @@ def test_an_oversized_report_is_refused_at_the_call_naming_the_key_and_the_limit
 def test_a_report_is_measured_whole() -> None:
     train = det.core.DummyTrainContext()
     many = {f"m{i}": "y" * 1000 for i in range(1100)}
-    with pytest.raises(ReportTooLargeError, match=r"custom report at steps_completed=1 is 1.1 MiB .*1002 bytes"):
+    with pytest.raises(
+        ReportTooLargeError, match=r"custom report at steps_completed=1 is 1.1 MiB .*1002 bytes"
+    ):
         train.report_metrics("custom", 1, many)
     train.report_metrics("custom", 1, {"m": "y" * (LIMIT - 10)})  # {"m":"..."}: just under the limit
 
@@ -85,7 +89,9 @@ def test_metadata_over_the_limit_or_not_json_is_refused_at_the_call(
             core_context.train.set_metadata({"phase": "train", "lr": math.nan})
         too_large = {"steps_completed": 1, "blob": "b" * 2 * 2**20}
         with (
-            pytest.raises(ReportTooLargeError, match=r"the checkpoint's metadata is 2 MiB.*metadata\['blob'\]"),
+            pytest.raises(
+                ReportTooLargeError, match=r"the checkpoint's metadata is 2 MiB.*metadata\['blob'\]"
+            ),
             core_context.checkpoint.store_path(too_large),
         ):
             pytest.fail("the block must not run")
@@ -112,7 +118,9 @@ def test_a_refused_batch_is_split_so_the_good_reports_land_once(
         train.report_training_metrics(0, {"loss": 0.0})
         wait_for(lambda: fake.metric_calls > 0)
         for step in range(1, 10):
-            train.report_training_metrics(step, {"loss": float(step), "text": "t" * (200 * 1024 if step == 6 else 10)})
+            train.report_training_metrics(
+                step, {"loss": float(step), "text": "t" * (200 * 1024 if step == 6 else 10)}
+            )
         fake.down = False
         wait_for(lambda: "dropped" in caplog.text)  # logged at once, not at exit
         with pytest.raises(ReportError, match=r"the training report at steps_completed=6 .* was refused"):
@@ -225,6 +233,7 @@ def test_a_full_buffer_blocks_the_caller_until_the_gateway_answers() -> None:
 
     shipper = _metrics.MetricsShipper(send, max_queued=5, max_queued_bytes=10**6)
     shipper.start()
+
     def report() -> None:
         for step in range(20):
             shipper.put(MetricRecord("training", step, "{}", 0))
@@ -252,7 +261,9 @@ def test_the_buffer_is_bounded_by_bytes_too() -> None:
     assert buffer.get(block=False) is None
 
 
-def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     outage = Outage("reports")
     with caplog.at_level(logging.WARNING, logger="determined.core"):
         outage.answered(now=1.0)

@@ -39,7 +39,9 @@ def test_a_unitless_length_and_progress_past_the_end() -> None:
 
 
 def test_without_max_length_it_explains_the_deprecation() -> None:
-    with pytest.raises(ValueError, match="only available when the experiment config sets searcher.max_length"):
+    with pytest.raises(
+        ValueError, match="only available when the experiment config sets searcher.max_length"
+    ):
         next(SearcherContext(None).operations())
 
 

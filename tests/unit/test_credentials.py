@@ -50,6 +50,7 @@ USERS = (*NATS_USERS, AGENT)
 
 def allows(patterns: tuple[str, ...], subject: str) -> bool:
     """Whether a NATS permission list lets `subject` through (`*` one token, `>` the rest)."""
+
     def matches(pattern: str) -> bool:
         wanted, given = pattern.split("."), subject.split(".")
         for index, token in enumerate(wanted):
@@ -58,6 +59,7 @@ def allows(patterns: tuple[str, ...], subject: str) -> bool:
             if index >= len(given) or (token != "*" and token != given[index]):
                 return False
         return len(given) == len(wanted)
+
     return any(matches(pattern) for pattern in patterns)
 
 
@@ -65,12 +67,19 @@ def test_each_part_publishes_the_events_it_appends_and_no_other_kind() -> None:
     agent = permissions(AGENT).publish
     assert allows(agent, "det.events.agent.a1") and allows(agent, "det.events.allocation.9")
     assert not allows(agent, "det.events.agent.a2") and not allows(agent, "det.events.agent.a1.x")
-    assert not any(subject.startswith(("det.events.experiment", "det.events.user", "det.events.trial"))
-                   for subject in agent)
+    assert not any(
+        subject.startswith(("det.events.experiment", "det.events.user", "det.events.trial"))
+        for subject in agent
+    )
     assert {s for s in permissions("searcher").publish if s.startswith("det.events.")} == {
-        "det.events.allocation.>", "det.events.experiment.>", "det.events.trial.>"}
+        "det.events.allocation.>",
+        "det.events.experiment.>",
+        "det.events.trial.>",
+    }
     assert {s for s in permissions("checkpoint").publish if s.startswith("det.events.")} == {
-        "det.events.checkpoint.>", "det.events.experiment.>"}
+        "det.events.checkpoint.>",
+        "det.events.experiment.>",
+    }
     assert "det.events.>" in permissions("gateway").publish
 
 
@@ -85,8 +94,12 @@ def made_event_types(package: Path) -> set[str]:
     for module in package.rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text())):
             function = node.func if isinstance(node, ast.Call) else None
-            if (isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name)
-                    and function.value.id == "events_pb2" and function.attr in payloads):
+            if (
+                isinstance(function, ast.Attribute)
+                and isinstance(function.value, ast.Name)
+                and function.value.id == "events_pb2"
+                and function.attr in payloads
+            ):
                 made.add(payloads[function.attr])
     return made
 
@@ -97,8 +110,12 @@ def test_a_part_may_append_exactly_the_event_types_its_code_makes(part: str) -> 
 
 
 def test_each_part_reads_the_kinds_its_cores_fold() -> None:
-    folded = {"agent": AGENT_FOLDS, "scheduler": SCHEDULER_FOLDS, "searcher": SEARCHER_FOLDS + LIFECYCLE_FOLDS,
-              "checkpoint": GC_FOLDS}
+    folded = {
+        "agent": AGENT_FOLDS,
+        "scheduler": SCHEDULER_FOLDS,
+        "searcher": SEARCHER_FOLDS + LIFECYCLE_FOLDS,
+        "checkpoint": GC_FOLDS,
+    }
     assert {part: kinds_of(folds) for part, folds in folded.items()} == {p: list(k) for p, k in READS.items()}
     for part, kinds in READS.items():  # an append cut short looks at its aggregate's newest event
         assert {SUBJECT_KINDS[event_type] for event_type in APPENDS[part]} <= set(kinds), part
@@ -116,10 +133,16 @@ def test_a_part_reads_only_the_kinds_it_folds_and_never_user_events(user: str) -
         assert not allows(publish, f"$JS.API.DIRECT.GET.EVENTS.det.events.{kind}.7"), kind
     assert "user" not in kinds
     # The forms that name no subject, which nats-server's permissions could not narrow.
-    for unnamed in ("$JS.API.CONSUMER.CREATE.EVENTS", "$JS.API.CONSUMER.CREATE.EVENTS.c1",
-                    "$JS.API.CONSUMER.DURABLE.CREATE.EVENTS.c1", "$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.>",
-                    "$JS.API.STREAM.MSG.GET.EVENTS", "$JS.API.DIRECT.GET.EVENTS",
-                    "$JS.API.DIRECT.GET.EVENTS.det.events.>", "$JS.API.CONSUMER.CREATE.LOGS.c1.det.logs.>"):
+    for unnamed in (
+        "$JS.API.CONSUMER.CREATE.EVENTS",
+        "$JS.API.CONSUMER.CREATE.EVENTS.c1",
+        "$JS.API.CONSUMER.DURABLE.CREATE.EVENTS.c1",
+        "$JS.API.CONSUMER.CREATE.EVENTS.c1.det.events.>",
+        "$JS.API.STREAM.MSG.GET.EVENTS",
+        "$JS.API.DIRECT.GET.EVENTS",
+        "$JS.API.DIRECT.GET.EVENTS.det.events.>",
+        "$JS.API.CONSUMER.CREATE.LOGS.c1.det.logs.>",
+    ):
         assert not allows(publish, unnamed), unnamed
 
 
@@ -142,15 +165,24 @@ def test_an_agent_appends_as_itself_only() -> None:
 
 def test_the_operator_reads_and_appends_nothing() -> None:
     operator = permissions("operator")
-    assert not any(s.startswith(("det.", "$O.")) or ".STREAM.CREATE." in s or ".STREAM.UPDATE." in s
-                   or ".STREAM.PURGE." in s or ".STREAM.DELETE." in s for s in operator.publish)
+    assert not any(
+        s.startswith(("det.", "$O."))
+        or ".STREAM.CREATE." in s
+        or ".STREAM.UPDATE." in s
+        or ".STREAM.PURGE." in s
+        or ".STREAM.DELETE." in s
+        for s in operator.publish
+    )
     assert "$JS.API.CONSUMER.CREATE.>" in operator.publish
 
 
 def test_only_the_gateway_changes_streams_and_stores_contexts() -> None:
     for user in USERS:
-        changes = [s for s in permissions(user).publish if ".STREAM.UPDATE." in s or ".STREAM.PURGE." in s
-                   or s.startswith("$O.")]
+        changes = [
+            s
+            for s in permissions(user).publish
+            if ".STREAM.UPDATE." in s or ".STREAM.PURGE." in s or s.startswith("$O.")
+        ]
         assert bool(changes) == (user == "gateway"), user
         assert not any(".STREAM.DELETE." in s or ".MSG.DELETE." in s for s in permissions(user).publish)
 
@@ -171,7 +203,10 @@ def test_a_namespace_names_its_own_streams() -> None:
 
 def test_each_agent_part_logs_in_as_its_agent() -> None:
     assert [nats_user_of(p, i) for p, i in (("agent", "host"), ("agent-1", "agent-1"), ("gateway", ""))] == [
-        "agent:host", "agent:agent-1", "gateway"]
+        "agent:host",
+        "agent:agent-1",
+        "gateway",
+    ]
     with pytest.raises(CredentialsError, match="agent-2 has no agent id"):
         nats_user_of("agent-2")
 
@@ -192,7 +227,10 @@ def test_credentials_are_made_once_in_a_private_file(tmp_path: Path) -> None:
     first = credentials(tmp_path)
     assert stat.S_IMODE((tmp_path / CREDENTIALS_FILE).stat().st_mode) == 0o600
     assert credentials(tmp_path) == first
-    assert len({user.password for user in first.nats.values()} | {first.postgres_password}) == len(NATS_USERS) + 1
+    assert (
+        len({user.password for user in first.nats.values()} | {first.postgres_password})
+        == len(NATS_USERS) + 1
+    )
 
 
 def test_an_older_file_gets_what_it_lacks_and_keeps_what_it_has(tmp_path: Path) -> None:
@@ -208,8 +246,9 @@ def test_an_older_file_gets_what_it_lacks_and_keeps_what_it_has(tmp_path: Path) 
 
 
 def test_an_older_cluster_secret_loses_the_agents_shared_password(tmp_path: Path) -> None:
-    (tmp_path / "cluster.secret").write_text(json.dumps(
-        {"cluster_id": "c1", "secret": "s1", "nats_user": "agent", "nats_password": "shared"}))
+    (tmp_path / "cluster.secret").write_text(
+        json.dumps({"cluster_id": "c1", "secret": "s1", "nats_user": "agent", "nats_password": "shared"})
+    )
     assert cluster_identity(tmp_path) == ("c1", "s1")
     assert json.loads((tmp_path / "cluster.secret").read_text()) == {"cluster_id": "c1", "secret": "s1"}
     assert stat.S_IMODE((tmp_path / "cluster.secret").stat().st_mode) == 0o600
@@ -219,8 +258,13 @@ def test_a_remote_agents_secret_file_holds_its_own_user_only(tmp_path: Path) -> 
     path = agent_secret_file(tmp_path, "far-1")
     identity = json.loads(path.read_text())
     cluster_id, secret = cluster_identity(tmp_path)
-    assert identity == {"cluster_id": cluster_id, "secret": secret, "agent_id": "far-1", "nats_user": "agent:far-1",
-                        "nats_password": credentials(tmp_path).nats["agent:far-1"].password}
+    assert identity == {
+        "cluster_id": cluster_id,
+        "secret": secret,
+        "agent_id": "far-1",
+        "nats_user": "agent:far-1",
+        "nats_password": credentials(tmp_path).nats["agent:far-1"].password,
+    }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.parent.name == "agent-secrets"
     with pytest.raises(DeployError, match="cannot be an agent id"):
         agent_secret_file(tmp_path, "../gateway")
@@ -229,13 +273,22 @@ def test_a_remote_agents_secret_file_holds_its_own_user_only(tmp_path: Path) -> 
 def test_each_part_gets_its_own_credentials_only(tmp_path: Path) -> None:
     found = credentials(tmp_path, ["agent-2"])
     common = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x")
-    secrets_ = [user.password for user in found.nats.values()] + [found.postgres_password, found.gateway_password]
+    secrets_ = [user.password for user in found.nats.values()] + [
+        found.postgres_password,
+        found.gateway_password,
+    ]
     assert not any(secret in json.dumps(common) for secret in secrets_)
     agent = part_credentials("agent-2", tmp_path, 5433, "agent-2")
-    assert agent == {"DET_NATS_USER": "agent:agent-2", "DET_NATS_PASSWORD": found.nats["agent:agent-2"].password}
+    assert agent == {
+        "DET_NATS_USER": "agent:agent-2",
+        "DET_NATS_PASSWORD": found.nats["agent:agent-2"].password,
+    }
     gateway = part_credentials("gateway", tmp_path, 5433)
     assert gateway["DET_NATS_USER"] == "gateway"
-    assert gateway["DET_DATABASE_URL"] == f"postgresql://gateway:{found.gateway_password}@127.0.0.1:5433/determined"
+    assert (
+        gateway["DET_DATABASE_URL"]
+        == f"postgresql://gateway:{found.gateway_password}@127.0.0.1:5433/determined"
+    )
     assert found.postgres_password not in json.dumps(gateway)
 
 
@@ -258,6 +311,8 @@ def test_the_scram_verifier_is_postgres_own_form() -> None:
     assert scram_verifier("pencil") != scram_verifier("pencil")  # a new salt each time
 
 
-@pytest.mark.parametrize("line", ["host all all 127.0.0.1/32 scram-sha-256", "host all all ::1/128 scram-sha-256"])
+@pytest.mark.parametrize(
+    "line", ["host all all 127.0.0.1/32 scram-sha-256", "host all all ::1/128 scram-sha-256"]
+)
 def test_postgres_asks_every_connection_for_a_password(line: str) -> None:
     assert line in PASSWORD_RULES.splitlines() and "trust" not in PASSWORD_RULES

@@ -11,8 +11,9 @@ from deploy.local.control import restart_part, start_part, stop_part
 
 
 def test_a_record_keeps_the_options_a_restarted_service_needs(tmp_path: Path) -> None:
-    options = ClusterOptions(tmp_path, 18080, 14222, 15433, cpu_slots=3, gpu=False, json_logs=True,
-                             agent_id="a1")
+    options = ClusterOptions(
+        tmp_path, 18080, 14222, 15433, cpu_slots=3, gpu=False, json_logs=True, agent_id="a1"
+    )
     record = ClusterRecord.of(options)
     record.pids["gateway"] = 123
     record.start_ticks["gateway"] = 456
@@ -39,7 +40,9 @@ def test_a_cluster_json_from_before_the_options_loads_with_their_defaults(tmp_pa
 
 @pytest.mark.parametrize("change", [restart_part, stop_part, start_part])
 def test_a_part_change_refuses_an_unknown_part(tmp_path: Path, change: object) -> None:
-    with pytest.raises(DeployError, match="no part is called 'postgress'; the parts are: nats-server, postgres"):
+    with pytest.raises(
+        DeployError, match="no part is called 'postgress'; the parts are: nats-server, postgres"
+    ):
         change(tmp_path, "postgress")  # type: ignore[operator]
 
 

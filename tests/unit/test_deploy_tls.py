@@ -49,11 +49,16 @@ def test_an_encrypted_key_is_refused(pair: tuple[Path, Path], tmp_path: Path) ->
 
     key = serialization.load_pem_private_key(pair[1].read_bytes(), password=None)
     encrypted = tmp_path / "encrypted.pem"
-    encrypted.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"passphrase"),
-    ))
-    with pytest.raises(TlsError, match="is encrypted: the gateway and nats-server need it without a passphrase"):
+    encrypted.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    )
+    with pytest.raises(
+        TlsError, match="is encrypted: the gateway and nats-server need it without a passphrase"
+    ):
         check_pair(pair[0], encrypted)
 
 
@@ -100,7 +105,10 @@ def test_the_files_are_recorded_with_the_other_options(tmp_path: Path) -> None:
     ClusterRecord.of(options).save(tmp_path)
     loaded = ClusterRecord.load(tmp_path)
     assert loaded is not None
-    assert (loaded.options(tmp_path).tls_cert, loaded.options(tmp_path).tls_key) == (options.tls_cert, options.tls_key)
+    assert (loaded.options(tmp_path).tls_cert, loaded.options(tmp_path).tls_key) == (
+        options.tls_cert,
+        options.tls_key,
+    )
 
 
 def test_trials_dial_https_when_the_master_serves_tls(tmp_path: Path) -> None:
@@ -125,8 +133,14 @@ def test_nats_serves_tls_when_it_listens_beyond_loopback() -> None:
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("localhost", True), ("::1", True), ("0.0.0.0", False), ("10.1.2.3", False),
-     ("master.example", False)],
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("10.1.2.3", False),
+        ("master.example", False),
+    ],
 )
 def test_loopback_addresses(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
@@ -134,8 +148,12 @@ def test_loopback_addresses(host: str, loopback: bool) -> None:
 
 @pytest.mark.parametrize(
     ("given", "address"),
-    [("https://master:8443/", "https://master:8443"), ("HTTPS://master", "https://master:8080"),
-     ("http://master:9000", "master:9000"), ("master", "master:8080")],
+    [
+        ("https://master:8443/", "https://master:8443"),
+        ("HTTPS://master", "https://master:8080"),
+        ("http://master:9000", "master:9000"),
+        ("master", "master:8080"),
+    ],
 )
 def test_the_cli_keeps_https_in_the_master_address(given: str, address: str) -> None:
     assert master_address(given) == address
@@ -148,4 +166,7 @@ def test_a_plaintext_client_of_a_local_tls_cluster_is_told_how_to_reach_it() -> 
         "the gateway serves TLS only: DET_MASTER=https://localhost:8080 (and, for a self-signed certificate, "
         "DET_MASTER_CERT_FILE=/etc/det/cert.pem)"
     )
-    assert unreachable_reason("localhost:8080", running, tls=True) == "the gateway is running but does not answer (yet?)"
+    assert (
+        unreachable_reason("localhost:8080", running, tls=True)
+        == "the gateway is running but does not answer (yet?)"
+    )

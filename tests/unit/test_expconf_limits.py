@@ -60,8 +60,14 @@ def test_an_alias_inside_what_it_names_is_refused() -> None:
     assert f"more than {expconf.MAX_CONFIG_DEPTH} levels deep" in refusal("x: &x [*x]\n")
 
 
-@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "a: " + "{b: " * 200 + "1" + "}" * 200,
-                                  "".join(f"{'  ' * depth}k:\n" for depth in range(300))])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 5000 + "]" * 5000,
+        "a: " + "{b: " * 200 + "1" + "}" * 200,
+        "".join(f"{'  ' * depth}k:\n" for depth in range(300)),
+    ],
+)
 def test_deep_nesting_is_a_sentence_not_a_recursion_error(text: str) -> None:
     message = refusal(text)
     assert f"more than {expconf.MAX_CONFIG_DEPTH} levels deep" in message and "at line" in message
@@ -121,8 +127,11 @@ def test_categorical_values_are_limited() -> None:
 def test_a_million_categorical_values_are_refused() -> None:
     text = BASE + "hyperparameters:\n  x: {type: categorical, vals: [" + ",".join(["1"] * 1_000_000) + "]}\n"
     assert "at most 1.0 MiB" in refusal(text)
-    as_mapping = {"entrypoint": "x", "searcher": {"name": "grid", "metric": "loss"},
-                  "hyperparameters": {"x": {"type": "categorical", "vals": list(range(1_000_000))}}}
+    as_mapping = {
+        "entrypoint": "x",
+        "searcher": {"name": "grid", "metric": "loss"},
+        "hyperparameters": {"x": {"type": "categorical", "vals": list(range(1_000_000))}},
+    }
     assert f"more than {expconf.MAX_CONFIG_VALUES} values" in refusal(as_mapping)
 
 
@@ -135,7 +144,9 @@ def test_a_range_count_is_limited() -> None:
 
 
 def test_the_grid_size_is_limited() -> None:
-    axes = "".join(f"  x{index}: {{type: categorical, vals: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}}\n" for index in range(6))
+    axes = "".join(
+        f"  x{index}: {{type: categorical, vals: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}}\n" for index in range(6)
+    )
     assert refusal(BASE + "hyperparameters:\n" + axes) == (
         f"hyperparameters: the grid search has 1000000 points (trials); at most {expconf.MAX_GRID_POINTS} are allowed"
     )
@@ -160,8 +171,10 @@ def _create_args(config_file: Path) -> argparse.Namespace:
     [
         ("[" * 5000 + "]" * 5000, "levels deep"),
         (alias_bomb(), "values (mappings, lists and scalars"),
-        (BASE + "hyperparameters:\n  x: {type: categorical, vals: [" + ",".join(["1"] * 20_000) + "]}\n",
-         "one hyperparameter may have at most"),
+        (
+            BASE + "hyperparameters:\n  x: {type: categorical, vals: [" + ",".join(["1"] * 20_000) + "]}\n",
+            "one hyperparameter may have at most",
+        ),
     ],
 )
 def test_the_cli_refuses_with_a_sentence(tmp_path: Path, text: str, expected: str) -> None:
@@ -173,7 +186,9 @@ def test_the_cli_refuses_with_a_sentence(tmp_path: Path, text: str, expected: st
     assert expected in str(raised.value)
 
 
-def test_the_cli_refuses_a_large_file_without_reading_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_refuses_a_large_file_without_reading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config_file = tmp_path / "config.yaml"
     with config_file.open("wb") as sparse:
         sparse.truncate(50 * 1024 * 1024)
@@ -199,7 +214,10 @@ def test_test_mode_reads_configs_within_the_limits() -> None:
 def test_a_stored_config_is_not_held_to_the_limits_again() -> None:
     """Its defaults may push a config created just under a limit over it: the trial and the
     services must still read it."""
-    stored = {"entrypoint": "x", "searcher": {"name": "single", "metric": "loss"},
-              "data": {"k": ["v"] * expconf.MAX_CONFIG_VALUES}}
+    stored = {
+        "entrypoint": "x",
+        "searcher": {"name": "single", "metric": "loss"},
+        "data": {"k": ["v"] * expconf.MAX_CONFIG_VALUES},
+    }
     assert f"more than {expconf.MAX_CONFIG_VALUES} values" in refusal(stored)
     assert len(load_config(stored, new_experiment=False).data["k"]) == expconf.MAX_CONFIG_VALUES

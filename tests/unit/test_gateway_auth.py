@@ -36,13 +36,17 @@ class Directory(UserDirectory):
 def directory() -> Directory:
     created = Directory()
     for user_id, username, admin in users.BUILT_IN_USERS:
-        created.append(users.user_created(
-            user_id, username, display_name="", admin=admin, password_hash="", created_by="cluster"
-        ))
+        created.append(
+            users.user_created(
+                user_id, username, display_name="", admin=admin, password_hash="", created_by="cluster"
+            )
+        )
     return created
 
 
-def login(directory: Directory, user_id: int, session_id: str = "s1", expires_at_ns: int = 0) -> dict[str, str]:
+def login(
+    directory: Directory, user_id: int, session_id: str = "s1", expires_at_ns: int = 0
+) -> dict[str, str]:
     expires_at_ns = expires_at_ns or time.time_ns() + HOUR_NS
     directory.append(users.session_started(user_id, session_id, expires_at_ns))
     return {"authorization": f"Bearer {mint_session_token(SECRET, user_id, session_id, expires_at_ns)}"}
@@ -63,15 +67,21 @@ async def test_no_token_is_not_logged_in_unless_anonymous_calls_are_allowed(dire
 
 @pytest.mark.parametrize(
     "authorization",
-    ["Bearer x", "Basic abc", "Bearer " + mint_session_token("other secret", 1, "s1", time.time_ns() + HOUR_NS),
-     "Bearer " + mint_allocation_token(SECRET, 1, "1.1")],
+    [
+        "Bearer x",
+        "Basic abc",
+        "Bearer " + mint_session_token("other secret", 1, "s1", time.time_ns() + HOUR_NS),
+        "Bearer " + mint_allocation_token(SECRET, 1, "1.1"),
+    ],
 )
 async def test_a_bad_token_is_refused_even_where_anonymous_calls_are_allowed(
     directory: Directory, authorization: str
 ) -> None:
     login(directory, 1)
     with pytest.raises(UnauthenticatedError, match="det user login"):
-        await auth.Authenticator(SECRET, directory, allow_anonymous=True).authenticate({"authorization": authorization})
+        await auth.Authenticator(SECRET, directory, allow_anonymous=True).authenticate(
+            {"authorization": authorization}
+        )
 
 
 async def test_a_session_ends_with_logout_expiry_deactivation_or_a_new_password(directory: Directory) -> None:
@@ -98,7 +108,12 @@ async def test_a_session_ends_with_logout_expiry_deactivation_or_a_new_password(
     with pytest.raises(UnauthenticatedError, match="not active"):
         await authenticator.authenticate(after_password)
     reactivated = users.user_updated(
-        directory.current, admin, directory.current.users[2], new_username=None, display_name=None, admin=None,
+        directory.current,
+        admin,
+        directory.current.users[2],
+        new_username=None,
+        display_name=None,
+        admin=None,
         active=True,
     )
     assert not isinstance(reactivated, Unchanged)
@@ -127,7 +142,10 @@ async def test_allocation_tokens_verify_against_the_secret(directory: Directory)
 def test_admin_rights() -> None:
     with auth.acting_as(auth.UserPrincipal("admin", 1, True)):
         assert auth.require_admin("disabling an agent").username == "admin"
-    with auth.acting_as(auth.UserPrincipal("ann", 3)), pytest.raises(PermissionDeniedError, match="needs an admin"):
+    with (
+        auth.acting_as(auth.UserPrincipal("ann", 3)),
+        pytest.raises(PermissionDeniedError, match="needs an admin"),
+    ):
         auth.require_admin("disabling an agent")
     with auth.acting_as(auth.TrialPrincipal(4, "4.1")), pytest.raises(PermissionDeniedError):
         auth.require_admin("disabling an agent")

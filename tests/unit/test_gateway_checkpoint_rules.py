@@ -21,13 +21,27 @@ from services.gateway.errors import (
 
 
 def checkpoint(
-    uuid: str, *, trial_id: int = 1, steps: int = 10, at: int = 0, metric: float | None = None,
-    validation: dict[str, object] | None = None, state: str = "COMPLETED", experiment_id: int = 7,
-    resources: dict[str, int] | None = None, versions: tuple[str, ...] = (),
+    uuid: str,
+    *,
+    trial_id: int = 1,
+    steps: int = 10,
+    at: int = 0,
+    metric: float | None = None,
+    validation: dict[str, object] | None = None,
+    state: str = "COMPLETED",
+    experiment_id: int = 7,
+    resources: dict[str, int] | None = None,
+    versions: tuple[str, ...] = (),
 ) -> api_pb2.Checkpoint:
     found = api_pb2.Checkpoint(
-        uuid=uuid, trial_id=trial_id, experiment_id=experiment_id, steps_completed=steps, reported_at_ns=at,
-        state=state, resources=resources or {"a": 1}, model_versions=versions,
+        uuid=uuid,
+        trial_id=trial_id,
+        experiment_id=experiment_id,
+        steps_completed=steps,
+        reported_at_ns=at,
+        state=state,
+        resources=resources or {"a": 1},
+        model_versions=versions,
         validation_metrics_json=json.dumps(validation) if validation is not None else "",
     )
     if metric is not None:
@@ -39,8 +53,12 @@ def uuids(found: list[api_pb2.Checkpoint]) -> list[str]:
     return [c.uuid for c in found]
 
 
-def sort(found: list[api_pb2.Checkpoint], sort_by: str, order_by: str = "", smaller: bool = True) -> list[str]:
-    return uuids(rules.sorted_checkpoints(found, sort_by, order_by, searcher_metric="loss", smaller_is_better=smaller))
+def sort(
+    found: list[api_pb2.Checkpoint], sort_by: str, order_by: str = "", smaller: bool = True
+) -> list[str]:
+    return uuids(
+        rules.sorted_checkpoints(found, sort_by, order_by, searcher_metric="loss", smaller_is_better=smaller)
+    )
 
 
 # -- metric values and listings ---------------------------------------------------------
@@ -63,7 +81,11 @@ def test_listings_sort_by_report_time_by_default() -> None:
 
 
 def test_steps_sort_ascending_and_keep_report_order_between_equals() -> None:
-    found = [checkpoint("late", steps=20, at=3), checkpoint("x", steps=30, at=1), checkpoint("early", steps=20, at=2)]
+    found = [
+        checkpoint("late", steps=20, at=3),
+        checkpoint("x", steps=30, at=1),
+        checkpoint("early", steps=20, at=2),
+    ]
     assert sort(found, "steps_completed") == ["early", "late", "x"]
     assert sort(found, "steps_completed", "desc") == ["x", "early", "late"]
 
@@ -71,12 +93,16 @@ def test_steps_sort_ascending_and_keep_report_order_between_equals() -> None:
 @pytest.mark.parametrize("sort_by", ["searcher_metric", "loss"])
 def test_the_searcher_metric_sorts_best_first_with_no_metric_last(sort_by: str) -> None:
     found = [
-        checkpoint("none", at=1), checkpoint("worse", metric=0.5, at=2), checkpoint("nan", metric=math.nan, at=3),
+        checkpoint("none", at=1),
+        checkpoint("worse", metric=0.5, at=2),
+        checkpoint("nan", metric=math.nan, at=3),
         checkpoint("best", metric=0.1, at=4),
     ]
     for c in found:  # the metric sort by name reads the validation
         if c.HasField("searcher_metric"):
-            c.validation_metrics_json = json.dumps({"loss": "NaN" if math.isnan(c.searcher_metric) else c.searcher_metric})
+            c.validation_metrics_json = json.dumps(
+                {"loss": "NaN" if math.isnan(c.searcher_metric) else c.searcher_metric}
+            )
     assert sort(found, sort_by) == ["best", "worse", "none", "nan"]
     assert sort(found, sort_by, smaller=False) == ["worse", "best", "none", "nan"]
     assert sort(found, sort_by, "desc") == ["worse", "best", "none", "nan"]
@@ -84,7 +110,11 @@ def test_the_searcher_metric_sorts_best_first_with_no_metric_last(sort_by: str) 
 
 
 def test_another_metric_sorts_ascending_from_the_validation() -> None:
-    found = [checkpoint("a", validation={"acc": 0.9}), checkpoint("b", validation={"acc": 0.7}), checkpoint("c")]
+    found = [
+        checkpoint("a", validation={"acc": 0.9}),
+        checkpoint("b", validation={"acc": 0.7}),
+        checkpoint("c"),
+    ]
     assert sort(found, "acc") == ["b", "a", "c"]
     assert sort(found, "acc", "desc") == ["a", "b", "c"]
 
@@ -127,7 +157,12 @@ def test_the_preview_applies_the_policy_to_what_still_holds_files() -> None:
     assert uuids(deleted) == ["t1-mid", "t2-old"]
     assert rules.freed_bytes(deleted) == 12
     protected = rules.GcInputs(found, inputs.validated_at_ns, True, frozenset({"t2-old"}))
-    assert uuids(rules.gc_deletes(protected, GcPolicy(0, 0, 0))) == ["t1-best", "t1-mid", "t1-latest", "t2-latest"]
+    assert uuids(rules.gc_deletes(protected, GcPolicy(0, 0, 0))) == [
+        "t1-best",
+        "t1-mid",
+        "t1-latest",
+        "t2-latest",
+    ]
     found[1].state = "PARTIALLY_DELETED"  # what the storage refused is deleted again
     assert "t1-mid" in uuids(rules.gc_deletes(inputs, GcPolicy(0, 1, 1)))
 
@@ -142,9 +177,15 @@ def test_stored_policy_reads_the_config_with_determineds_defaults() -> None:
 
 
 def test_a_new_policy_is_appended_against_the_experiments_version() -> None:
-    append = rules.gc_policy_changed(7, "ACTIVE", GcPolicy(0, 1, 1), GcPolicy(2, 0, 1), deletes_now=0, version=12)
+    append = rules.gc_policy_changed(
+        7, "ACTIVE", GcPolicy(0, 1, 1), GcPolicy(2, 0, 1), deletes_now=0, version=12
+    )
     assert not isinstance(append, Unchanged)
-    assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/7", "gc-policy-7-12", 12)
+    assert (append.aggregate, append.msg_id, append.expected_version) == (
+        "experiment/7",
+        "gc-policy-7-12",
+        12,
+    )
     assert append.payload == events_pb2.CheckpointGcPolicyChanged(
         experiment_id=7, save_experiment_best=2, save_trial_best=0, save_trial_latest=1
     )
@@ -152,7 +193,9 @@ def test_a_new_policy_is_appended_against_the_experiments_version() -> None:
 
 def test_the_same_policy_again_applies_only_when_it_still_deletes_something() -> None:
     same = GcPolicy(0, 1, 1)
-    assert isinstance(rules.gc_policy_changed(7, "COMPLETED", same, same, deletes_now=0, version=3), Unchanged)
+    assert isinstance(
+        rules.gc_policy_changed(7, "COMPLETED", same, same, deletes_now=0, version=3), Unchanged
+    )
     assert isinstance(rules.gc_policy_changed(7, "ACTIVE", same, same, deletes_now=2, version=3), Unchanged)
     retried = rules.gc_policy_changed(7, "COMPLETED", same, same, deletes_now=2, version=3)
     assert not isinstance(retried, Unchanged)
@@ -184,16 +227,24 @@ def test_running_experiments_and_model_versions_are_not_deleted() -> None:
 def test_only_the_owner_or_admin_deletes_an_experiment() -> None:
     rules.check_owner_or_admin(7, "ann", "ann", admin=False, what="delete it")
     rules.check_owner_or_admin(7, "ann", "root", admin=True, what="delete it")
-    with pytest.raises(PermissionDeniedError, match="belongs to ann: only its owner or an admin may delete it"):
+    with pytest.raises(
+        PermissionDeniedError, match="belongs to ann: only its owner or an admin may delete it"
+    ):
         rules.check_owner_or_admin(7, "ann", "bob", admin=False, what="delete it")
 
 
 def test_a_user_deletes_checkpoints_of_their_own_experiments_only() -> None:
-    found = [checkpoint("a", experiment_id=1), checkpoint("b", experiment_id=2), checkpoint("c", experiment_id=2)]
+    found = [
+        checkpoint("a", experiment_id=1),
+        checkpoint("b", experiment_id=2),
+        checkpoint("c", experiment_id=2),
+    ]
     owners = {1: "bob", 2: "ann"}
     rules.check_may_delete_checkpoints(found[1:], owners, "ann", admin=False)
     rules.check_may_delete_checkpoints(found, owners, "root", admin=True)
-    with pytest.raises(PermissionDeniedError, match=r"experiment 1 belongs to bob: .* delete its checkpoints \(a\)"):
+    with pytest.raises(
+        PermissionDeniedError, match=r"experiment 1 belongs to bob: .* delete its checkpoints \(a\)"
+    ):
         rules.check_may_delete_checkpoints(found, owners, "ann", admin=False)
     with pytest.raises(PermissionDeniedError, match="experiment 2 belongs to ann"):
         rules.check_may_delete_checkpoints(found[1:], owners, "mallory", admin=False)
@@ -202,8 +253,13 @@ def test_a_user_deletes_checkpoints_of_their_own_experiments_only() -> None:
 # -- deleting checkpoints -------------------------------------------------------------------
 
 
-def asked(names: list[str], found: dict[str, api_pb2.Checkpoint], globs: tuple[str, ...] = (),
-          trial_id: int | None = None, sources: frozenset[str] = frozenset()) -> list[events_pb2.CheckpointDeleteAsked]:
+def asked(
+    names: list[str],
+    found: dict[str, api_pb2.Checkpoint],
+    globs: tuple[str, ...] = (),
+    trial_id: int | None = None,
+    sources: frozenset[str] = frozenset(),
+) -> list[events_pb2.CheckpointDeleteAsked]:
     appends = rules.checkpoint_delete_asked(
         names, found, globs, warm_start_sources=sources, actor="user:ann", trial_id=trial_id
     )
@@ -212,15 +268,22 @@ def asked(names: list[str], found: dict[str, api_pb2.Checkpoint], globs: tuple[s
 
 def test_a_deletion_is_asked_once_per_experiment_without_deleted_checkpoints() -> None:
     found = {
-        "a": checkpoint("a", experiment_id=2), "b": checkpoint("b", experiment_id=1),
-        "c": checkpoint("c", experiment_id=2), "gone": checkpoint("gone", state="DELETED"),
+        "a": checkpoint("a", experiment_id=2),
+        "b": checkpoint("b", experiment_id=1),
+        "c": checkpoint("c", experiment_id=2),
+        "gone": checkpoint("gone", state="DELETED"),
     }
     events = asked(["a", "b", "c", "a", "gone"], found, globs=("*.pt",))
     assert [(e.experiment_id, list(e.uuids), list(e.globs), e.asked_by) for e in events] == [
-        (1, ["b"], ["*.pt"], "user:ann"), (2, ["a", "c"], ["*.pt"], "user:ann")
+        (1, ["b"], ["*.pt"], "user:ann"),
+        (2, ["a", "c"], ["*.pt"], "user:ann"),
     ]
-    appends = rules.checkpoint_delete_asked(["a"], found, (), warm_start_sources=set(), actor="user:ann", trial_id=None)
-    again = rules.checkpoint_delete_asked(["a"], found, (), warm_start_sources=set(), actor="user:ann", trial_id=None)
+    appends = rules.checkpoint_delete_asked(
+        ["a"], found, (), warm_start_sources=set(), actor="user:ann", trial_id=None
+    )
+    again = rules.checkpoint_delete_asked(
+        ["a"], found, (), warm_start_sources=set(), actor="user:ann", trial_id=None
+    )
     assert appends[0].msg_id == again[0].msg_id and appends[0].msg_id.startswith("delete-asked-2-")
     assert asked(["gone"], found) == []
 
@@ -278,31 +341,52 @@ def test_the_storage_section_must_be_an_object() -> None:
 def test_a_model_is_created_once_under_a_subject_safe_name() -> None:
     request = api_pb2.CreateModelRequest(name="mnist-cnn_2", metadata_json='{"a": 1}', labels=["x", "x", "y"])
     append = models.model_created(request, model_id=3, owner="ann")
-    assert (append.aggregate, append.msg_id, append.expected_version) == ("model/mnist-cnn_2", "model-mnist-cnn_2", 0)
+    assert (append.aggregate, append.msg_id, append.expected_version) == (
+        "model/mnist-cnn_2",
+        "model-mnist-cnn_2",
+        0,
+    )
     assert list(append.payload.labels) == ["x", "y"]  # type: ignore[attr-defined]
     for name in ("", "a.b", "a b", "-lead", "x" * 129, "a>"):
         with pytest.raises(InvalidArgumentError, match="name"):
             models.checked_name(name)
     with pytest.raises(InvalidArgumentError, match="JSON object"):
-        models.model_created(api_pb2.CreateModelRequest(name="m", metadata_json="[1]"), model_id=1, owner="ann")
+        models.model_created(
+            api_pb2.CreateModelRequest(name="m", metadata_json="[1]"), model_id=1, owner="ann"
+        )
     with pytest.raises(InvalidArgumentError, match="label"):
         models.model_created(api_pb2.CreateModelRequest(name="m", labels=[" "]), model_id=1, owner="ann")
 
 
 def test_only_a_completed_checkpoint_of_a_kept_experiment_becomes_a_version() -> None:
-    request = api_pb2.RegisterModelVersionRequest(model_name="m", checkpoint_uuid="c", name="v", comment="best")
+    request = api_pb2.RegisterModelVersionRequest(
+        model_name="m", checkpoint_uuid="c", name="v", comment="best"
+    )
     found = checkpoint("c", trial_id=4, experiment_id=2)
 
     def registered(state: str = "COMPLETED") -> object:
         return models.model_version_registered(
-            request, model_id=1, version=3, checkpoint=found, experiment_state=state, owner="ann", model_version=8
+            request,
+            model_id=1,
+            version=3,
+            checkpoint=found,
+            experiment_state=state,
+            owner="ann",
+            model_version=8,
         )
 
     append = registered()
     assert (append.msg_id, append.expected_version) == ("model-version-m-3", 8)  # type: ignore[attr-defined]
     assert append.payload == events_pb2.ModelVersionRegistered(  # type: ignore[attr-defined]
-        model_name="m", model_id=1, version=3, checkpoint_uuid="c", experiment_id=2, trial_id=4, name="v",
-        comment="best", owner="ann",
+        model_name="m",
+        model_id=1,
+        version=3,
+        checkpoint_uuid="c",
+        experiment_id=2,
+        trial_id=4,
+        name="v",
+        comment="best",
+        owner="ann",
     )
     with pytest.raises(FailedPreconditionError, match="DELETING"):
         registered("DELETING")

@@ -16,7 +16,9 @@ CONFIG = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n
 
 
 def validate(text: str) -> commands.ValidatedConfig:
-    return commands.validate_config(text, checkpoint_host_path="/ckpt", experiment_seed=7, name="Experiment (x)")
+    return commands.validate_config(
+        text, checkpoint_host_path="/ckpt", experiment_seed=7, name="Experiment (x)"
+    )
 
 
 def test_valid_config_is_fully_defaulted() -> None:
@@ -97,7 +99,9 @@ def test_a_trial_is_killed_once_and_not_after_it_ended() -> None:
 
 
 def metric_request(*reports: events_pb2.MetricReport) -> api_pb2.ReportMetricsRequest:
-    return api_pb2.ReportMetricsRequest(trial_id=3, trial_run_id=2, reporter_id="p1", batch_seq=9, reports=reports)
+    return api_pb2.ReportMetricsRequest(
+        trial_id=3, trial_run_id=2, reporter_id="p1", batch_seq=9, reports=reports
+    )
 
 
 def test_metrics_message_id_names_the_batch() -> None:
@@ -117,7 +121,11 @@ def test_validations_are_appended_each_on_their_own_subject() -> None:
     assert list(batch.payload.reports) == [train, custom]
     assert (first.aggregate, first.msg_id) == ("validation/3", "validation-3-2-p1-9-1")
     assert isinstance(first.payload, events_pb2.TrialValidationReported)
-    assert (first.payload.experiment_id, first.payload.trial_run_id, first.payload.steps_completed) == (5, 2, 10)
+    assert (first.payload.experiment_id, first.payload.trial_run_id, first.payload.steps_completed) == (
+        5,
+        2,
+        10,
+    )
     assert json.loads(first.payload.metrics_json) == {"loss": "NaN"} and first.payload.reported_at_ns == 4
     only = commands.metrics_reported(metric_request(validation, validation), experiment_id=5)
     assert [append.msg_id for append in only] == ["validation-3-2-p1-9-0", "validation-3-2-p1-9-1"]
@@ -141,7 +149,9 @@ def test_metrics_must_be_a_json_object(text: str) -> None:
 def test_progress_is_a_fraction() -> None:
     with pytest.raises(InvalidArgumentError):
         commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=1, progress=1.5), experiment_id=1)
-    append = commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=1, progress=0.5), experiment_id=2)
+    append = commands.progress_reported(
+        api_pb2.ReportProgressRequest(trial_id=1, progress=0.5), experiment_id=2
+    )
     assert append.aggregate == "trial/1" and append.payload.experiment_id == 2
 
 
@@ -156,8 +166,15 @@ def test_a_status_is_stored_once_per_numbered_report() -> None:
 
 def allocation(**changes: object) -> AllocationView:
     fields: dict[str, Any] = {
-        "allocation_id": "12.1", "trial_id": 12, "experiment_id": 1, "current_allocation_id": "12.1",
-        "exited": False, "canceled": False, "stop_requested": False, "stop_reason": None, "searcher_length": 0,
+        "allocation_id": "12.1",
+        "trial_id": 12,
+        "experiment_id": 1,
+        "current_allocation_id": "12.1",
+        "exited": False,
+        "canceled": False,
+        "stop_requested": False,
+        "stop_reason": None,
+        "searcher_length": 0,
         "searcher_stop": None,
     }
     return AllocationView(**{**fields, **changes})
@@ -211,13 +228,17 @@ def test_an_early_exit_is_reported_once_per_trial_with_a_known_reason() -> None:
     request = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="INVALID_HP")
     append = commands.early_exit_reported(request, experiment_id=2, reported=None)
     assert (append.aggregate, append.msg_id) == ("trial/4", "early-exit-4")
-    assert append.payload == events_pb2.TrialEarlyExitReported(trial_id=4, experiment_id=2, reason="INVALID_HP")
+    assert append.payload == events_pb2.TrialEarlyExitReported(
+        trial_id=4, experiment_id=2, reason="INVALID_HP"
+    )
     stop = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="USER_REQUESTED_STOP")
     assert commands.early_exit_reported(stop, 2, None).msg_id == "early-exit-4"
     with pytest.raises(FailedPreconditionError, match=r"already reported \(INVALID_HP\)"):
         commands.early_exit_reported(stop, 2, reported="INVALID_HP")
     for reason in ("", "EXITED_REASON_INVALID_HP", "ERRORED", "invalid_hp"):
-        with pytest.raises(InvalidArgumentError, match="reason must be one of INVALID_HP, USER_REQUESTED_STOP"):
+        with pytest.raises(
+            InvalidArgumentError, match="reason must be one of INVALID_HP, USER_REQUESTED_STOP"
+        ):
             commands.early_exit_reported(api_pb2.ReportEarlyExitRequest(trial_id=4, reason=reason), 2, None)
 
 
@@ -269,13 +290,16 @@ def test_an_upload_is_kept_only_when_its_last_request_names_what_arrived() -> No
 def test_an_agent_is_enabled_or_disabled_unless_it_is_so_already() -> None:
     enabled = commands.agent_enabled("a1", "DRAINING", "ann", 7)
     assert isinstance(enabled, Append) and enabled.aggregate == "agent/a1" and enabled.expected_version == 7
-    assert enabled.msg_id == "agent-enable-a1-7" and enabled.payload == events_pb2.AgentEnabled(agent_id="a1", owner="ann")
+    assert enabled.msg_id == "agent-enable-a1-7" and enabled.payload == events_pb2.AgentEnabled(
+        agent_id="a1", owner="ann"
+    )
     assert commands.agent_enabled("a1", "ENABLED", "ann", 7) == commands.Unchanged(
         "Agent a1 is already enabled: nothing to do"
     )
     drained = commands.agent_disabled("a1", "DISABLED", True, "ann", 8)
-    assert isinstance(drained, Append) and drained.payload == events_pb2.AgentDisabled(agent_id="a1", drain=True,
-                                                                                        owner="ann")
+    assert isinstance(drained, Append) and drained.payload == events_pb2.AgentDisabled(
+        agent_id="a1", drain=True, owner="ann"
+    )
     stopped = commands.agent_disabled("a1", "DRAINING", False, "ann", 9)  # its work is now asked to stop
     assert isinstance(stopped, Append) and not stopped.payload.drain
     assert commands.agent_disabled("a1", "DISABLED", False, "ann", 9) == commands.Unchanged(
@@ -303,7 +327,10 @@ def test_a_job_change_records_only_what_differs() -> None:
     assert isinstance(append, Append) and append.aggregate == "experiment/7" and append.expected_version == 5
     payload = append.payload
     assert (payload.job_id, payload.HasField("priority"), payload.weight, payload.HasField("max_slots")) == (
-        "experiment/7", False, 2.0, False
+        "experiment/7",
+        False,
+        2.0,
+        False,
     )
     assert append.msg_id.startswith("job-resources-7-5-")
     same = commands.job_resources_changed(7, api_pb2.UpdateJobRequest(priority=42), CURRENT, "ann", 5)
@@ -323,7 +350,9 @@ def test_a_job_change_records_only_what_differs() -> None:
 )
 def test_a_job_change_is_validated(request_fields: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        commands.job_resources_changed(7, api_pb2.UpdateJobRequest(job_id="7", **request_fields), CURRENT, "a", 1)
+        commands.job_resources_changed(
+            7, api_pb2.UpdateJobRequest(job_id="7", **request_fields), CURRENT, "a", 1
+        )
 
 
 def test_a_jobs_resources_are_read_from_its_config() -> None:
@@ -335,6 +364,10 @@ def test_a_jobs_resources_are_read_from_its_config() -> None:
 def test_an_unknown_resource_pool_is_refused_naming_the_pools() -> None:
     commands.checked_resource_pool(json.dumps({"resources": {"resource_pool": "gpu"}}), ["default", "gpu"])
     commands.checked_resource_pool(json.dumps({"resources": {}}), ["default"])
-    with pytest.raises(InvalidArgumentError, match="'tpu' is not a resource pool of this cluster; the pools are: "
-                                                   "default, gpu"):
-        commands.checked_resource_pool(json.dumps({"resources": {"resource_pool": "tpu"}}), ["default", "gpu"])
+    with pytest.raises(
+        InvalidArgumentError,
+        match="'tpu' is not a resource pool of this cluster; the pools are: default, gpu",
+    ):
+        commands.checked_resource_pool(
+            json.dumps({"resources": {"resource_pool": "tpu"}}), ["default", "gpu"]
+        )

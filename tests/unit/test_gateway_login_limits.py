@@ -32,7 +32,9 @@ def test_an_attempt_during_the_wait_is_refused_and_counts_nothing() -> None:
     clock = Clock()
     throttle = LoginThrottle(clock)
     failing(throttle, clock, FREE_FAILURES)
-    with pytest.raises(LoginThrottledError, match="too many failed logins for user admin: wait 1 s") as raised:
+    with pytest.raises(
+        LoginThrottledError, match="too many failed logins for user admin: wait 1 s"
+    ) as raised:
         throttle.begin("admin", "10.0.0.5")
     assert raised.value.code.name == "RESOURCE_EXHAUSTED"
     for _ in range(30):  # hammering does not lengthen the wait

@@ -50,12 +50,18 @@ def test_gateway_errors_stand_for_themselves_and_bugs_for_nothing() -> None:
 def test_a_batch_with_an_event_too_large_is_refused_whole_naming_the_limit() -> None:
     reports = [
         events_pb2.MetricReport(group="validation", steps_completed=1, metrics_json='{"loss": 1}'),
-        events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"x": "' + "x" * 5000 + '"}'),
+        events_pb2.MetricReport(
+            group="training", steps_completed=1, metrics_json='{"x": "' + "x" * 5000 + '"}'
+        ),
     ]
-    request = api_pb2.ReportMetricsRequest(trial_id=1, trial_run_id=1, batch_seq=4, reporter_id="p", reports=reports)
+    request = api_pb2.ReportMetricsRequest(
+        trial_id=1, trial_run_id=1, batch_seq=4, reporter_id="p", reports=reports
+    )
     appends = commands.metrics_reported(request, experiment_id=1)
     commands.check_event_sizes(appends, 16 * 1024, "metrics batch 4")
     with pytest.raises(InvalidArgumentError) as refused:
         commands.check_event_sizes(appends, 8 * 1024, "metrics batch 4")
     assert str(refused.value).startswith("metrics batch 4 is too large for the event log: 50")
-    assert "at most 4096 (nats-server's max_payload of 8192 bytes less 4096 for the envelope)" in str(refused.value)
+    assert "at most 4096 (nats-server's max_payload of 8192 bytes less 4096 for the envelope)" in str(
+        refused.value
+    )

@@ -74,9 +74,9 @@ def test_a_name_and_an_id_are_taken_once() -> None:
     directory = folded(created(1, "admin", admin=True), created(2, "admin"), created(1, "bob"))
     assert list(directory.users) == [1]
     assert directory.next_user_id() == 2
-    assert users.user_created(3, "ann", display_name="", admin=False, password_hash="", created_by="x").msg_id == (
-        "user-created-ann"
-    )
+    assert users.user_created(
+        3, "ann", display_name="", admin=False, password_hash="", created_by="x"
+    ).msg_id == ("user-created-ann")
     with pytest.raises(InvalidArgumentError):
         created(3, "no spaces")
 
@@ -84,7 +84,9 @@ def test_a_name_and_an_id_are_taken_once() -> None:
 def test_folding_an_event_twice_changes_nothing() -> None:
     directory = folded(created(1, "admin", admin=True), users.session_started(1, "s", 10))
     before = (dict(directory.users), dict(directory.sessions))
-    directory.apply(2, wrap(users.session_revoked(1, "s"), actor="t", occurred_at_ns=0))  # at or below: skipped
+    directory.apply(
+        2, wrap(users.session_revoked(1, "s"), actor="t", occurred_at_ns=0)
+    )  # at or below: skipped
     assert (dict(directory.users), dict(directory.sessions)) == before
 
 
@@ -97,7 +99,9 @@ def test_user_administration_is_an_admins() -> None:
     assert isinstance(own, Append) and own.payload == events_pb2.UserUpdated(user_id=3, display_name="Ann")
     assert own.msg_id == f"user-updated-3-{directory.users[3].version}"
     deactivated = edit(directory, "admin", "bob", active=False, admin=False)
-    assert isinstance(deactivated, Append) and deactivated.payload == events_pb2.UserUpdated(user_id=4, active=False)
+    assert isinstance(deactivated, Append) and deactivated.payload == events_pb2.UserUpdated(
+        user_id=4, active=False
+    )
     assert isinstance(edit(directory, "admin", "bob", active=True), Unchanged)
 
 
@@ -129,7 +133,9 @@ def test_a_password_is_its_users_own_or_an_admins() -> None:
 
 
 def test_sessions_end_with_logout_expiry_deactivation_or_a_new_password() -> None:
-    directory = folded(created(3, "ann"), users.session_started(3, "a", 100), users.session_started(3, "b", 100))
+    directory = folded(
+        created(3, "ann"), users.session_started(3, "a", 100), users.session_started(3, "b", 100)
+    )
     assert directory.session_user(3, "a", 100, now_ns=99).username == "ann"
     with pytest.raises(users.SessionRefusedError, match="expired"):
         directory.session_user(3, "a", 100, now_ns=100)
@@ -149,19 +155,30 @@ def test_sessions_end_with_logout_expiry_deactivation_or_a_new_password() -> Non
 def test_the_read_models_rows_of_users_and_sessions_hold_no_password() -> None:
     events = [
         wrap(append, actor="t", occurred_at_ns=at)
-        for at, append in enumerate([
-            created(3, "ann", password_hash="$2b$secret"),
-            users.session_started(3, "s", 99),
-            Append("user/3", events_pb2.UserUpdated(user_id=3, display_name="Ann", active=False), "u"),
-            Append("user/3", events_pb2.UserPasswordChanged(user_id=3, password_hash="$2b$new"), "p"),
-            users.session_revoked(3, "s"),
-        ], start=1)
+        for at, append in enumerate(
+            [
+                created(3, "ann", password_hash="$2b$secret"),
+                users.session_started(3, "s", 99),
+                Append("user/3", events_pb2.UserUpdated(user_id=3, display_name="Ann", active=False), "u"),
+                Append("user/3", events_pb2.UserPasswordChanged(user_id=3, password_hash="$2b$new"), "p"),
+                users.session_revoked(3, "s"),
+            ],
+            start=1,
+        )
     ]
     rows = projection.plan_batch(events).rows({})
-    assert rows["users"] == [{
-        "user_id": 3, "username": "ann", "display_name": "Ann", "admin": False, "active": False,
-        "created_at_ns": 1, "created_by": "cluster", "password_changed_at_ns": 4,
-    }]
+    assert rows["users"] == [
+        {
+            "user_id": 3,
+            "username": "ann",
+            "display_name": "Ann",
+            "admin": False,
+            "active": False,
+            "created_at_ns": 1,
+            "created_by": "cluster",
+            "password_changed_at_ns": 4,
+        }
+    ]
     assert rows["user_sessions"] == [
         {"session_id": "s", "user_id": 3, "started_at_ns": 2, "expires_at_ns": 99, "ended_at_ns": 5}
     ]

@@ -184,7 +184,7 @@ def test_allocation_ports_are_deterministic_distinct_and_in_range() -> None:
         ports = allocation_ports(f"{i}.1")
         assert ports == allocation_ports(f"{i}.1")
         assert ports[1] == ports[0] + 1 and ports[2] == ports[0] + 2
-        assert PORT_BASE <= ports[0] and ports[2] < PORT_BASE + PORT_SPAN
+        assert ports[0] >= PORT_BASE and ports[2] < PORT_BASE + PORT_SPAN
         seen.add(ports[0])
     assert len(seen) > 1900  # spread, not clustered
 

@@ -52,20 +52,33 @@ def requested(trial_id: int, run_id: int, resumed_at: int = 0) -> ev.AllocationR
 
 
 def training(trial_id: int, run_id: int, *steps: int) -> ev.TrialMetricsReported:
-    reports = [ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {s}}}') for s in steps]
+    reports = [
+        ev.MetricReport(group="training", steps_completed=s, metrics_json=f'{{"loss": {s}}}') for s in steps
+    ]
     return ev.TrialMetricsReported(trial_id=trial_id, trial_run_id=run_id, reports=reports)
 
 
 def test_experiment_created_reads_its_config() -> None:
-    config = {"searcher": {"name": "single", "metric": "acc", "smaller_is_better": False},
-              "resources": {"resource_pool": "gpu"}, "labels": ["a"], "description": "d"}
+    config = {
+        "searcher": {"name": "single", "metric": "acc", "smaller_is_better": False},
+        "resources": {"resource_pool": "gpu"},
+        "labels": ["a"],
+        "description": "d",
+    }
     created = ev.ExperimentCreated(experiment_id=3, name="n", owner="o", config_json=json.dumps(config))
     row = written(plan(created, at=7))["experiments"][3]
     assert (row["name"], row["owner"], row["state"], row["started_at_ns"], row["description"]) == (
-        "n", "o", "PAUSED", 7, "d"
+        "n",
+        "o",
+        "PAUSED",
+        7,
+        "d",
     )
     assert (row["labels"], row["resource_pool"], row["searcher_name"], row["searcher_metric"]) == (
-        '["a"]', "gpu", "single", "acc"
+        '["a"]',
+        "gpu",
+        "single",
+        "acc",
     )
     assert row["smaller_is_better"] is False
     assert (row["ended_at_ns"], row["end_reason"], row["progress"]) == (None, "", None)
@@ -76,7 +89,9 @@ def test_a_creation_keeps_the_stored_row_and_a_change_needs_one() -> None:
     stored = trial(3, progress=0.5)
     replayed = plan(ev.TrialCreated(trial_id=3, experiment_id=1, length=9))
     assert written(replayed, trials=[stored]) == {}
-    orphan = plan(ev.TrialProgressReported(trial_id=4, progress=0.5), ev.AllocationStarted(allocation_id="9.1"))
+    orphan = plan(
+        ev.TrialProgressReported(trial_id=4, progress=0.5), ev.AllocationStarted(allocation_id="9.1")
+    )
     assert written(orphan) == {}
 
 
@@ -104,12 +119,16 @@ def test_a_kill_does_not_reopen_an_ended_experiment() -> None:
 
 def test_metric_points_keep_the_newest_report_of_a_batch() -> None:
     first = ev.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 1}')
-    again = ev.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 2}', reported_at_ns=5)
+    again = ev.MetricReport(
+        group="training", steps_completed=10, metrics_json='{"loss": 2}', reported_at_ns=5
+    )
     later = ev.MetricReport(group="validation", steps_completed=20, metrics_json='{"loss": 3}')
-    batch = projection.plan_batch([
-        envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[first, later]), at=50),
-        envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[again]), at=60),
-    ])
+    batch = projection.plan_batch(
+        [
+            envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[first, later]), at=50),
+            envelope(ev.TrialMetricsReported(trial_id=1, trial_run_id=1, reports=[again]), at=60),
+        ]
+    )
     assert list(batch.metric_rows.values()) == [
         (1, "validation", 20, 1, '{"loss": 3}', 50, False),
         (1, "training", 10, 1, '{"loss": 2}', 5, False),
@@ -120,12 +139,17 @@ def test_metric_points_keep_the_newest_report_of_a_batch() -> None:
 
 
 def test_the_batches_a_trial_got_through_are_its_highest_point() -> None:
-    assert written(plan(training(3, 1, 10, 30)), trials=[trial(total_batches=20)])["trials"][3]["total_batches"] == 30
+    assert (
+        written(plan(training(3, 1, 10, 30)), trials=[trial(total_batches=20)])["trials"][3]["total_batches"]
+        == 30
+    )
     assert written(plan(training(3, 1, 10)), trials=[trial(total_batches=20)]) == {}
 
 
 def test_a_validation_is_a_point_of_the_validation_group() -> None:
-    validation = ev.TrialValidationReported(trial_id=2, trial_run_id=3, steps_completed=40, metrics_json='{"a": 1}')
+    validation = ev.TrialValidationReported(
+        trial_id=2, trial_run_id=3, steps_completed=40, metrics_json='{"a": 1}'
+    )
     batch = plan(validation, at=9)
     assert list(batch.metric_rows.values()) == [(2, "validation", 40, 3, '{"a": 1}', 9, False)]
     assert batch.total_batches == {2: 40}
@@ -135,8 +159,9 @@ def test_a_request_makes_the_run_current_and_an_assignment_places_it() -> None:
     placements = [ev.Placement(agent_id="a", slot_ids=[0, 1]), ev.Placement(agent_id="b", slot_ids=[0])]
     assigned = ev.AllocationAssigned(allocation_id="4.2", task_id="4", placements=placements)
     exited = ev.AllocationExited(allocation_id="4.2", trial_id=4, exit_code=3, agent_lost=True)
-    batch = projection.plan_batch([envelope(requested(4, 2, resumed_at=7), at=1), envelope(assigned, at=2),
-                                   envelope(exited, at=3)])
+    batch = projection.plan_batch(
+        [envelope(requested(4, 2, resumed_at=7), at=1), envelope(assigned, at=2), envelope(exited, at=3)]
+    )
     rows = written(batch, trials=[trial(4, runs=1, total_batches=10, current_allocation_id="4.1")])
     assert rows["allocations"]["4.2"] == {
         **allocation("4.2"),
@@ -153,17 +178,31 @@ def test_a_request_makes_the_run_current_and_an_assignment_places_it() -> None:
 
 
 def test_an_old_assignment_reads_as_a_request_and_an_assignment() -> None:
-    old = ev.AllocationAssigned(allocation_id="5.1", trial_id=5, trial_run_id=1, agent_id="a", slot_ids=[2],
-                                config_json="{}", experiment_id=1)
+    old = ev.AllocationAssigned(
+        allocation_id="5.1",
+        trial_id=5,
+        trial_run_id=1,
+        agent_id="a",
+        slot_ids=[2],
+        config_json="{}",
+        experiment_id=1,
+    )
     batch = plan(old, at=8)
     row = written(batch)["allocations"]["5.1"]
-    assert (row["trial_id"], row["trial_run_id"], row["requested_at_ns"], row["assigned_at_ns"]) == (5, 1, 8, 8)
+    assert (row["trial_id"], row["trial_run_id"], row["requested_at_ns"], row["assigned_at_ns"]) == (
+        5,
+        1,
+        8,
+        8,
+    )
     assert row["placements"] == '[{"agent_id": "a", "slot_ids": [2]}]'
     assert batch.superseded == [(5, 1, 0)]
 
 
 def test_a_resumed_run_supersedes_the_points_past_its_resume_point() -> None:
-    batch = plan(training(1, 1, 10, 20, 30), training(2, 1, 30), requested(1, 2, resumed_at=20), training(1, 2, 30, 40))
+    batch = plan(
+        training(1, 1, 10, 20, 30), training(2, 1, 30), requested(1, 2, resumed_at=20), training(1, 2, 30, 40)
+    )
     shown = {key: row[-1] for key, row in batch.metric_rows.items()}
     assert shown == {
         (1, "training", 10, 1): False,
@@ -218,8 +257,12 @@ def test_stop_requests_acknowledgements_and_cancels_of_an_allocation() -> None:
         ev.AllocationCanceled(allocation_id="1.2", task_id="1", reason="stopped"),
     )
     rows = written(batch, allocations=[allocation("1.1"), allocation("1.2")])["allocations"]
-    assert rows["1.1"] == {**allocation("1.1"), "stop_requested": True, "stop_reason": "experiment paused",
-                           "stop_acknowledged": True}
+    assert rows["1.1"] == {
+        **allocation("1.1"),
+        "stop_requested": True,
+        "stop_reason": "experiment paused",
+        "stop_acknowledged": True,
+    }
     assert rows["1.2"] == {**allocation("1.2"), "canceled": True}
 
 
@@ -233,19 +276,40 @@ def test_checkpoints_use_the_reported_time_and_sorted_resources() -> None:
 
 
 def agent(**changes: Any) -> Row:
-    return {"agent_id": "a", "hostname": "h1", "slots": "[]", "registered_at_ns": 1, "resource_pool": "",
-            "address": "", "state": "ENABLED", "registration_event_id": "reg-1", "lost": False, **changes}
+    return {
+        "agent_id": "a",
+        "hostname": "h1",
+        "slots": "[]",
+        "registered_at_ns": 1,
+        "resource_pool": "",
+        "address": "",
+        "state": "ENABLED",
+        "registration_event_id": "reg-1",
+        "lost": False,
+        **changes,
+    }
 
 
 def test_an_agent_registered_again_is_replaced_but_for_what_an_operator_made_of_it() -> None:
-    registered = ev.AgentRegistered(agent_id="a", hostname="h2", slots=[ev.Slot(slot_id=0, type="cpu")],
-                                    resource_pool="gpu", address="10.0.0.2")
+    registered = ev.AgentRegistered(
+        agent_id="a",
+        hostname="h2",
+        slots=[ev.Slot(slot_id=0, type="cpu")],
+        resource_pool="gpu",
+        address="10.0.0.2",
+    )
     stored = agent(state="DRAINING", lost=True)
     event = wrap(Append("agent/a", registered, "reg-2"), actor="agent:a", occurred_at_ns=5)
     assert written(projection.plan_batch([event]), agents=[stored])["agents"]["a"] == {
-        "agent_id": "a", "hostname": "h2", "slots": '[{"slot_id": 0, "type": "cpu", "device": ""}]',
-        "registered_at_ns": 5, "resource_pool": "gpu", "address": "10.0.0.2", "state": "DRAINING",
-        "registration_event_id": event.event_id, "lost": False,
+        "agent_id": "a",
+        "hostname": "h2",
+        "slots": '[{"slot_id": 0, "type": "cpu", "device": ""}]',
+        "registered_at_ns": 5,
+        "resource_pool": "gpu",
+        "address": "10.0.0.2",
+        "state": "DRAINING",
+        "registration_event_id": event.event_id,
+        "lost": False,
     }
 
 
@@ -337,5 +401,13 @@ def test_every_table_is_written_whole_in_one_statement() -> None:
     assert statement.startswith("INSERT INTO read_model.allocations (")
     assert '"placements"::jsonb' in statement and 'ON CONFLICT ("allocation_id")' in statement
     assert projection.row_columns("agents", [agent()]) == [
-        ["a"], ["h1"], ["[]"], [1], [""], [""], ["ENABLED"], ["reg-1"], [False]
+        ["a"],
+        ["h1"],
+        ["[]"],
+        [1],
+        [""],
+        [""],
+        ["ENABLED"],
+        ["reg-1"],
+        [False],
     ]

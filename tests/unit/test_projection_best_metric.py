@@ -27,14 +27,19 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 def experiment(experiment_id: int, metric: str, smaller_is_better: bool) -> ev.ExperimentCreated:
     config = {"searcher": {"name": "random", "metric": metric, "smaller_is_better": smaller_is_better}}
-    return ev.ExperimentCreated(experiment_id=experiment_id, name="e", owner="o", config_json=json.dumps(config))
+    return ev.ExperimentCreated(
+        experiment_id=experiment_id, name="e", owner="o", config_json=json.dumps(config)
+    )
 
 
 def validation(
     trial_id: int, run_id: int, steps: int, metrics: str, experiment_id: int = 1
 ) -> ev.TrialValidationReported:
     return ev.TrialValidationReported(
-        trial_id=trial_id, experiment_id=experiment_id, trial_run_id=run_id, steps_completed=steps,
+        trial_id=trial_id,
+        experiment_id=experiment_id,
+        trial_run_id=run_id,
+        steps_completed=steps,
         metrics_json=metrics,
     )
 
@@ -68,14 +73,18 @@ AFTER_RESUME = [requested(1, 2, 10), validation(1, 2, 20, '{"loss": 0.3}')]
 
 def stored(payloads: Iterable[object], first: int = 1) -> list[StoredEvent]:
     return [
-        StoredEvent(sequence, wrap(Append("x/1", payload, f"m-{sequence}"), actor="t", occurred_at_ns=sequence), False)
+        StoredEvent(
+            sequence, wrap(Append("x/1", payload, f"m-{sequence}"), actor="t", occurred_at_ns=sequence), False
+        )
         for sequence, payload in enumerate(payloads, first)
     ]
 
 
 async def best(pool: asyncpg.Pool) -> dict[int, float | None]:
-    return {e.id: (e.best_trial_searcher_metric if e.HasField("best_trial_searcher_metric") else None)
-            for e in await Queries(pool).experiments()}
+    return {
+        e.id: (e.best_trial_searcher_metric if e.HasField("best_trial_searcher_metric") else None)
+        for e in await Queries(pool).experiments()
+    }
 
 
 async def trial_best(pool: asyncpg.Pool) -> dict[int, float | None]:

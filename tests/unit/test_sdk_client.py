@@ -24,7 +24,9 @@ UUID_B = "bbbbbbbb-0000-4000-8000-000000000002"
 def fake(tmp_path: Path) -> Iterator[tuple[client.Determined, CheckpointGateway]]:
     servicer = CheckpointGateway(tmp_path / "storage")
     servicer.experiments[3] = api_pb2.Experiment(
-        id=3, state="COMPLETED", config_json=json.dumps({"searcher": {"metric": "loss", "smaller_is_better": False}})
+        id=3,
+        state="COMPLETED",
+        config_json=json.dumps({"searcher": {"metric": "loss", "smaller_is_better": False}}),
     )
     servicer.trials[5] = api_pb2.Trial(id=5, experiment_id=3, state="COMPLETED", hparams_json='{"lr": 0.1}')
     servicer.add_checkpoint(UUID_A, {"model.bin": b"weights", "sub/x": b"1"}, metric=0.9, steps=10)
@@ -51,8 +53,12 @@ def test_importing_the_client_loads_nothing_heavy() -> None:
     ("sort_by", "order_by", "max_results", "sent"),
     [
         (None, None, None, {"sort_by": "searcher_metric", "max_results": 0}),
-        (client.CheckpointSortBy.BATCH_NUMBER, client.OrderBy.DESCENDING, 3,
-         {"sort_by": "steps_completed", "order_by": "desc", "max_results": 3}),
+        (
+            client.CheckpointSortBy.BATCH_NUMBER,
+            client.OrderBy.DESCENDING,
+            3,
+            {"sort_by": "steps_completed", "order_by": "desc", "max_results": 3},
+        ),
         (client.CheckpointSortBy.END_TIME, client.OrderBy.ASC, None, {"order_by": "asc", "max_results": 0}),
         ("accuracy", "DESC", None, {"sort_by": "accuracy", "order_by": "desc", "max_results": 0}),
         ("searcher_metric", "asc", 2, {"sort_by": "searcher_metric", "order_by": "asc", "max_results": 2}),
@@ -118,15 +124,20 @@ def test_a_trials_logs_and_metrics(fake: tuple[client.Determined, CheckpointGate
     assert gateway.sent(api_pb2.TrialLogsRequest)[0].follow is True
     points = list(trial.iter_metrics("validation"))
     assert [(p.group, p.steps_completed, p.metrics) for p in points] == [
-        ("validation", 10, {"loss": 0.1}), ("validation", 20, {"loss": 0.05})
+        ("validation", 10, {"loss": 0.1}),
+        ("validation", 20, {"loss": 0.05}),
     ]
     assert points[0].trial_id == 5 and points[0].end_time.year == 2001
 
 
-def test_waiting_for_a_first_trial_that_never_comes(fake: tuple[client.Determined, CheckpointGateway]) -> None:
+def test_waiting_for_a_first_trial_that_never_comes(
+    fake: tuple[client.Determined, CheckpointGateway],
+) -> None:
     determined, gateway = fake
     gateway.experiments[4] = api_pb2.Experiment(id=4, state="ERROR", end_reason="the searcher failed")
-    with pytest.raises(RuntimeError, match="experiment 4 ended ERROR before a trial began: the searcher failed"):
+    with pytest.raises(
+        RuntimeError, match="experiment 4 ended ERROR before a trial began: the searcher failed"
+    ):
         determined.get_experiment(4).await_first_trial(interval=0)
     assert determined.get_experiment(3).await_first_trial().id == 5
 
@@ -139,8 +150,11 @@ def test_a_checkpoint_downloads_deletes_and_removes_files(
     path = checkpoint.download(tmp_path / "master", mode="master")
     assert path == str(tmp_path / "master")
     assert (tmp_path / "master/model.bin").read_bytes() == b"weights"
-    only = checkpoint.download(tmp_path / "some", mode=client.DownloadMode.DIRECT,
-                               selector=lambda relpath: relpath.startswith("sub/"))
+    only = checkpoint.download(
+        tmp_path / "some",
+        mode=client.DownloadMode.DIRECT,
+        selector=lambda relpath: relpath.startswith("sub/"),
+    )
     assert sorted(p.name for p in Path(only).rglob("*")) == ["sub", "x"]
     monkeypatch.chdir(tmp_path)
     assert checkpoint.download() == f"checkpoints/{UUID_A}"
@@ -166,7 +180,12 @@ def test_a_checkpoint_downloads_deletes_and_removes_files(
 def test_models_and_their_versions(fake: tuple[client.Determined, CheckpointGateway]) -> None:
     determined, _ = fake
     model = determined.create_model("mnist", description="digits", metadata={"team": "cv"}, labels=["a"])
-    assert (model.name, model.description, model.metadata, model.labels) == ("mnist", "digits", {"team": "cv"}, ["a"])
+    assert (model.name, model.description, model.metadata, model.labels) == (
+        "mnist",
+        "digits",
+        {"team": "cv"},
+        ["a"],
+    )
     assert model.get_version() is None
     first = model.register_version(UUID_A)
     second = model.register_version(UUID_B, name="better", comment="more steps")

@@ -32,9 +32,16 @@ T = TypeVar("T")
 @pytest.fixture
 async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
     settings = GatewaySettings(
-        nats_url=nats_url, namespace=namespace, database_url=database_url, gateway_port=free_port(),
-        gateway_host="127.0.0.1", cluster_secret=SECRET, cluster_id="sdk-test", grace_period_s=0.1,
-        allow_anonymous=True, allow_blank_password=True,
+        nats_url=nats_url,
+        namespace=namespace,
+        database_url=database_url,
+        gateway_port=free_port(),
+        gateway_host="127.0.0.1",
+        cluster_secret=SECRET,
+        cluster_id="sdk-test",
+        grace_period_s=0.1,
+        allow_anonymous=True,
+        allow_blank_password=True,
     )
     started = await Gateway.start(settings)
     yield started
@@ -49,8 +56,14 @@ async def sdk(call: Callable[..., T], *args: object, **kwargs: object) -> T:
 async def det(gateway: Gateway, *argv: str) -> tuple[int | None, str, str]:
     """The det CLI as a process of its own: exit code, stdout, stderr."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "determined.cli", "-m", f"127.0.0.1:{gateway.port}", *argv,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "determined.cli",
+        "-m",
+        f"127.0.0.1:{gateway.port}",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, error = await process.communicate()
     return process.returncode, out.decode(), error.decode()
@@ -58,14 +71,17 @@ async def det(gateway: Gateway, *argv: str) -> tuple[int | None, str, str]:
 
 async def start_trial(store: EventStore, experiment_id: int, trial_id: int) -> None:
     """The trial and its first run (allocation <trial>.1), as the searcher and its lifecycle append them."""
-    created = events_pb2.TrialCreated(trial_id=trial_id, experiment_id=experiment_id, hparams_json='{"lr": 0.1}')
+    created = events_pb2.TrialCreated(
+        trial_id=trial_id, experiment_id=experiment_id, hparams_json='{"lr": 0.1}'
+    )
     await store.append(Append(f"trial/{trial_id}", created, f"trial-{trial_id}"), actor="service:searcher")
     launch = events_pb2.TrialLaunch(experiment_id=experiment_id, trial_id=trial_id, trial_run_id=1)
     requested = events_pb2.AllocationRequested(
         allocation_id=f"{trial_id}.1", task_id=str(trial_id), task_type="TRIAL", trial=launch
     )
     await store.append(
-        Append(f"allocation/{trial_id}.1", requested, f"allocation-requested-{trial_id}.1"), actor="service:searcher"
+        Append(f"allocation/{trial_id}.1", requested, f"allocation-requested-{trial_id}.1"),
+        actor="service:searcher",
     )
 
 
@@ -76,24 +92,37 @@ async def report_checkpoint(
     validation at the same steps, then the report."""
     token = (("x-allocation-token", mint_allocation_token(SECRET, trial_id, f"{trial_id}.1")),)
     storage_id = str(uuid.uuid4())
-    files = {"model.bin": bytes(range(256)) * (steps // 10), "metadata.json": json.dumps({"steps_completed": steps})}
+    files = {
+        "model.bin": bytes(range(256)) * (steps // 10),
+        "metadata.json": json.dumps({"steps_completed": steps}),
+    }
     for relpath, content in files.items():
         (root / storage_id / relpath).parent.mkdir(parents=True, exist_ok=True)
         data = content.encode() if isinstance(content, str) else content
         (root / storage_id / relpath).write_bytes(data)
     validation = events_pb2.MetricReport(
-        group="validation", steps_completed=steps, metrics_json=json.dumps({"loss": loss, "accuracy": 1 - loss})
+        group="validation",
+        steps_completed=steps,
+        metrics_json=json.dumps({"loss": loss, "accuracy": 1 - loss}),
     )
     await api.ReportMetrics(
-        api_pb2.ReportMetricsRequest(trial_id=trial_id, trial_run_id=1, batch_seq=steps, reports=[validation],
-                                     reporter_id="sdk-test"),
+        api_pb2.ReportMetricsRequest(
+            trial_id=trial_id, trial_run_id=1, batch_seq=steps, reports=[validation], reporter_id="sdk-test"
+        ),
         metadata=token,
     )
-    resources = {p.relative_to(root / storage_id).as_posix(): p.stat().st_size for p in (root / storage_id).iterdir()}
+    resources = {
+        p.relative_to(root / storage_id).as_posix(): p.stat().st_size for p in (root / storage_id).iterdir()
+    }
     await api.ReportCheckpoint(
-        api_pb2.ReportCheckpointRequest(uuid=storage_id, trial_id=trial_id, allocation_id=f"{trial_id}.1",
-                                        steps_completed=steps, metadata_json=files["metadata.json"],
-                                        resources=resources),
+        api_pb2.ReportCheckpointRequest(
+            uuid=storage_id,
+            trial_id=trial_id,
+            allocation_id=f"{trial_id}.1",
+            steps_completed=steps,
+            metadata_json=files["metadata.json"],
+            resources=resources,
+        ),
         metadata=token,
     )
     return storage_id
@@ -128,7 +157,11 @@ async def test_the_sdk_drives_an_experiment_its_checkpoints_and_models(
     trial = await sdk(experiment.await_first_trial, 0.05)
     assert (trial.id, trial.hparams) == (1, {"lr": 0.1})
     assert [t.id for t in await sdk(experiment.list_trials)] == [1]
-    assert [m.steps_completed for m in await sdk(lambda: list(trial.iter_metrics("validation")))] == [10, 20, 30]
+    assert [m.steps_completed for m in await sdk(lambda: list(trial.iter_metrics("validation")))] == [
+        10,
+        20,
+        30,
+    ]
 
     # Best first by the searcher metric (smaller is better), or sorted as asked.
     assert [c.uuid for c in await sdk(experiment.list_checkpoints)] == [best, latest, worse]
@@ -150,7 +183,9 @@ async def test_the_sdk_drives_an_experiment_its_checkpoints_and_models(
     code, out, _ = await det(gateway, "e", "lc", str(experiment.id), "--best", "1", "--json")
     assert code == 0 and [c["uuid"] for c in json.loads(out)] == [best]
     policy = ["--save-experiment-best", "0", "--save-trial-best", "1", "--save-trial-latest", "1"]
-    code, out, _ = await det(gateway, "e", "set", "gc-policy", str(experiment.id), *policy, "--dry-run", "--json")
+    code, out, _ = await det(
+        gateway, "e", "set", "gc-policy", str(experiment.id), *policy, "--dry-run", "--json"
+    )
     preview = json.loads(out)
     assert code == 0
     assert [c["uuid"] for c in preview["checkpoints"]] == [worse] and preview["applied"] is False

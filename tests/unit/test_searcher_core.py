@@ -67,7 +67,9 @@ def test_creation_is_reproducible_and_depends_on_the_seed() -> None:
 
 
 def test_a_rerun_with_the_same_seed_draws_the_same_trials() -> None:
-    _, appends = settle(given(experiment(1, name="random", max_trials=2), experiment(2, name="random", max_trials=2)))
+    _, appends = settle(
+        given(experiment(1, name="random", max_trials=2), experiment(2, name="random", max_trials=2))
+    )
     first, rerun = [a.payload for a in appends[:2]], [a.payload for a in appends[2:]]
     assert [(t.hparams_json, t.trial_seed) for t in first] == [(t.hparams_json, t.trial_seed) for t in rerun]
     assert [t.trial_id for t in first + rerun] == [1, 2, 3, 4]
@@ -75,14 +77,19 @@ def test_a_rerun_with_the_same_seed_draws_the_same_trials() -> None:
 
 def test_grid_runs_every_point_last_first_within_its_concurrency() -> None:
     grid_hparams = {"x": {"type": "int", "minval": 1, "maxval": 3, "count": 3}}
-    config = {"searcher": {"name": "grid", "metric": "loss", "max_concurrent_trials": 2},
-              "hyperparameters": grid_hparams, "reproducibility": {"experiment_seed": 1}}
+    config = {
+        "searcher": {"name": "grid", "metric": "loss", "max_concurrent_trials": 2},
+        "hyperparameters": grid_hparams,
+        "reproducibility": {"experiment_seed": 1},
+    }
     created = ev.ExperimentCreated(experiment_id=1, config_json=json.dumps(config), activate=True)
     state, first = settle(given(created))
     assert [json.loads(a.payload.hparams_json) for a in first] == [{"x": 3}, {"x": 2}]
     state, rest = settle(given(ended(1, ev.TRIAL_STATE_COMPLETED), state=state))
     assert [json.loads(a.payload.hparams_json) for a in rest] == [{"x": 1}]
-    _, last = settle(given(ended(2, ev.TRIAL_STATE_COMPLETED), ended(3, ev.TRIAL_STATE_COMPLETED), state=state))
+    _, last = settle(
+        given(ended(2, ev.TRIAL_STATE_COMPLETED), ended(3, ev.TRIAL_STATE_COMPLETED), state=state)
+    )
     assert [a.payload.state for a in last] == [ev.EXPERIMENT_STATE_COMPLETED]
 
 
@@ -200,7 +207,11 @@ def test_asha_promotes_stops_and_replaces_trials_through_events() -> None:
     # A worse one is cut there, and a new trial replaces it.
     state, appends = settle(given(validation(2, 0.9, 4), state=state))
     stop, created = appends
-    assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == ("trial-stop-2", "cut at rung 0 (4 batches)", 0)
+    assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == (
+        "trial-stop-2",
+        "cut at rung 0 (4 batches)",
+        0,
+    )
     assert (created.payload.trial_id, created.msg_id) == (3, "trial-created-1-2")
     # A stopped trial's later validations are not the search's business.
     _, appends = settle(given(validation(2, 0.1, 8), state=state))
@@ -209,7 +220,9 @@ def test_asha_promotes_stops_and_replaces_trials_through_events() -> None:
 
 def test_asha_ignores_a_validation_without_its_metric() -> None:
     state, _ = settle(given(asha()))
-    missing = ev.TrialValidationReported(trial_id=1, experiment_id=1, steps_completed=4, metrics_json='{"acc": 1}')
+    missing = ev.TrialValidationReported(
+        trial_id=1, experiment_id=1, steps_completed=4, metrics_json='{"acc": 1}'
+    )
     _, appends = settle(given(missing, state=state))
     assert appends == []
 

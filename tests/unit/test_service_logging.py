@@ -34,4 +34,3 @@ def test_the_log_file_rotates_and_stays_bounded(tmp_path: Path, restore_logging:
     newest = log_file.read_text().splitlines()
     assert '"index": 499' in newest[-2] and '"service": "searcher"' in newest[-2]
     assert '"event": "a library\'s record"' in newest[-1] and '"level": "error"' in newest[-1]
-

@@ -15,8 +15,10 @@ def test_each_skip_report_is_named_with_its_latest_sequences(tmp_path: Path) -> 
     reports = event_reports(tmp_path)
     assert list(reports) == ["scheduler"]
     assert event_notes(reports) == [
-        ("scheduler: skipped 7 event(s) it could not read or apply; latest sequences 3, 4, 5, 6, 7"
-        " (7 on det.events.allocation.7: not an event envelope)")
+        (
+            "scheduler: skipped 7 event(s) it could not read or apply; latest sequences 3, 4, 5, 6, 7"
+            " (7 on det.events.allocation.7: not an event envelope)"
+        )
     ]
 
 

@@ -34,9 +34,7 @@ def stored_storage(config_yaml: str, default: dict[str, Any] | None) -> dict[str
 
 
 def test_an_experiment_without_storage_takes_the_clusters() -> None:
-    assert stored_storage(BASE, S3_DEFAULT) == dict(
-        S3_DEFAULT, save_experiment_best=0, save_trial_latest=1
-    )
+    assert stored_storage(BASE, S3_DEFAULT) == dict(S3_DEFAULT, save_experiment_best=0, save_trial_latest=1)
 
 
 def test_an_experiment_of_the_same_type_fills_in_from_the_clusters() -> None:
@@ -76,7 +74,9 @@ def test_a_section_with_only_a_gc_policy_completes_the_clusters() -> None:
 
 def test_without_a_cluster_default_storage_is_shared_fs_under_the_checkpoint_path() -> None:
     assert stored_storage(BASE, None)["host_path"] == "/data/checkpoints"
-    assert stored_storage(BASE, {"type": "shared_fs", "storage_path": "s"})["host_path"] == "/data/checkpoints"
+    assert (
+        stored_storage(BASE, {"type": "shared_fs", "storage_path": "s"})["host_path"] == "/data/checkpoints"
+    )
 
 
 def test_the_gateway_reads_and_checks_its_default_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +99,9 @@ def up_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["deploy", "local", "cluster-up", *argv])
 
 
-@pytest.mark.parametrize("text", ["type: s3\nbucket: team\n", "checkpoint_storage:\n  type: s3\n  bucket: team\n"])
+@pytest.mark.parametrize(
+    "text", ["type: s3\nbucket: team\n", "checkpoint_storage:\n  type: s3\n  bucket: team\n"]
+)
 def test_cluster_up_hands_the_file_to_the_services(tmp_path: pathlib.Path, text: str) -> None:
     (tmp_path / "storage.yaml").write_text(text)
     settings = scheduler_settings(up_args("--checkpoint-storage", str(tmp_path / "storage.yaml")))

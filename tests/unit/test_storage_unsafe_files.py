@@ -40,7 +40,9 @@ def test_a_plain_file_is_read(layout: tuple[pathlib.Path, pathlib.Path]) -> None
 def test_a_link_to_a_file_outside_is_refused_naming_it(layout: tuple[pathlib.Path, pathlib.Path]) -> None:
     root, data = layout
     (root / ID / "leak").symlink_to(data / "cluster.secret")
-    with pytest.raises(UnsafeCheckpointFileError, match="file 'leak' of checkpoint c-1 is refused: leak is a symbolic link"):
+    with pytest.raises(
+        UnsafeCheckpointFileError, match="file 'leak' of checkpoint c-1 is refused: leak is a symbolic link"
+    ):
         open_checkpoint_file(root, ID, "leak")
 
 
@@ -144,8 +146,16 @@ def _reported(uuid: str, resources: dict[str, int]) -> api_pb2.ReportCheckpointR
 @pytest.mark.parametrize(
     ("uuid", "resources", "expected"),
     [
-        ("c-1", {"model.pt": 1, "../../cluster.secret": 10}, "checkpoint c-1 lists the file '../../cluster.secret'"),
-        ("c-1", {"/etc/passwd": 10}, "checkpoint c-1 lists the file '/etc/passwd': not a path inside a checkpoint"),
+        (
+            "c-1",
+            {"model.pt": 1, "../../cluster.secret": 10},
+            "checkpoint c-1 lists the file '../../cluster.secret'",
+        ),
+        (
+            "c-1",
+            {"/etc/passwd": 10},
+            "checkpoint c-1 lists the file '/etc/passwd': not a path inside a checkpoint",
+        ),
         ("c-1", {"": 0}, "checkpoint c-1 lists the file '': not a path inside a checkpoint: '' is empty"),
         ("c-1", {"a\x00b": 1}, "control character"),
         ("c-1", {"model.pt": -1}, "checkpoint c-1 lists 'model.pt' with a negative size (-1)"),

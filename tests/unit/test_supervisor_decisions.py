@@ -82,7 +82,9 @@ def test_a_started_part_is_starting_until_ready() -> None:
 
 
 def test_an_exit_nobody_asked_for_counts_a_restart_and_says_why() -> None:
-    part = exited(running("searcher"), T + 5, "killed by signal 9 (SIGKILL)\nthe end of x", shutting_down=False)
+    part = exited(
+        running("searcher"), T + 5, "killed by signal 9 (SIGKILL)\nthe end of x", shutting_down=False
+    )
     assert part.state == "backoff" and part.pid == 0
     assert part.restarts == 1 and part.last_error.startswith("killed by signal 9")
     assert (part.backoff_s, part.restart_at) == (FIRST_BACKOFF_S, T + 5 + FIRST_BACKOFF_S)
@@ -109,7 +111,13 @@ def test_a_part_that_cannot_be_spawned_counts_as_a_crash() -> None:
 def test_an_exit_asked_for_by_restart_counts_nothing_and_starts_it_again() -> None:
     part = asked_to_stop(running("postgres", last_error="old", restarts=2), "restart", T)
     part = exited(part, T + 1, "exited with status 0", shutting_down=False)
-    assert (part.state, part.pid, part.restarts, part.last_error, part.held) == ("stopped", 0, 2, "old", False)
+    assert (part.state, part.pid, part.restarts, part.last_error, part.held) == (
+        "stopped",
+        0,
+        2,
+        "old",
+        False,
+    )
     assert to_start(with_part(everything_running(), part), T + 1, shutting_down=False) == ["postgres"]
 
 
@@ -126,8 +134,13 @@ def test_exits_while_the_supervisor_shuts_down_count_nothing() -> None:
 
 @pytest.mark.parametrize(
     ("returncode", "reason"),
-    [(0, "exited with status 0"), (1, "exited with status 1"), (-9, "killed by signal 9 (SIGKILL)"),
-     (-15, "killed by signal 15 (SIGTERM)"), (-99, "killed by signal 99 (unknown signal)")],
+    [
+        (0, "exited with status 0"),
+        (1, "exited with status 1"),
+        (-9, "killed by signal 9 (SIGKILL)"),
+        (-15, "killed by signal 15 (SIGTERM)"),
+        (-99, "killed by signal 99 (unknown signal)"),
+    ],
 )
 def test_exit_reasons(returncode: int, reason: str) -> None:
     assert exit_reason(returncode) == reason
@@ -147,7 +160,9 @@ def test_start_of_a_live_part_changes_nothing() -> None:
     assert requested(running("gateway"), "start", T) == (running("gateway"), False)
 
 
-@pytest.mark.parametrize(("action", "reason"), [("restart", "restart"), ("start", "restart"), ("stop", "hold")])
+@pytest.mark.parametrize(
+    ("action", "reason"), [("restart", "restart"), ("start", "restart"), ("stop", "hold")]
+)
 def test_the_latest_request_to_a_stopping_part_says_what_follows(action: str, reason: str) -> None:
     stopping = asked_to_stop(running("gateway"), "hold" if action != "stop" else "restart", T)
     part, send = requested(stopping, action, T + 1)  # type: ignore[arg-type]
@@ -236,23 +251,37 @@ ALL_RUNNING = dict.fromkeys(PARTS, "running")
         (True, True, True, ALL_RUNNING, UpPlan("wait")),
         (True, True, True, dict(ALL_RUNNING, gateway="starting"), UpPlan("wait")),
         (True, True, True, {}, UpPlan("wait")),  # its first status is not written yet
-        (True, True, True, dict(ALL_RUNNING, agent="backoff", postgres="stopped"),
-         UpPlan("start-parts", ("postgres", "agent"))),
+        (
+            True,
+            True,
+            True,
+            dict(ALL_RUNNING, agent="backoff", postgres="stopped"),
+            UpPlan("start-parts", ("postgres", "agent")),
+        ),
     ],
 )
 def test_what_cluster_up_does(
     recorded: bool, supervisor: bool, leftovers: bool, states: dict[str, str], plan: UpPlan
 ) -> None:
-    assert plan_cluster_up(recorded=recorded, supervisor_alive=supervisor, leftovers_alive=leftovers,
-                           states=states) == plan
+    assert (
+        plan_cluster_up(
+            recorded=recorded, supervisor_alive=supervisor, leftovers_alive=leftovers, states=states
+        )
+        == plan
+    )
 
 
 def test_cluster_up_exit_statuses_say_what_it_did() -> None:
     assert UpPlan("start").outcome == UpOutcome.STARTED
     assert UpPlan("wait").outcome == UpOutcome.ALREADY_RUNNING
-    assert UpPlan("start-parts", ("agent",)).outcome == UpPlan("replace-supervisor").outcome == UpOutcome.REPAIRED
-    assert [int(o) for o in (UpOutcome.STARTED, UpOutcome.FAILED, UpOutcome.ALREADY_RUNNING, UpOutcome.REPAIRED)] \
-        == [0, 1, 3, 4]
+    assert (
+        UpPlan("start-parts", ("agent",)).outcome
+        == UpPlan("replace-supervisor").outcome
+        == UpOutcome.REPAIRED
+    )
+    assert [
+        int(o) for o in (UpOutcome.STARTED, UpOutcome.FAILED, UpOutcome.ALREADY_RUNNING, UpOutcome.REPAIRED)
+    ] == [0, 1, 3, 4]
 
 
 def test_a_part_that_crashed_while_cluster_up_waits_is_its_failure() -> None:

@@ -36,8 +36,13 @@ def test_the_status_file_is_the_contract_shape(tmp_path: Path) -> None:
     document = json.loads(path.read_text())
     assert set(document) == {"supervisor_pid", "updated_at", "parts"}
     assert document["parts"][1] == {
-        "name": "gateway", "state": "backoff", "pid": 0, "restarts": 2,
-        "last_error": "killed by signal 9 (SIGKILL)\nthe end of x", "started_at": 1699999999.0, "disk_bytes": 0,
+        "name": "gateway",
+        "state": "backoff",
+        "pid": 0,
+        "restarts": 2,
+        "last_error": "killed by signal 9 (SIGKILL)\nthe end of x",
+        "started_at": 1699999999.0,
+        "disk_bytes": 0,
     }
     assert read_status(path) == STATUS
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left
@@ -60,7 +65,12 @@ def test_the_gateway_reads_the_parts_from_the_status_file(tmp_path: Path) -> Non
     write_status(path, STATUS)
     nats, gateway = cluster_parts(path)
     assert (nats.name, nats.state, nats.pid, nats.disk_bytes, nats.started_at_ns) == (
-        "nats-server", "running", 13, 4096, 1700000000250000000)
+        "nats-server",
+        "running",
+        13,
+        4096,
+        1700000000250000000,
+    )
     assert (gateway.restarts, gateway.last_error) == (2, "killed by signal 9 (SIGKILL)\nthe end of x")
 
 
@@ -147,9 +157,13 @@ USER = OsUser("determined_pg", uid=999, gid=995, groups=frozenset({995, 50}))
 @pytest.mark.parametrize(
     ("mode", "owner", "group", "allowed"),
     [
-        (0o700, 999, 0, True), (0o600, 999, 0, False),  # the user's own: the owner's bits
-        (0o710, 0, 50, True), (0o701, 0, 50, False),  # one of its groups: the group's bits
-        (0o711, 0, 0, True), (0o770, 0, 0, False), (0o755, 0, 0, True),  # others' bits
+        (0o700, 999, 0, True),
+        (0o600, 999, 0, False),  # the user's own: the owner's bits
+        (0o710, 0, 50, True),
+        (0o701, 0, 50, False),  # one of its groups: the group's bits
+        (0o711, 0, 0, True),
+        (0o770, 0, 0, False),
+        (0o755, 0, 0, True),  # others' bits
     ],
 )
 def test_who_may_enter_a_folder(mode: int, owner: int, group: int, allowed: bool) -> None:
@@ -175,11 +189,22 @@ def test_each_cluster_gets_its_own_postgres_folder_under_the_system_place(tmp_pa
     first = system_data_dir(data, "cluster-1", home=tmp_path / "home")
     assert first == tmp_path / "home" / cluster_key(data, "cluster-1") / "postgres"
     assert stat.S_IMODE(first.parent.stat().st_mode) == 0o755
-    assert json.loads((first.parent / "owner.json").read_text()) == {"data_dir": str(data), "cluster_id": "cluster-1"}
+    assert json.loads((first.parent / "owner.json").read_text()) == {
+        "data_dir": str(data),
+        "cluster_id": "cluster-1",
+    }
     assert system_data_dir(data, "cluster-1", home=tmp_path / "home") == first
     # The same folder holding a new cluster (its files deleted), or another folder: another place.
-    assert len({first, system_data_dir(data, "cluster-2", tmp_path / "home"),
-                system_data_dir(tmp_path / "other", "cluster-1", tmp_path / "home")}) == 3
+    assert (
+        len(
+            {
+                first,
+                system_data_dir(data, "cluster-2", tmp_path / "home"),
+                system_data_dir(tmp_path / "other", "cluster-1", tmp_path / "home"),
+            }
+        )
+        == 3
+    )
 
 
 def test_postgres_data_stays_in_the_data_folder_when_its_user_reaches_it(tmp_path: Path) -> None:
@@ -197,8 +222,10 @@ def test_postgres_data_stays_in_the_data_folder_when_its_user_reaches_it(tmp_pat
 def test_the_folders_of_clusters_that_are_gone_are_pruned(tmp_path: Path) -> None:
     home = tmp_path / "home"
     live, deleted, replaced = (tmp_path / name for name in ("live", "deleted", "replaced"))
-    places = {name: system_data_dir(path, f"id-{name}", home) for name, path in
-              (("live", live), ("deleted", deleted), ("replaced", replaced))}
+    places = {
+        name: system_data_dir(path, f"id-{name}", home)
+        for name, path in (("live", live), ("deleted", deleted), ("replaced", replaced))
+    }
     ids = {live: "id-live", replaced: "id-new"}  # `deleted` has none; `replaced` holds a new cluster
     removed = prune_orphans(ids.get, home)
     assert removed == sorted([places["deleted"].parent, places["replaced"].parent])

@@ -52,7 +52,9 @@ def test_only_a_root_agent_given_a_user_switches_and_never_to_root() -> None:
             agent_trial_user_name(root, euid=0)
 
 
-def test_cluster_up_gives_root_agents_the_dedicated_user_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_up_gives_root_agents_the_dedicated_user_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("DET_AGENT_TRIAL_USER", raising=False)
     assert trial_user_name({}, euid=0) == "determined-trial"
     assert trial_user_name({"DET_AGENT_TRIAL_USER": "alice"}, euid=0) == "alice"
@@ -71,22 +73,53 @@ def test_cluster_up_says_who_trials_run_as(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_no_secret_of_the_agents_environment_reaches_a_trial() -> None:
     agent = {
-        "DET_CLUSTER_SECRET": "s", "DET_NATS_PASSWORD": "p", "DET_NATS_USER": "agent", "DET_DATABASE_URL": "pg://",
-        "DATABASE_URL": "pg://", "AWS_SECRET_ACCESS_KEY": "k", "SOME_TOKEN": "t", "PGPASSWORD": "p",
-        "HOME": "/root", "USER": "root", "PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC",
-        "CUDA_HOME": "/cuda", "NCCL_DEBUG": "INFO", "https_proxy": "http://proxy",
+        "DET_CLUSTER_SECRET": "s",
+        "DET_NATS_PASSWORD": "p",
+        "DET_NATS_USER": "agent",
+        "DET_DATABASE_URL": "pg://",
+        "DATABASE_URL": "pg://",
+        "AWS_SECRET_ACCESS_KEY": "k",
+        "SOME_TOKEN": "t",
+        "PGPASSWORD": "p",
+        "HOME": "/root",
+        "USER": "root",
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "TZ": "UTC",
+        "CUDA_HOME": "/cuda",
+        "NCCL_DEBUG": "INFO",
+        "https_proxy": "http://proxy",
     }
     assert passed_on(agent, own_user=False) == {
-        "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "UTC", "CUDA_HOME": "/cuda", "NCCL_DEBUG": "INFO",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "TZ": "UTC",
+        "CUDA_HOME": "/cuda",
+        "NCCL_DEBUG": "INFO",
         "https_proxy": "http://proxy",
     }
     assert passed_on(agent, own_user=True)["HOME"] == "/root"
 
     folder = Path("/work/1.1")
-    env = trial_environment(allocation_of("1.1"), IDENTITY, session_token="t", slot_type="cpu", inherited=agent,
-                            folder=folder, user=USER)
-    assert not {"DET_CLUSTER_SECRET", "DET_NATS_PASSWORD", "DET_DATABASE_URL", "AWS_SECRET_ACCESS_KEY",
-                "SOME_TOKEN", "PGPASSWORD", "DATABASE_URL"} & set(env)
+    env = trial_environment(
+        allocation_of("1.1"),
+        IDENTITY,
+        session_token="t",
+        slot_type="cpu",
+        inherited=agent,
+        folder=folder,
+        user=USER,
+    )
+    assert not {
+        "DET_CLUSTER_SECRET",
+        "DET_NATS_PASSWORD",
+        "DET_DATABASE_URL",
+        "AWS_SECRET_ACCESS_KEY",
+        "SOME_TOKEN",
+        "PGPASSWORD",
+        "DATABASE_URL",
+    } & set(env)
     assert (env["HOME"], env["USER"], env["LOGNAME"]) == (str(folder / TRIAL_FOLDER), USER.name, USER.name)
     assert env["PATH"] == "/venv/bin:/usr/bin"
     assert env["DET_EXPERIMENT_CONFIG_FILE"] == str(folder / CONFIG_FILE)
@@ -133,7 +166,10 @@ def test_work_folders_are_away_from_the_data_folder_and_checkpoints_where_trials
     assert operator.parent == Path("/home/op/.cache/determined-es") and operator.name == as_root.name
     assert trial_home(data, "c-2", euid=0, cache_home=Path("/x")) != as_root  # a new cluster, a new home
 
-    assert checkpoint_folder(data, as_root, trial_user="determined-trial", data_dir_open=True) == data / "checkpoints"
+    assert (
+        checkpoint_folder(data, as_root, trial_user="determined-trial", data_dir_open=True)
+        == data / "checkpoints"
+    )
     assert checkpoint_folder(data, as_root, trial_user="determined-trial", data_dir_open=False) == (
         as_root / "checkpoints"
     )
@@ -169,7 +205,11 @@ def test_the_harness_reads_the_config_from_its_file(tmp_path: Path) -> None:
 
     config = {"data": {"blob": "x" * (300 * 1024)}, "name": "big"}
     (tmp_path / CONFIG_FILE).write_text(json.dumps(config))
-    env = {"DET_TRIAL_ID": "1", "DET_EXPERIMENT_ID": "1", "DET_EXPERIMENT_CONFIG_FILE": str(tmp_path / CONFIG_FILE)}
+    env = {
+        "DET_TRIAL_ID": "1",
+        "DET_EXPERIMENT_ID": "1",
+        "DET_EXPERIMENT_CONFIG_FILE": str(tmp_path / CONFIG_FILE),
+    }
     assert TrialInfo._from_env(env)._config == config
     # Test mode (and an older agent) still give it in the environment.
     assert TrialInfo._from_env({**env, "DET_EXPERIMENT_CONFIG": '{"name": "env"}'})._config == {"name": "env"}

@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-m", "--master", help="master address host:port (default: $DET_MASTER or localhost:8080)"
     )
     parser.add_argument(
-        "-u", "--user",
+        "-u",
+        "--user",
         help="user to act as (default: $DET_USER with $DET_PASS, else the user of `det user login`, else determined)",
     )
     parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_version()}")

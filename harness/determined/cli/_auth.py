@@ -230,8 +230,14 @@ class BearerToken(
         if token is None:
             return details
         metadata = [*(details.metadata or ()), *bearer(token)]
-        return _Details(details.method, details.timeout, metadata, details.credentials,
-                        details.wait_for_ready, details.compression)
+        return _Details(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         return continuation(self._with_token(details), request)

@@ -33,8 +33,10 @@ UNAUTHENTICATED_METHODS = frozenset({"GetMaster", "Login"})
 STATE_WAIT_S = 1.0
 # What grpcio says when the master's certificate is not trusted or does not name the host.
 TLS_FAILURES = re.compile(r"handshake failed|verification check failed", re.IGNORECASE)
-TLS_REFUSED = ("its TLS certificate is not trusted here or names another host: DET_MASTER_CERT_FILE names the "
-               "certificate (or CA) to trust, DET_MASTER_CERT_NAME the name to check in it")
+TLS_REFUSED = (
+    "its TLS certificate is not trusted here or names another host: DET_MASTER_CERT_FILE names the "
+    "certificate (or CA) to trust, DET_MASTER_CERT_NAME the name to check in it"
+)
 
 T = TypeVar("T")
 
@@ -87,7 +89,10 @@ class Gateway:
     on the first such call."""
 
     def __init__(
-        self, address: str, user: str | None = None, password: str | None = None,
+        self,
+        address: str,
+        user: str | None = None,
+        password: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         import grpc
@@ -114,7 +119,9 @@ class Gateway:
             raise CliError(str(error)) from None
         # Login and GetMe with a token of their own, on the channel without the session's.
         self.bare_stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
-        self.session: Session = Session(TokenStore(self.address), self.login, self.token_valid, user, password)
+        self.session: Session = Session(
+            TokenStore(self.address), self.login, self.token_valid, user, password
+        )
         channel = grpc.intercept_channel(self._channel, BearerToken(self.session.token))
         self.stub = api_pb2_grpc.DeterminedStub(channel)  # type: ignore[no-untyped-call]
         # Closed before the interpreter tears down: a channel left to its finalizer after a
@@ -144,7 +151,10 @@ class Gateway:
         return True
 
     def call(
-        self, method: Callable[..., T], request: Any, timeout: float | None = 60.0,
+        self,
+        method: Callable[..., T],
+        request: Any,
+        timeout: float | None = 60.0,
         metadata: tuple[tuple[str, str], ...] | None = None,
     ) -> T:
         """One unary call, waited out while the master restarts or a part is down (see _waiting)."""
@@ -216,7 +226,8 @@ class Gateway:
         if self._connected():
             # The gateway answered: a part it stands on (NATS, PostgreSQL) is down, and it says which.
             return MasterUnavailableError(
-                details or "the master is unavailable; try again", code.name,
+                details or "the master is unavailable; try again",
+                code.name,
                 outage=_waiting.part_down(self.address, details),
             )
         unreachable = f"could not reach the master at {self.address}"
@@ -257,4 +268,3 @@ def _started(responses: Iterator[T]) -> Iterator[T]:
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
     """The metadata that makes a call act as the session of `token`."""
     return (("authorization", f"Bearer {token}"),)
-

@@ -78,16 +78,21 @@ def unreachable_reason(address: str, local: LocalCluster | None, tls: bool = Fal
     parts = {str(part.get("name")): part for part in local.status.get("parts", [])}
     gateway = parts.get("gateway")
     if (gateway is None or gateway.get("state") == "running") and local.tls_cert and not tls:
-        return (f"the gateway serves TLS only: DET_MASTER=https://{address} (and, for a self-signed "
-                f"certificate, DET_MASTER_CERT_FILE={local.tls_cert})")
+        return (
+            f"the gateway serves TLS only: DET_MASTER=https://{address} (and, for a self-signed "
+            f"certificate, DET_MASTER_CERT_FILE={local.tls_cert})"
+        )
     if gateway is None or gateway.get("state") == "running":
         return f"the gateway is running but does not answer (yet?){_others_down(parts)}"
     return f"the gateway is down ({_part_state(gateway)}){_others_down(parts)}"
 
 
 def _others_down(parts: dict[str, dict[str, Any]]) -> str:
-    down = [f"{name} ({_part_state(part)})" for name, part in parts.items()
-            if name != "gateway" and part.get("state") != "running"]
+    down = [
+        f"{name} ({_part_state(part)})"
+        for name, part in parts.items()
+        if name != "gateway" and part.get("state") != "running"
+    ]
     return f"; also down: {', '.join(down)}" if down else ""
 
 

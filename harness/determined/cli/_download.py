@@ -78,8 +78,10 @@ def download(
                 f"could not download checkpoint {checkpoint.uuid} from its {kind} storage: {failure} "
                 "(--mode master downloads it through the master)"
             ) from None
-        say(f"could not read checkpoint {checkpoint.uuid} from its {kind} storage here ({failure}); "
-            "downloading it through the master")
+        say(
+            f"could not read checkpoint {checkpoint.uuid} from its {kind} storage here ({failure}); "
+            "downloading it through the master"
+        )
         _through_master(gateway, checkpoint, dst, selector)
     return dst
 
@@ -121,7 +123,8 @@ def _incomplete(checkpoint: api_pb2.Checkpoint, dst: pathlib.Path, selector: Sel
 
 def _wanted(checkpoint: api_pb2.Checkpoint, selector: Selector | None) -> dict[str, int]:
     return {
-        relpath: size for relpath, size in checkpoint.resources.items()
+        relpath: size
+        for relpath, size in checkpoint.resources.items()
         if relpath.endswith("/") or selector is None or selector(relpath)
     }
 
@@ -134,7 +137,9 @@ def inside(dst: pathlib.Path, relpath: str) -> pathlib.Path:
     try:
         storage.check_relpath(relpath)
     except ValueError as problem:
-        raise CliError(f"the checkpoint lists a file outside its folder: {relpath[:200]!r} ({problem})") from None
+        raise CliError(
+            f"the checkpoint lists a file outside its folder: {relpath[:200]!r} ({problem})"
+        ) from None
     return dst.joinpath(*relpath.rstrip("/").split("/"))
 
 

@@ -179,8 +179,11 @@ def run_on_cluster(gateway: Gateway, config_yaml: str, context_hash: str) -> int
     try:
         found = _wait_for_end(gateway, experiment_id)
     except KeyboardInterrupt:
-        _say(f"Test mode: stopped waiting; experiment {experiment_id} keeps running "
-             f"(stop it with: det experiment kill {experiment_id})", file=sys.stderr)
+        _say(
+            f"Test mode: stopped waiting; experiment {experiment_id} keeps running "
+            f"(stop it with: det experiment kill {experiment_id})",
+            file=sys.stderr,
+        )
         return 130
     state = found.experiment.state
     if state == "COMPLETED" and all(t.state == "COMPLETED" for t in found.trials):
@@ -190,8 +193,11 @@ def run_on_cluster(gateway: Gateway, config_yaml: str, context_hash: str) -> int
     trials = ", ".join(
         f"trial {t.id} ended {t.state}" + (f" ({t.end_reason})" if t.end_reason else "") for t in found.trials
     )
-    _say(f"Model definition test failed: experiment {experiment_id} ended {state}"
-         + (f"; {trials}" if trials else " before a trial ran"), file=sys.stderr)
+    _say(
+        f"Model definition test failed: experiment {experiment_id} ended {state}"
+        + (f"; {trials}" if trials else " before a trial ran"),
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -306,7 +312,9 @@ def local_environment(inherited: Mapping[str, str], config: ExperimentConfig) ->
     from determined.common.entrypoint import configured_variables
 
     env = {name: value for name, value in inherited.items() if name not in TRIAL_VARIABLES}
-    env["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable), inherited.get("PATH", "")) if p)
+    env["PATH"] = os.pathsep.join(
+        p for p in (os.path.dirname(sys.executable), inherited.get("PATH", "")) if p
+    )
     env.update(configured_variables(config.to_json_dict(), "cpu"))
     env["PYTHONUNBUFFERED"] = "1"
     return env

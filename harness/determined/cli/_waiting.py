@@ -26,10 +26,19 @@ MAX_PAUSE_S = 2.0
 READS = frozenset({"TrialLogs", "PreviewGc", "DownloadCheckpointFile"})
 # Writes whose repeat changes nothing more: a new session, a dropped one, a context stored
 # by its hash, a state set again (the second answer says it is unchanged).
-REPEATABLE_WRITES = frozenset({
-    "Login", "Logout", "UploadContext", "KillExperiment", "PauseExperiment", "ActivateExperiment",
-    "KillTrial", "EnableAgent", "DisableAgent",
-})
+REPEATABLE_WRITES = frozenset(
+    {
+        "Login",
+        "Logout",
+        "UploadContext",
+        "KillExperiment",
+        "PauseExperiment",
+        "ActivateExperiment",
+        "KillTrial",
+        "EnableAgent",
+        "DisableAgent",
+    }
+)
 # What grpcio says when it could not connect: the call was never sent.
 NEVER_SENT = "failed to connect to all addresses"
 
@@ -113,5 +122,7 @@ def gave_up(message: str, budget_s: float) -> str:
 
 
 def not_repeated(message: str) -> str:
-    return (f"{message}; this request is not sent again by itself, as it may have been carried out: "
-            "check, then retry")
+    return (
+        f"{message}; this request is not sent again by itself, as it may have been carried out: "
+        "check, then retry"
+    )

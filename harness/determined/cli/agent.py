@@ -7,8 +7,16 @@ from typing import Any
 from determined.cli._client import connect
 from determined.cli._output import format_time, message_dict, print_json, print_table
 
-AGENT_HEADERS = ["Agent ID", "Hostname", "Registered Time", "Slots", "Containers", "Resource Pool", "State",
-                 "Address"]
+AGENT_HEADERS = [
+    "Agent ID",
+    "Hostname",
+    "Registered Time",
+    "Slots",
+    "Containers",
+    "Resource Pool",
+    "State",
+    "Address",
+]
 SLOT_HEADERS = ["Agent ID", "Resource Pool", "Slot ID", "State", "Allocation ID", "Task", "Type", "Device"]
 
 
@@ -57,15 +65,28 @@ def agent_row(agent: Any) -> list[Any]:
     """Containers: the allocations running on the agent (one per allocation, as
     each runs one process group there)."""
     running = {use.allocation_id for use in agent.slot_uses if use.allocation_id}
-    return [agent.agent_id, agent.hostname, format_time(agent.registered_at_ns), len(agent.slots), len(running),
-            agent.resource_pool or "default", agent.state or "ENABLED", agent.address]
+    return [
+        agent.agent_id,
+        agent.hostname,
+        format_time(agent.registered_at_ns),
+        len(agent.slots),
+        len(running),
+        agent.resource_pool or "default",
+        agent.state or "ENABLED",
+        agent.address,
+    ]
 
 
 def list_slots(args: argparse.Namespace) -> int:
     agents = _agents(args)
     if args.json:
-        print_json([dict(message_dict(s), agent_id=a.agent_id, **_use_dict(a, s.slot_id))
-                    for a in agents for s in a.slots])
+        print_json(
+            [
+                dict(message_dict(s), agent_id=a.agent_id, **_use_dict(a, s.slot_id))
+                for a in agents
+                for s in a.slots
+            ]
+        )
         return 0
     print_table(SLOT_HEADERS, [row for a in agents for row in slot_rows(a)])
     return 0
@@ -77,10 +98,23 @@ def slot_rows(agent: Any) -> list[list[Any]]:
     for slot in agent.slots:
         use = uses.get(slot.slot_id)
         allocation = use.allocation_id if use is not None else ""
-        task = f"trial {use.trial_id} (experiment {use.experiment_id})" if use is not None and use.trial_id else ""
-        rows.append([agent.agent_id, agent.resource_pool or "default", slot.slot_id,
-                     slot_state(agent.state, bool(allocation)), allocation or "FREE", task if allocation else "",
-                     slot.type, slot.device])
+        task = (
+            f"trial {use.trial_id} (experiment {use.experiment_id})"
+            if use is not None and use.trial_id
+            else ""
+        )
+        rows.append(
+            [
+                agent.agent_id,
+                agent.resource_pool or "default",
+                slot.slot_id,
+                slot_state(agent.state, bool(allocation)),
+                allocation or "FREE",
+                task if allocation else "",
+                slot.type,
+                slot.device,
+            ]
+        )
     return rows
 
 
@@ -113,7 +147,10 @@ def disable_agent(args: argparse.Namespace) -> int:
     gateway = connect(args)
     request = api_pb2.DisableAgentRequest(agent_id=args.agent_id, drain=args.drain)
     response = gateway.call(gateway.stub.DisableAgent, request)
-    done = (f"Disabled agent {args.agent_id}; the work running there finishes (draining)" if args.drain
-            else f"Disabled agent {args.agent_id}; the work running there is stopped to resume elsewhere")
+    done = (
+        f"Disabled agent {args.agent_id}; the work running there finishes (draining)"
+        if args.drain
+        else f"Disabled agent {args.agent_id}; the work running there is stopped to resume elsewhere"
+    )
     print(response.unchanged_reason or done)
     return 0

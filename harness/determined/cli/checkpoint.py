@@ -49,11 +49,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     fetch = verbs.add_parser("download", help="download a checkpoint's files")
     fetch.add_argument("uuid", type=checkpoint_uuid)
-    fetch.add_argument("-o", "--output-dir", type=pathlib.Path, metavar="DIR",
-                       help="where to put its files (default: checkpoints/<uuid>)")
-    fetch.add_argument("--mode", default="auto", choices=[mode.value for mode in DownloadMode],
-                       help="direct: from the storage; master: streamed by the master (resumes a partial "
-                            "download); auto (default): direct, else through the master")
+    fetch.add_argument(
+        "-o",
+        "--output-dir",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="where to put its files (default: checkpoints/<uuid>)",
+    )
+    fetch.add_argument(
+        "--mode",
+        default="auto",
+        choices=[mode.value for mode in DownloadMode],
+        help="direct: from the storage; master: streamed by the master (resumes a partial "
+        "download); auto (default): direct, else through the master",
+    )
     output = fetch.add_mutually_exclusive_group()
     output.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
     output.add_argument("--json", action="store_true", help="the local path and the checkpoint as JSON")
@@ -67,8 +76,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     rm = verbs.add_parser("rm", help="delete the files of checkpoints that match globs")
     rm.add_argument("uuids", type=uuid_list, metavar="UUIDS", help="comma-separated checkpoint UUIDs")
-    rm.add_argument("--glob", dest="globs", action="append", type=glob, required=True, metavar="GLOB",
-                    help="delete the files matching this glob, e.g. 'optimizer/**' (repeatable)")
+    rm.add_argument(
+        "--glob",
+        dest="globs",
+        action="append",
+        type=glob,
+        required=True,
+        metavar="GLOB",
+        help="delete the files matching this glob, e.g. 'optimizer/**' (repeatable)",
+    )
     rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rm.add_argument("--json", action="store_true")
     rm.set_defaults(run=delete_checkpoints)
@@ -76,8 +92,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def add_listing_arguments(parser: argparse.ArgumentParser) -> None:
     """--best, and --json or --csv, of the checkpoint listings."""
-    parser.add_argument("--best", type=best_count, metavar="N",
-                        help="only the N best by the searcher metric, best first (default: all, oldest first)")
+    parser.add_argument(
+        "--best",
+        type=best_count,
+        metavar="N",
+        help="only the N best by the searcher metric, best first (default: all, oldest first)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true")
     output.add_argument("--csv", action="store_true")
@@ -99,7 +119,9 @@ def glob(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("a glob may not be empty")
     if ".." in text.split("/"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a glob inside the checkpoint: it may not contain ..")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a glob inside the checkpoint: it may not contain .."
+        )
     return text
 
 
@@ -144,8 +166,15 @@ def checkpoint_row(checkpoint: api_pb2.Checkpoint, *, size: object) -> list[Any]
     """A listing's row: the files are counted (directories left out)."""
     files = sum(1 for relpath in checkpoint.resources if not relpath.endswith("/"))
     metric = checkpoint.searcher_metric if checkpoint.HasField("searcher_metric") else None
-    return [checkpoint.trial_id, checkpoint.steps_completed, checkpoint.state, metric, checkpoint.uuid,
-            files, size]
+    return [
+        checkpoint.trial_id,
+        checkpoint.steps_completed,
+        checkpoint.state,
+        metric,
+        checkpoint.uuid,
+        files,
+        size,
+    ]
 
 
 def total_size(checkpoint: api_pb2.Checkpoint) -> int:
@@ -174,26 +203,56 @@ def describe_checkpoint(args: argparse.Namespace) -> int:
 def print_description(checkpoint: api_pb2.Checkpoint) -> None:
     c = checkpoint
     print_table(
-        ["Experiment ID", "Trial ID", "# of Batches", "Report Time", "Checkpoint UUID", "State", "Size",
-         "Validation Metrics", "Metadata"],
-        [[c.experiment_id, c.trial_id, c.steps_completed, format_time(c.reported_at_ns), c.uuid, c.state,
-          human_size(total_size(c)), compact_json(c.validation_metrics_json), compact_json(c.metadata_json)]],
+        [
+            "Experiment ID",
+            "Trial ID",
+            "# of Batches",
+            "Report Time",
+            "Checkpoint UUID",
+            "State",
+            "Size",
+            "Validation Metrics",
+            "Metadata",
+        ],
+        [
+            [
+                c.experiment_id,
+                c.trial_id,
+                c.steps_completed,
+                format_time(c.reported_at_ns),
+                c.uuid,
+                c.state,
+                human_size(total_size(c)),
+                compact_json(c.validation_metrics_json),
+                compact_json(c.metadata_json),
+            ]
+        ],
     )
     if c.model_versions:
         print(f"Model versions: {', '.join(c.model_versions)}")
     if c.delete_error:
         print(f"Files left after a deletion failed: {c.delete_error}")
     print("\nFiles:")
-    print_table(["Path", "Size"], [[path, "" if path.endswith("/") else human_size(size)]
-                                   for path, size in sorted(c.resources.items())])
+    print_table(
+        ["Path", "Size"],
+        [
+            [path, "" if path.endswith("/") else human_size(size)]
+            for path, size in sorted(c.resources.items())
+        ],
+    )
 
 
 def download_checkpoint(args: argparse.Namespace) -> int:
     gateway = connect(args)
     checkpoint = get_checkpoint(gateway, args.uuid)
     target = args.output_dir or pathlib.Path("checkpoints", checkpoint.uuid)
-    path = download(gateway, checkpoint, target, DownloadMode(args.mode),
-                    say=lambda message: None if args.quiet else print(message, file=sys.stderr))
+    path = download(
+        gateway,
+        checkpoint,
+        target,
+        DownloadMode(args.mode),
+        say=lambda message: None if args.quiet else print(message, file=sys.stderr),
+    )
     if args.json:
         print_json({"path": str(path), "checkpoint": message_dict(checkpoint)})
     elif args.quiet:
@@ -214,8 +273,9 @@ def delete_checkpoints(args: argparse.Namespace) -> int:
         print("Aborted: nothing deleted.", file=sys.stderr)
         return 0
     gateway = connect(args)
-    gateway.call(gateway.stub.DeleteCheckpoints, api_pb2.DeleteCheckpointsRequest(uuids=args.uuids,
-                                                                                   globs=args.globs))
+    gateway.call(
+        gateway.stub.DeleteCheckpoints, api_pb2.DeleteCheckpointsRequest(uuids=args.uuids, globs=args.globs)
+    )
     if args.json:
         print_json({"uuids": args.uuids, "globs": args.globs, "deletion": "in progress"})
     else:
@@ -231,4 +291,3 @@ def list_trial_checkpoints(args: argparse.Namespace) -> int:
     response = gateway.call(gateway.stub.GetTrialCheckpoints, request)
     show_checkpoints(response.checkpoints, args)
     return 0
-

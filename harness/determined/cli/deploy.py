@@ -81,114 +81,209 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     up = verbs.add_parser(
-        "agent-up", help="add an agent to this machine's cluster, or (--master-host) to a cluster elsewhere",
+        "agent-up",
+        help="add an agent to this machine's cluster, or (--master-host) to a cluster elsewhere",
         description="Add an agent. Without --master-host, to the cluster running from --data-dir. With "
-                    "--master-host, an agent for the cluster whose master (gateway) is there: it asks the "
-                    "master where NATS is and runs under a supervisor of its own in --data-dir (default "
-                    "~/.local/share/determined-es-agent); it needs the cluster's secret (--secret-file).",
+        "--master-host, an agent for the cluster whose master (gateway) is there: it asks the "
+        "master where NATS is and runs under a supervisor of its own in --data-dir (default "
+        "~/.local/share/determined-es-agent); it needs the cluster's secret (--secret-file).",
     )
     _add_data_dir(up)
-    up.add_argument("--agent-id", default="", type=_agent_id,
-                    help="default: the first free agent-<n> (with --master-host: the host name)")
-    up.add_argument("--cpu-slots", type=_positive, default=1, help="slots it offers when it finds no GPU (default 1)")
+    up.add_argument(
+        "--agent-id",
+        default="",
+        type=_agent_id,
+        help="default: the first free agent-<n> (with --master-host: the host name)",
+    )
+    up.add_argument(
+        "--cpu-slots", type=_positive, default=1, help="slots it offers when it finds no GPU (default 1)"
+    )
     up.add_argument("--pool", default="", help="its resource pool (default: default)")
-    up.add_argument("--master-host", default="",
-                    help="the host of a cluster's master on another machine (https://HOST when it serves TLS; "
-                         "with a certificate the system's CAs do not vouch for, set DET_MASTER_CERT_FILE instead)")
+    up.add_argument(
+        "--master-host",
+        default="",
+        help="the host of a cluster's master on another machine (https://HOST when it serves TLS; "
+        "with a certificate the system's CAs do not vouch for, set DET_MASTER_CERT_FILE instead)",
+    )
     up.add_argument("--master-port", type=_port, default=8080, help="that master's port (default 8080)")
-    up.add_argument("--secret-file", type=Path, default=None,
-                    help="with --master-host: a copy of the agent's secret file, which det deploy local "
-                         "agent-credentials makes on the cluster's machine (it names the agent's id)")
-    up.add_argument("--advertise-host", default="", metavar="HOST",
-                    help="with --master-host: the address the cluster's other machines reach this one by "
-                         "(for multi-agent trials; default: its host name)")
+    up.add_argument(
+        "--secret-file",
+        type=Path,
+        default=None,
+        help="with --master-host: a copy of the agent's secret file, which det deploy local "
+        "agent-credentials makes on the cluster's machine (it names the agent's id)",
+    )
+    up.add_argument(
+        "--advertise-host",
+        default="",
+        metavar="HOST",
+        help="with --master-host: the address the cluster's other machines reach this one by "
+        "(for multi-agent trials; default: its host name)",
+    )
     up.add_argument("--no-gpu", dest="gpu", action="store_false", default=True, help="offer CPU slots only")
     up.set_defaults(run=agent_up)
 
     secret = verbs.add_parser(
-        "agent-credentials", help="make the secret file an agent on another machine runs with",
+        "agent-credentials",
+        help="make the secret file an agent on another machine runs with",
         description="Give an agent that runs on another machine (agent-up --master-host) its own nats-server "
-                    "user, let in at once, and write the file its operator copies there: "
-                    "<data dir>/agent-secrets/<agent id>.secret. It lets that agent append only as itself.",
+        "user, let in at once, and write the file its operator copies there: "
+        "<data dir>/agent-secrets/<agent id>.secret. It lets that agent append only as itself.",
     )
     _add_data_dir(secret)
     secret.add_argument("--agent-id", required=True, type=_agent_id, help="the id the agent will run with")
-    secret.add_argument("--revoke", action="store_true",
-                        help="instead: remove that agent's user (its connections are closed) and its file")
+    secret.add_argument(
+        "--revoke",
+        action="store_true",
+        help="instead: remove that agent's user (its connections are closed) and its file",
+    )
     secret.set_defaults(run=agent_credentials)
 
     down = verbs.add_parser("agent-down", help="stop an agent and remove it (its trials run again elsewhere)")
     _add_data_dir(down)
     down.add_argument("--agent-id", default="", help="its agent id or part (default: the agent added last)")
-    down.add_argument("--remote", action="store_true",
-                      help="an agent started with --master-host (its default data folder)")
+    down.add_argument(
+        "--remote", action="store_true", help="an agent started with --master-host (its default data folder)"
+    )
     down.set_defaults(run=agent_down)
 
 
 def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     up = verbs.add_parser(
-        "cluster-up", help="start NATS, PostgreSQL, the services and one agent under a supervisor",
+        "cluster-up",
+        help="start NATS, PostgreSQL, the services and one agent under a supervisor",
         description="Start a local cluster under its supervisor, repair one that is half down, "
-                    "or say that it runs.",
-        epilog=UP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "or say that it runs.",
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_data_dir(up)
     up.add_argument("--master-port", type=int, default=8080, help="the gateway's port (default 8080)")
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--postgres-port", type=int, default=5433)
-    up.add_argument("--cpu-slots", type=int, default=1,
-                    help="slots each agent offers when it finds no GPU (default 1)")
-    up.add_argument("--agents", type=_positive, default=1,
-                    help="agents to run (default 1: the part 'agent'; N > 1: parts and ids agent-1 .. agent-N)")
-    up.add_argument("--advertise-host", default="", metavar="HOST",
-                    help="the address agents on other machines reach this one by: NATS then listens on every "
-                         "interface and the master hands out nats://HOST:<nats port> (their trials reach the "
-                         "master too: add --listen)")
-    up.add_argument("--scheduler", choices=SCHEDULERS, default=None,
-                    help="how every pool shares its slots (default fair_share; DET_SCHEDULER_TYPE)")
-    up.add_argument("--pool-scheduler", action="append", default=[], type=_pool_scheduler, metavar="POOL=TYPE",
-                    help="the scheduler of one pool, e.g. gpu=priority (repeatable; DET_SCHEDULER_POOL_TYPES)")
-    up.add_argument("--agent-lost-s", type=_positive_float, default=None, metavar="S",
-                    help="an agent with no heartbeat this long is lost (default 10; DET_AGENT_LOST_S)")
-    up.add_argument("--min-run-s", type=_non_negative_float, default=None, metavar="S",
-                    help="the least a trial runs before it can be preempted (default 30; DET_SCHEDULER_MIN_RUN_S)")
-    up.add_argument("--gpu", dest="gpu", action="store_true", default=True,
-                    help="offer the GPUs pynvml finds (default)")
+    up.add_argument(
+        "--cpu-slots", type=int, default=1, help="slots each agent offers when it finds no GPU (default 1)"
+    )
+    up.add_argument(
+        "--agents",
+        type=_positive,
+        default=1,
+        help="agents to run (default 1: the part 'agent'; N > 1: parts and ids agent-1 .. agent-N)",
+    )
+    up.add_argument(
+        "--advertise-host",
+        default="",
+        metavar="HOST",
+        help="the address agents on other machines reach this one by: NATS then listens on every "
+        "interface and the master hands out nats://HOST:<nats port> (their trials reach the "
+        "master too: add --listen)",
+    )
+    up.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default=None,
+        help="how every pool shares its slots (default fair_share; DET_SCHEDULER_TYPE)",
+    )
+    up.add_argument(
+        "--pool-scheduler",
+        action="append",
+        default=[],
+        type=_pool_scheduler,
+        metavar="POOL=TYPE",
+        help="the scheduler of one pool, e.g. gpu=priority (repeatable; DET_SCHEDULER_POOL_TYPES)",
+    )
+    up.add_argument(
+        "--agent-lost-s",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help="an agent with no heartbeat this long is lost (default 10; DET_AGENT_LOST_S)",
+    )
+    up.add_argument(
+        "--min-run-s",
+        type=_non_negative_float,
+        default=None,
+        metavar="S",
+        help="the least a trial runs before it can be preempted (default 30; DET_SCHEDULER_MIN_RUN_S)",
+    )
+    up.add_argument(
+        "--gpu", dest="gpu", action="store_true", default=True, help="offer the GPUs pynvml finds (default)"
+    )
     up.add_argument("--no-gpu", dest="gpu", action="store_false", help="offer CPU slots only")
     up.add_argument("--json-logs", action="store_true", help="services log JSON lines")
-    up.add_argument("--agent-name", default="", type=_agent_id,
-                    help="agent id (default: the host name; with --agents N: the prefix of <name>-1 .. <name>-N)")
-    up.add_argument("--fork-trials", action="store_true",
-                    help="start plain `python3 script.py` trials from a warm process that has already "
-                         "imported determined and grpc (and the --preload modules)")
-    up.add_argument("--preload", default="", metavar="MODULES",
-                    help="with --fork-trials: comma-separated modules to import once, e.g. torch,sklearn.datasets")
-    up.add_argument("--checkpoint-storage", type=Path, default=None, metavar="FILE.yaml",
-                    help="the cluster's default checkpoint_storage section (YAML, e.g. type: s3, bucket: ...); "
-                         "an experiment's own section overrides it (default: shared_fs in <data dir>/checkpoints)")
+    up.add_argument(
+        "--agent-name",
+        default="",
+        type=_agent_id,
+        help="agent id (default: the host name; with --agents N: the prefix of <name>-1 .. <name>-N)",
+    )
+    up.add_argument(
+        "--fork-trials",
+        action="store_true",
+        help="start plain `python3 script.py` trials from a warm process that has already "
+        "imported determined and grpc (and the --preload modules)",
+    )
+    up.add_argument(
+        "--preload",
+        default="",
+        metavar="MODULES",
+        help="with --fork-trials: comma-separated modules to import once, e.g. torch,sklearn.datasets",
+    )
+    up.add_argument(
+        "--checkpoint-storage",
+        type=Path,
+        default=None,
+        metavar="FILE.yaml",
+        help="the cluster's default checkpoint_storage section (YAML, e.g. type: s3, bucket: ...); "
+        "an experiment's own section overrides it (default: shared_fs in <data dir>/checkpoints)",
+    )
     up.add_argument("--docker", action="store_true", help="run the services as Docker containers")
-    up.add_argument("--initial-user-password", default=None, metavar="PASSWORD",
-                    help="the password of the built-in users admin and determined on a new cluster "
-                         "(default: one generated and shown once)")
-    up.add_argument("--allow-blank-password", action="store_true",
-                    help="allow a blank initial password: without --initial-user-password, the built-in users "
-                         "then have no password")
-    up.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
-                    help="the address the master listens on (default 127.0.0.1: this machine only; 0.0.0.0: "
-                         "every network, e.g. for agents on other machines); without --tls-cert, calls and "
-                         "passwords then cross the network in clear")
-    up.add_argument("--tls-cert", type=Path, default=None, metavar="CERT.pem",
-                    help="serve the master's gRPC and HTTP ports (and NATS's, for agents on other machines) with "
-                         "TLS, with this PEM certificate (chain); needs --tls-key")
-    up.add_argument("--tls-key", type=Path, default=None, metavar="KEY.pem",
-                    help="the certificate's PEM private key (with --tls-cert)")
+    up.add_argument(
+        "--initial-user-password",
+        default=None,
+        metavar="PASSWORD",
+        help="the password of the built-in users admin and determined on a new cluster "
+        "(default: one generated and shown once)",
+    )
+    up.add_argument(
+        "--allow-blank-password",
+        action="store_true",
+        help="allow a blank initial password: without --initial-user-password, the built-in users "
+        "then have no password",
+    )
+    up.add_argument(
+        "--listen",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address the master listens on (default 127.0.0.1: this machine only; 0.0.0.0: "
+        "every network, e.g. for agents on other machines); without --tls-cert, calls and "
+        "passwords then cross the network in clear",
+    )
+    up.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=None,
+        metavar="CERT.pem",
+        help="serve the master's gRPC and HTTP ports (and NATS's, for agents on other machines) with "
+        "TLS, with this PEM certificate (chain); needs --tls-key",
+    )
+    up.add_argument(
+        "--tls-key",
+        type=Path,
+        default=None,
+        metavar="KEY.pem",
+        help="the certificate's PEM private key (with --tls-cert)",
+    )
     up.set_defaults(run=cluster_up)
 
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where all the cluster's data lives "
-                             "(default: $DET_DATA_DIR or ~/.local/share/determined-es)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="where all the cluster's data lives (default: $DET_DATA_DIR or ~/.local/share/determined-es)",
+    )
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
@@ -214,11 +309,22 @@ def cluster_up(args: argparse.Namespace) -> int:
     if args.allow_blank_password:
         settings["DET_ALLOW_BLANK_PASSWORD"] = "1"
     options = cluster.ClusterOptions(
-        data_dir=data_dir, master_port=args.master_port, nats_port=args.nats_port,
-        postgres_port=args.postgres_port, cpu_slots=args.cpu_slots, gpu=args.gpu,
-        json_logs=args.json_logs, agent_id=args.agent_name, fork_trials=args.fork_trials,
-        preload=args.preload, agents=args.agents, advertise_host=args.advertise_host,
-        settings=settings, listen=args.listen, tls_cert=_absolute(args.tls_cert), tls_key=_absolute(args.tls_key),
+        data_dir=data_dir,
+        master_port=args.master_port,
+        nats_port=args.nats_port,
+        postgres_port=args.postgres_port,
+        cpu_slots=args.cpu_slots,
+        gpu=args.gpu,
+        json_logs=args.json_logs,
+        agent_id=args.agent_name,
+        fork_trials=args.fork_trials,
+        preload=args.preload,
+        agents=args.agents,
+        advertise_host=args.advertise_host,
+        settings=settings,
+        listen=args.listen,
+        tls_cert=_absolute(args.tls_cert),
+        tls_key=_absolute(args.tls_key),
     )
     print(f"Local cluster with its data in {data_dir} ...", flush=True)
     try:
@@ -241,8 +347,10 @@ def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str]) -> s
     record = result.record
     master = record.master_address()
     web = f"{'https' if record.tls_cert else 'http'}://{record.master_host()}:{http_port(record.master_port, settings)}"
-    where = (f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
-             f"PostgreSQL data in {record.postgres_folder(data_dir)}")
+    where = (
+        f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
+        f"PostgreSQL data in {record.postgres_folder(data_dir)}"
+    )
     if result.outcome == UpOutcome.STARTED:
         print(f"Cluster is up: {where}")
     elif result.outcome == UpOutcome.REPAIRED:
@@ -259,8 +367,11 @@ def _warn_if_in_clear(args: argparse.Namespace) -> None:
     from deploy.local.tls import is_loopback
 
     if not is_loopback(args.listen) and args.tls_cert is None:
-        print(f"warning: the master listens on {args.listen} without TLS: calls, session tokens and passwords "
-              "cross the network in clear (give --tls-cert and --tls-key)", file=sys.stderr)
+        print(
+            f"warning: the master listens on {args.listen} without TLS: calls, session tokens and passwords "
+            "cross the network in clear (give --tls-cert and --tls-key)",
+            file=sys.stderr,
+        )
 
 
 def _absolute(path: Path | None) -> str:
@@ -306,17 +417,23 @@ def _log_in_operator(data_dir: Path, master: str, certificate: dict[str, str]) -
         token = gateway.login("admin", salted_hash(initial.password))
     except CliError as refused:
         if refused.code != "UNAUTHENTICATED":  # kept for the next cluster-up to try again
-            print(f"warning: could not log you in as admin ({refused}); cluster-up tries again when run again",
-                  file=sys.stderr)
+            print(
+                f"warning: could not log you in as admin ({refused}); cluster-up tries again when run again",
+                file=sys.stderr,
+            )
             return
         initial_password.forget(data_dir)
-        print("The users already had their passwords: the initial password was not applied. "
-              "Log in with: det user login")
+        print(
+            "The users already had their passwords: the initial password was not applied. "
+            "Log in with: det user login"
+        )
         return
     TokenStore(gateway.address).remember("admin", token, active=True)
     if initial.generated:
-        print(f"admin and determined have the password: {initial.password} "
-              "(shown once; change it with det user change-password)")
+        print(
+            f"admin and determined have the password: {initial.password} "
+            "(shown once; change it with det user change-password)"
+        )
     print("You are logged in as admin")
     initial_password.forget(data_dir)
 
@@ -360,7 +477,9 @@ def checkpoint_storage_setting(path: Path) -> str:
     if not isinstance(section, dict):
         raise CliError(f"--checkpoint-storage {path} must hold a checkpoint_storage section (a mapping)")
     if "type" not in section:
-        raise CliError(f"--checkpoint-storage {path}: type is required (shared_fs, directory, s3, gcs or azure)")
+        raise CliError(
+            f"--checkpoint-storage {path}: type is required (shared_fs, directory, s3, gcs or azure)"
+        )
     try:
         expconf.CheckpointStorage.model_validate(section)
     except ValidationError as error:
@@ -380,7 +499,9 @@ def _agent_id(text: str) -> str:
     from deploy.local.cluster import AGENT_ID
 
     if text and not AGENT_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} cannot be an agent id: 1 to 64 letters, digits, '.', '-' or '_'")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be an agent id: 1 to 64 letters, digits, '.', '-' or '_'"
+        )
     return text
 
 
@@ -429,8 +550,10 @@ def agent_up(args: argparse.Namespace) -> int:
     from deploy.local import cluster, control
 
     if args.advertise_host and not args.master_host:
-        raise CliError("--advertise-host is for an agent of a cluster elsewhere (--master-host); this machine's "
-                       "cluster advertises the address cluster-up --advertise-host gave it")
+        raise CliError(
+            "--advertise-host is for an agent of a cluster elsewhere (--master-host); this machine's "
+            "cluster advertises the address cluster-up --advertise-host gave it"
+        )
     try:
         if args.master_host:
             return _remote_agent_up(args)
@@ -452,8 +575,10 @@ def agent_credentials(args: argparse.Namespace) -> int:
         path = control.agent_credentials(_data_dir(args), args.agent_id)
     except cluster.DeployError as failure:
         raise CliError(str(failure)) from None
-    print(f"Copy {path} to the agent's machine and run there: det deploy local agent-up --master-host <this host> "
-          f"--secret-file <the copy>")
+    print(
+        f"Copy {path} to the agent's machine and run there: det deploy local agent-up --master-host <this host> "
+        f"--secret-file <the copy>"
+    )
     return 0
 
 
@@ -471,27 +596,43 @@ def _remote_agent_up(args: argparse.Namespace) -> int:
     if not info.nats_url:
         raise CliError(f"the master at {master} does not say where its NATS is (an older version?)")
     if _loopback(info.nats_url) and not _loopback(f"nats://{host}"):
-        raise CliError(f"the cluster at {master} offers NATS at {info.nats_url} only, which other machines cannot "
-                       "reach: start it with det deploy local cluster-up --advertise-host <its address>")
+        raise CliError(
+            f"the cluster at {master} offers NATS at {info.nats_url} only, which other machines cannot "
+            "reach: start it with det deploy local cluster-up --advertise-host <its address>"
+        )
     given = _secret(args.secret_file) if args.secret_file else {}
     if not given.get("nats_user") or not given.get("nats_password") or not given.get("secret"):
-        raise CliError("an agent for another machine's cluster needs its own secret file: on the cluster's machine "
-                       "run det deploy local agent-credentials --agent-id <id>, copy the file it names here and "
-                       "pass --secret-file")
+        raise CliError(
+            "an agent for another machine's cluster needs its own secret file: on the cluster's machine "
+            "run det deploy local agent-credentials --agent-id <id>, copy the file it names here and "
+            "pass --secret-file"
+        )
     agent_id = args.agent_id or given.get("agent_id") or socket.gethostname()
     if given.get("agent_id") and agent_id != given["agent_id"]:
-        raise CliError(f"{args.secret_file} is agent {given['agent_id']}'s: run it with that --agent-id, or make "
-                       f"one for {agent_id} (det deploy local agent-credentials --agent-id {agent_id})")
-    remote = cluster.RemoteCluster(master, info.nats_url, info.namespace or "det", info.cluster_id, given["secret"],
-                                   given["nats_password"], given["nats_user"], **_certificate_of_master())
+        raise CliError(
+            f"{args.secret_file} is agent {given['agent_id']}'s: run it with that --agent-id, or make "
+            f"one for {agent_id} (det deploy local agent-credentials --agent-id {agent_id})"
+        )
+    remote = cluster.RemoteCluster(
+        master,
+        info.nats_url,
+        info.namespace or "det",
+        info.cluster_id,
+        given["secret"],
+        given["nats_password"],
+        given["nats_user"],
+        **_certificate_of_master(),
+    )
     agent = cluster.added_agent([], agent_id, args.cpu_slots, args.pool)
     data_dir = Path(args.data_dir or cluster.default_data_dir().with_name("determined-es-agent")).expanduser()
     options = cluster.ClusterOptions(
         data_dir=data_dir, cpu_slots=args.cpu_slots, gpu=args.gpu, advertise_host=args.advertise_host
     )
     result = control.remote_agent_up(data_dir, remote, agent, options)
-    print(f"Agent {agent.agent_id} is up for the cluster at {master} ({result.done}); its data and logs are in "
-          f"{data_dir.resolve()}")
+    print(
+        f"Agent {agent.agent_id} is up for the cluster at {master} ({result.done}); its data and logs are in "
+        f"{data_dir.resolve()}"
+    )
     return 0
 
 
@@ -507,8 +648,10 @@ def _certificate_of_master() -> dict[str, str]:
     """RemoteCluster's master_cert_file (absolute: the agent's supervisor runs elsewhere) and
     master_cert_name, from agent-up's environment."""
     cert_file = os.environ.get("DET_MASTER_CERT_FILE", "")
-    return {"master_cert_file": str(Path(cert_file).expanduser().resolve()) if cert_file else "",
-            "master_cert_name": os.environ.get("DET_MASTER_CERT_NAME", "")}
+    return {
+        "master_cert_file": str(Path(cert_file).expanduser().resolve()) if cert_file else "",
+        "master_cert_name": os.environ.get("DET_MASTER_CERT_NAME", ""),
+    }
 
 
 def _loopback(url: str) -> bool:
@@ -535,9 +678,13 @@ def _secret(path: Path) -> dict[str, str]:
 def agent_down(args: argparse.Namespace) -> int:
     from deploy.local import cluster, control
 
-    data_dir = (Path(args.data_dir).expanduser().resolve() if args.data_dir
-                else cluster.default_data_dir().with_name("determined-es-agent") if args.remote
-                else _data_dir(args))
+    data_dir = (
+        Path(args.data_dir).expanduser().resolve()
+        if args.data_dir
+        else cluster.default_data_dir().with_name("determined-es-agent")
+        if args.remote
+        else _data_dir(args)
+    )
     try:
         agent = control.agent_down(data_dir, args.agent_id)
     except cluster.DeployError as failure:
@@ -582,11 +729,15 @@ def show_status(args: argparse.Namespace) -> int:
     print(status_heading(report))
     now = time.time()
     parts = report.status.parts if report.status else ()
-    print_table(["Part", "State", "PID", "Restarts", "Uptime", "Disk", "Last error"],
-                [part_row(part, now) for part in parts])
+    print_table(
+        ["Part", "State", "PID", "Restarts", "Uptime", "Disk", "Last error"],
+        [part_row(part, now) for part in parts],
+    )
     print("\nAgents:")
-    print_table(["Part", "Agent ID", "CPU slots", "Resource Pool"],
-                [[a.part, a.agent_id, a.cpu_slots, a.pool or "default"] for a in report.record.agent_specs()])
+    print_table(
+        ["Part", "Agent ID", "CPU slots", "Resource Pool"],
+        [[a.part, a.agent_id, a.cpu_slots, a.pool or "default"] for a in report.record.agent_specs()],
+    )
     notes = status.event_notes(report.events)
     if notes:
         print("\nEvent log:")
@@ -598,26 +749,42 @@ def status_json(report: "ClusterReport") -> dict[str, Any]:
     from dataclasses import asdict
 
     document: dict[str, Any] = report.status.to_json() if report.status else {"parts": []}
-    return dict(document, data_dir=str(report.data_dir), supervisor_alive=report.supervisor_alive,
-                master_port=report.record.master_port,
-                postgres_data_dir=str(report.record.postgres_folder(report.data_dir)),
-                agents=[asdict(agent) for agent in report.record.agent_specs()], events=report.events)
+    return dict(
+        document,
+        data_dir=str(report.data_dir),
+        supervisor_alive=report.supervisor_alive,
+        master_port=report.record.master_port,
+        postgres_data_dir=str(report.record.postgres_folder(report.data_dir)),
+        agents=[asdict(agent) for agent in report.record.agent_specs()],
+        events=report.events,
+    )
 
 
 def status_heading(report: "ClusterReport") -> str:
-    where = (f"Cluster in {report.data_dir}: master at {report.record.master_address()}; "
-             f"PostgreSQL data in {report.record.postgres_folder(report.data_dir)}")
+    where = (
+        f"Cluster in {report.data_dir}: master at {report.record.master_address()}; "
+        f"PostgreSQL data in {report.record.postgres_folder(report.data_dir)}"
+    )
     if report.supervisor_alive:
         return f"{where}\nSupervisor pid {report.record.supervisor_pid}"
-    return (f"{where}\nIts supervisor is not running: the parts are as it last recorded them. "
-            "Repair with: det deploy local cluster-up")
+    return (
+        f"{where}\nIts supervisor is not running: the parts are as it last recorded them. "
+        "Repair with: det deploy local cluster-up"
+    )
 
 
 def part_row(part: "PartStatus", now: float) -> list[Any]:
     up = part.state in ("running", "starting") and part.started_at > 0
     error = part.last_error.splitlines()[0] if part.last_error else ""
-    return [part.name, part.state, part.pid or "", part.restarts,
-            format_duration(now - part.started_at) if up else "", format_bytes(part.disk_bytes), error]
+    return [
+        part.name,
+        part.state,
+        part.pid or "",
+        part.restarts,
+        format_duration(now - part.started_at) if up else "",
+        format_bytes(part.disk_bytes),
+        error,
+    ]
 
 
 def format_duration(seconds: float) -> str:

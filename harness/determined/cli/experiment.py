@@ -49,21 +49,40 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument("config_file", type=Path, help="experiment configuration (YAML)")
     create.add_argument("context", type=Path, nargs="?", help="folder uploaded as the trial's working dir")
     create.add_argument(
-        "-i", "--include", action="append", default=[], type=Path, metavar="PATH",
+        "-i",
+        "--include",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
         help="also upload this file or folder, under its own name at the root (repeatable)",
     )
     create.add_argument(
-        "--config", action="append", default=[], metavar="KEY=VALUE",
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config field, e.g. --config searcher.max_trials=4 (repeatable)",
     )
     mode = create.add_mutually_exclusive_group()
-    mode.add_argument("-f", "--follow-first-trial", "--follow", dest="follow", action="store_true",
-                      help="follow the first trial's logs until it ends")
+    mode.add_argument(
+        "-f",
+        "--follow-first-trial",
+        "--follow",
+        dest="follow",
+        action="store_true",
+        help="follow the first trial's logs until it ends",
+    )
     mode.add_argument("--paused", action="store_true", help="create the experiment paused")
-    mode.add_argument("-t", "--test-mode", action="store_true",
-                      help="run the model definition for one batch and report whether it works")
-    create.add_argument("--local", action="store_true",
-                        help="with --test-mode: run on this machine, without a cluster")
+    mode.add_argument(
+        "-t",
+        "--test-mode",
+        action="store_true",
+        help="run the model definition for one batch and report whether it works",
+    )
+    create.add_argument(
+        "--local", action="store_true", help="with --test-mode: run on this machine, without a cluster"
+    )
     create.set_defaults(run=create_experiment)
 
     listing = verbs.add_parser("list", aliases=["ls"], help="list experiments")
@@ -114,8 +133,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         change.add_argument("value", type=value_type, help=value_help)
         change.set_defaults(run=set_resource)
     policy = what.add_parser(
-        "gc-policy", help="change which checkpoints garbage collection keeps; an ended experiment's are "
-                          "collected at once (previewed and confirmed first)"
+        "gc-policy",
+        help="change which checkpoints garbage collection keeps; an ended experiment's are "
+        "collected at once (previewed and confirmed first)",
     )
     policy.add_argument("experiment_id", type=EXPERIMENT_ID)
     for knob, knob_help in (
@@ -221,8 +241,11 @@ def _context_files(folder: Path | None, includes: list[Path]) -> ContextFiles | 
         raise CliError(str(problem)) from None
     say_context_notes(files)
     sources = ", ".join(str(path.resolve()) for path in ([folder] if folder else []) + includes)
-    print(f"Preparing files ({sources}) to send to master... "
-          f"{human_size(files.content_size)} and {files.file_count} files", flush=True)
+    print(
+        f"Preparing files ({sources}) to send to master... "
+        f"{human_size(files.content_size)} and {files.file_count} files",
+        flush=True,
+    )
     return files
 
 
@@ -232,8 +255,10 @@ def say_context_notes(files: ContextFiles) -> None:
     for note in files.notes[:MAX_CONTEXT_NOTES]:
         print(f"note: {note}", file=sys.stderr)
     if len(files.notes) > MAX_CONTEXT_NOTES:
-        print(f"note: ... and {len(files.notes) - MAX_CONTEXT_NOTES} more links or files like these",
-              file=sys.stderr)
+        print(
+            f"note: ... and {len(files.notes) - MAX_CONTEXT_NOTES} more links or files like these",
+            file=sys.stderr,
+        )
 
 
 def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
@@ -249,7 +274,9 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
             break
         if found.experiment.state in TERMINAL_STATES:
             reason = f": {found.experiment.end_reason}" if found.experiment.end_reason else ""
-            raise CliError(f"experiment {experiment_id} ended {found.experiment.state} before a trial began{reason}")
+            raise CliError(
+                f"experiment {experiment_id} ended {found.experiment.state} before a trial began{reason}"
+            )
         time.sleep(POLL_INTERVAL_S)
     trial_id = min(t.id for t in found.trials)
     print(f"Following first trial with ID {trial_id}", flush=True)
@@ -273,8 +300,16 @@ def list_experiments(args: argparse.Namespace) -> int:
     print_table(
         ["ID", "Owner", "Name", "State", "Progress", "Started", "Ended", "Resource Pool"],
         [
-            [e.id, e.owner, e.name, e.state, f"{e.progress:.1%}" if e.progress else "",
-             format_time(e.started_at_ns), format_time(e.ended_at_ns), e.resource_pool or "default"]
+            [
+                e.id,
+                e.owner,
+                e.name,
+                e.state,
+                f"{e.progress:.1%}" if e.progress else "",
+                format_time(e.started_at_ns),
+                format_time(e.ended_at_ns),
+                e.resource_pool or "default",
+            ]
             for e in response.experiments
         ],
     )
@@ -300,8 +335,19 @@ def describe_experiment(args: argparse.Namespace) -> int:
     e = response.experiment
     print_table(
         ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Searcher", "Metric", "Labels"],
-        [[e.id, e.state, f"{e.progress:.1%}", format_time(e.started_at_ns), format_time(e.ended_at_ns),
-          e.name, e.searcher_name, e.searcher_metric, ", ".join(e.labels)]],
+        [
+            [
+                e.id,
+                e.state,
+                f"{e.progress:.1%}",
+                format_time(e.started_at_ns),
+                format_time(e.ended_at_ns),
+                e.name,
+                e.searcher_name,
+                e.searcher_metric,
+                ", ".join(e.labels),
+            ]
+        ],
     )
     if e.end_reason:
         print(f"Ended {e.state}: {e.end_reason}")
@@ -337,12 +383,33 @@ def list_trials(args: argparse.Namespace) -> int:
 
 def _print_trials(trials: Any) -> None:
     print_table(
-        ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches", "Rung", "Restarts", "Reason",
-         "Latest Training", "Latest Validation"],
         [
-            [t.id, t.state, compact_json(t.hparams_json), format_time(t.started_at_ns),
-             format_time(t.ended_at_ns), t.total_batches, t.rung, t.restarts, outcome(t),
-             compact_json(t.latest_training.metrics_json), compact_json(t.latest_validation.metrics_json)]
+            "Trial ID",
+            "State",
+            "H-Params",
+            "Started",
+            "Ended",
+            "# of Batches",
+            "Rung",
+            "Restarts",
+            "Reason",
+            "Latest Training",
+            "Latest Validation",
+        ],
+        [
+            [
+                t.id,
+                t.state,
+                compact_json(t.hparams_json),
+                format_time(t.started_at_ns),
+                format_time(t.ended_at_ns),
+                t.total_batches,
+                t.rung,
+                t.restarts,
+                outcome(t),
+                compact_json(t.latest_training.metrics_json),
+                compact_json(t.latest_validation.metrics_json),
+            ]
             for t in trials
         ],
     )
@@ -414,9 +481,16 @@ def set_gc_policy(args: argparse.Namespace) -> int:
         )
         applied, unchanged = not response.unchanged_reason, response.unchanged_reason
     if args.json:
-        print_json({"experiment_id": args.experiment_id, "policy": policy, "applied": applied,
-                    "unchanged_reason": unchanged, "bytes": preview.bytes,
-                    "checkpoints": [message_dict(c) for c in preview.checkpoints]})
+        print_json(
+            {
+                "experiment_id": args.experiment_id,
+                "policy": policy,
+                "applied": applied,
+                "unchanged_reason": unchanged,
+                "bytes": preview.bytes,
+                "checkpoints": [message_dict(c) for c in preview.checkpoints],
+            }
+        )
     elif unchanged:
         print(unchanged)
     elif applied:
@@ -434,21 +508,29 @@ def _print_preview(experiment_id: int, policy: dict[str, int], preview: Any) -> 
     if not preview.checkpoints:
         print(f"{_policy_text(policy)} deletes no checkpoint of experiment {experiment_id} now.")
         return
-    print(f"{_policy_text(policy)} deletes these {len(preview.checkpoints)} checkpoints of experiment "
-          f"{experiment_id}, freeing {human_size(preview.bytes)}:")
-    print_table(LIST_HEADERS, [checkpoint_row(c, size=human_size(total_size(c))) for c in preview.checkpoints])
+    print(
+        f"{_policy_text(policy)} deletes these {len(preview.checkpoints)} checkpoints of experiment "
+        f"{experiment_id}, freeing {human_size(preview.bytes)}:"
+    )
+    print_table(
+        LIST_HEADERS, [checkpoint_row(c, size=human_size(total_size(c))) for c in preview.checkpoints]
+    )
 
 
 def delete_experiment(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    question = (f"Delete experiment {args.experiment_id}? Every checkpoint of it is deleted from the storage, "
-                "then it disappears from listings (the event log keeps its history).")
+    question = (
+        f"Delete experiment {args.experiment_id}? Every checkpoint of it is deleted from the storage, "
+        "then it disappears from listings (the event log keeps its history)."
+    )
     if not args.yes and not confirm(question):
         print("Aborted: nothing deleted.", file=sys.stderr)
         return 0
     gateway = connect(args)
-    gateway.call(gateway.stub.DeleteExperiment, api_pb2.DeleteExperimentRequest(experiment_id=args.experiment_id))
+    gateway.call(
+        gateway.stub.DeleteExperiment, api_pb2.DeleteExperimentRequest(experiment_id=args.experiment_id)
+    )
     if args.json:
         print_json({"experiment_id": args.experiment_id, "deletion": "in progress"})
     else:

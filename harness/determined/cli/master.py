@@ -30,8 +30,10 @@ def show_info(args: argparse.Namespace) -> int:
     if not answer.parts:
         print("Parts: not known (the master runs without a supervisor)")
         return 0
-    print_table(["Part", "State", "PID", "Restarts", "Uptime", "Last error"],
-                [_row(part, time.time()) for part in answer.parts])
+    print_table(
+        ["Part", "State", "PID", "Restarts", "Uptime", "Last error"],
+        [_row(part, time.time()) for part in answer.parts],
+    )
     return 0
 
 
@@ -40,5 +42,11 @@ def _row(part: Any, now: float) -> list[Any]:
 
     up = part.state in ("running", "starting") and part.started_at_ns > 0
     error = part.last_error.splitlines()[0] if part.last_error else ""
-    return [part.name, part.state, part.pid or "", part.restarts,
-            format_duration(now - part.started_at_ns / 1e9) if up else "", error]
+    return [
+        part.name,
+        part.state,
+        part.pid or "",
+        part.restarts,
+        format_duration(now - part.started_at_ns / 1e9) if up else "",
+        error,
+    ]

@@ -14,8 +14,18 @@ if TYPE_CHECKING:
     from determined.proto import api_pb2
 
 MODEL_HEADERS = ["ID", "Name", "Description", "Labels", "Owner", "Created", "# of Versions"]
-VERSION_HEADERS = ["Version", "Checkpoint UUID", "Experiment ID", "Trial ID", "# of Batches", "Validation Metrics",
-                   "Name", "Comment", "Owner", "Registered"]
+VERSION_HEADERS = [
+    "Version",
+    "Checkpoint UUID",
+    "Experiment ID",
+    "Trial ID",
+    "# of Batches",
+    "Validation Metrics",
+    "Name",
+    "Comment",
+    "Owner",
+    "Registered",
+]
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,8 +36,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create = verbs.add_parser("create", help="create a model")
     create.add_argument("name", type=model_name)
     create.add_argument("-d", "--description", default="")
-    create.add_argument("-l", "--label", dest="labels", action="append", default=[], metavar="LABEL",
-                        help="(repeatable)")
+    create.add_argument(
+        "-l", "--label", dest="labels", action="append", default=[], metavar="LABEL", help="(repeatable)"
+    )
     create.add_argument("--json", action="store_true")
     create.set_defaults(run=create_model)
 
@@ -56,15 +67,31 @@ def model_name(text: str) -> str:
 
 
 def model_row(model: api_pb2.Model) -> list[Any]:
-    return [model.model_id, model.name, model.description, ", ".join(model.labels), model.owner,
-            format_time(model.created_at_ns), model.num_versions]
+    return [
+        model.model_id,
+        model.name,
+        model.description,
+        ", ".join(model.labels),
+        model.owner,
+        format_time(model.created_at_ns),
+        model.num_versions,
+    ]
 
 
 def version_row(version: api_pb2.ModelVersion) -> list[Any]:
     c = version.checkpoint
-    return [version.version, c.uuid, c.experiment_id, c.trial_id, c.steps_completed,
-            compact_json(c.validation_metrics_json), version.name, version.comment, version.owner,
-            format_time(version.registered_at_ns)]
+    return [
+        version.version,
+        c.uuid,
+        c.experiment_id,
+        c.trial_id,
+        c.steps_completed,
+        compact_json(c.validation_metrics_json),
+        version.name,
+        version.comment,
+        version.owner,
+        format_time(version.registered_at_ns),
+    ]
 
 
 def create_model(args: argparse.Namespace) -> int:

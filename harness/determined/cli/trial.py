@@ -41,7 +41,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     logs.add_argument("trial_id", type=TRIAL_ID)
     logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
     logs.add_argument("--json", action="store_true", help="one JSON object per line")
-    logs.add_argument("--rank", type=rank, metavar="R", help="only the lines this rank of a distributed trial wrote")
+    logs.add_argument(
+        "--rank", type=rank, metavar="R", help="only the lines this rank of a distributed trial wrote"
+    )
     logs.set_defaults(run=show_logs)
 
     metrics = verbs.add_parser("metrics", help="every stored metric point of a trial")
@@ -49,8 +51,11 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     metrics.add_argument("--group", default="", help='only this group ("training", "validation", ...)')
     output = metrics.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON array of points")
-    output.add_argument("--csv", action="store_true",
-                        help="CSV: group, steps_completed, reported_at, then one column per metric")
+    output.add_argument(
+        "--csv",
+        action="store_true",
+        help="CSV: group, steps_completed, reported_at, then one column per metric",
+    )
     metrics.set_defaults(run=show_metrics)
 
 
@@ -82,30 +87,72 @@ def describe_trial(args: argparse.Namespace) -> int:
         return 0
     t = response.trial
     print_table(
-        ["Trial ID", "Experiment ID", "State", "Progress", "# of Batches", "Rung", "Runs", "Restarts", "Reason",
-         "H-Params", "Started", "Ended"],
-        [[t.id, t.experiment_id, t.state, f"{t.progress:.1%}", t.total_batches, t.rung, t.runs, t.restarts,
-          outcome(t), compact_json(t.hparams_json), format_time(t.started_at_ns), format_time(t.ended_at_ns)]],
+        [
+            "Trial ID",
+            "Experiment ID",
+            "State",
+            "Progress",
+            "# of Batches",
+            "Rung",
+            "Runs",
+            "Restarts",
+            "Reason",
+            "H-Params",
+            "Started",
+            "Ended",
+        ],
+        [
+            [
+                t.id,
+                t.experiment_id,
+                t.state,
+                f"{t.progress:.1%}",
+                t.total_batches,
+                t.rung,
+                t.runs,
+                t.restarts,
+                outcome(t),
+                compact_json(t.hparams_json),
+                format_time(t.started_at_ns),
+                format_time(t.ended_at_ns),
+            ]
+        ],
     )
     if t.status:
         print(f"Status: {t.status}")
     print("\nLatest metrics:")
     print_table(
         ["Group", "# of Batches", "Report Time", "Metrics"],
-        [[m.group, m.steps_completed, format_time(m.reported_at_ns), compact_json(m.metrics_json)]
-         for m in (t.latest_training, t.latest_validation) if m.group],
+        [
+            [m.group, m.steps_completed, format_time(m.reported_at_ns), compact_json(m.metrics_json)]
+            for m in (t.latest_training, t.latest_validation)
+            if m.group
+        ],
     )
     print("\nRuns:")
     print_table(
         ["Run", "Allocation ID", "Agents", "State", "Exit Code", "Reason", "Assigned", "Ended"],
-        [[r.trial_run_id, r.allocation_id, ",".join(r.agent_ids), r.state, r.exit_code if r.exited_at_ns else "",
-          r.reason, format_time(r.assigned_at_ns), format_time(r.exited_at_ns)] for r in response.runs],
+        [
+            [
+                r.trial_run_id,
+                r.allocation_id,
+                ",".join(r.agent_ids),
+                r.state,
+                r.exit_code if r.exited_at_ns else "",
+                r.reason,
+                format_time(r.assigned_at_ns),
+                format_time(r.exited_at_ns),
+            ]
+            for r in response.runs
+        ],
     )
     print("\nCheckpoints:")
     print_table(
         ["UUID", "# of Batches", "State", "Report Time", "Metadata"],
-        [[c.uuid, c.steps_completed, c.state, format_time(c.reported_at_ns), compact_json(c.metadata_json)]
-         for c in response.checkpoints],
+        [
+            [c.uuid, c.steps_completed, c.state, format_time(c.reported_at_ns), compact_json(c.metadata_json)]
+            for c in response.checkpoints
+        ],
     )
     return 0
 
@@ -125,8 +172,11 @@ def show_metrics(args: argparse.Namespace) -> int:
 
     gateway = connect(args)
     request = api_pb2.GetTrialMetricsRequest(trial_id=args.trial_id, group=args.group)
-    points = (point for response in gateway.stream(gateway.stub.GetTrialMetrics, request)
-              for point in response.points)
+    points = (
+        point
+        for response in gateway.stream(gateway.stub.GetTrialMetrics, request)
+        for point in response.points
+    )
     if args.json:
         _metrics.write_json(points, sys.stdout)
     else:
@@ -135,13 +185,13 @@ def show_metrics(args: argparse.Namespace) -> int:
 
 
 def show_logs(args: argparse.Namespace) -> int:
-    follow_logs(connect(args), args.trial_id, follow=args.follow, as_json=args.json,
-                rank=args.rank)
+    follow_logs(connect(args), args.trial_id, follow=args.follow, as_json=args.json, rank=args.rank)
     return 0
 
 
-def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False,
-                rank: int | None = None) -> None:
+def follow_logs(
+    gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False, rank: int | None = None
+) -> None:
     """Writes each response's lines at once and flushes once per response:
     a response holds up to a stored batch (hundreds of lines)."""
     from determined.proto import api_pb2
@@ -157,8 +207,9 @@ def log_lines(entry: Any) -> str:
     """`[time] allocation || line` for each line of one response."""
     allocation = f"{entry.allocation_id[:8]:<8}"
     stamp = LogTimes()
-    return "".join(f"[{stamp(line.timestamp_ns)}] {allocation} ||{_rank_tag(line)} {line.log}\n"
-                   for line in entry.lines)
+    return "".join(
+        f"[{stamp(line.timestamp_ns)}] {allocation} ||{_rank_tag(line)} {line.log}\n" for line in entry.lines
+    )
 
 
 def _rank_tag(line: Any) -> str:

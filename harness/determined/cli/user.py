@@ -20,7 +20,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     login.add_argument("username", nargs="?", metavar="USERNAME", help="default: -u, else asked for")
     login.set_defaults(run=log_in)
     logout = verbs.add_parser("logout", help="end the active user's session")
-    logout.add_argument("-a", "--all", action="store_true", help="end every session this CLI keeps for the master")
+    logout.add_argument(
+        "-a", "--all", action="store_true", help="end every session this CLI keeps for the master"
+    )
     logout.set_defaults(run=log_out)
     verbs.add_parser("whoami", help="the user commands act as").set_defaults(run=who_am_i)
 
@@ -35,7 +37,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     create.add_argument("--password", default=None, help="default: asked for twice")
     create.set_defaults(run=create_user)
 
-    password = verbs.add_parser("change-password", help="set a user's password (your own, or as admin anyone's)")
+    password = verbs.add_parser(
+        "change-password", help="set a user's password (your own, or as admin anyone's)"
+    )
     password.add_argument("target_user", nargs="?", metavar="USERNAME", help="default: the user you act as")
     password.set_defaults(run=change_password)
 
@@ -44,7 +48,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         command.add_argument("username", metavar="USERNAME")
         command.set_defaults(run=set_active, active=active)
 
-    edit = verbs.add_parser("edit", help="change a user's name, display name, admin flag or whether it is active")
+    edit = verbs.add_parser(
+        "edit", help="change a user's name, display name, admin flag or whether it is active"
+    )
     edit.add_argument("target_user", metavar="USERNAME")
     edit.add_argument("--display-name", default=None)
     edit.add_argument("--username", dest="new_username", default=None)
@@ -161,8 +167,10 @@ def edit_user(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     changes = {
-        "new_username": args.new_username, "display_name": args.display_name,
-        "active": args.active, "admin": args.admin,
+        "new_username": args.new_username,
+        "display_name": args.display_name,
+        "active": args.active,
+        "admin": args.admin,
     }
     given = {field: value for field, value in changes.items() if value is not None}
     if not given:
@@ -177,8 +185,10 @@ def _update(gateway: Gateway, request: Any) -> None:
         print(response.unchanged_reason)
         return
     user = response.user
-    print(f"User '{user.username}': display name '{user.display_name}', "
-          f"{'admin' if user.admin else 'not admin'}, {'active' if user.active else 'deactivated'}")
+    print(
+        f"User '{user.username}': display name '{user.display_name}', "
+        f"{'admin' if user.admin else 'not admin'}, {'active' if user.active else 'deactivated'}"
+    )
 
 
 def _new_password(username: str) -> str:
@@ -197,13 +207,15 @@ def _warn_if_weak(password: str) -> None:
     import sys
 
     problems = [
-        what for what, missing in (
+        what
+        for what, missing in (
             ("is blank", not password),
             ("has fewer than 8 characters", 0 < len(password) < 8),
             ("has no uppercase letter", not any(c.isupper() for c in password)),
             ("has no lowercase letter", not any(c.islower() for c in password)),
             ("has no digit", not any(c.isdigit() for c in password)),
-        ) if missing
+        )
+        if missing
     ]
     if problems:
         print(f"warning: the password is weak: it {', '.join(problems)}", file=sys.stderr)

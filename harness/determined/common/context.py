@@ -135,7 +135,9 @@ def _included(path: Path, notes: list[str]) -> list[_Entry]:
     if not path.is_dir():
         return [_Entry(path, name, False, path.stat().st_size)]
     base = _Base(path.resolve(), f"the included folder {str(path)!r}", name + "/")
-    inside = [e for e in _walk(path, name + "/", _ignore_spec(path), base, notes) if e.name != f"{name}/{DETIGNORE}"]
+    inside = [
+        e for e in _walk(path, name + "/", _ignore_spec(path), base, notes) if e.name != f"{name}/{DETIGNORE}"
+    ]
     return [_Entry(path, name, True, 0), *inside]
 
 
@@ -380,7 +382,9 @@ class _CappedStream(io.RawIOBase):
     def __init__(self, raw: IO[bytes], limit: int) -> None:
         zipped = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
-        self._source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if zipped else cast(io.BufferedIOBase, raw)
+        self._source: io.BufferedIOBase = (
+            gzip.GzipFile(fileobj=raw) if zipped else cast(io.BufferedIOBase, raw)
+        )
         self._left = limit
 
     def readable(self) -> bool:
@@ -433,7 +437,7 @@ def _write_members(
     archive: bytes | IO[bytes], limit: int, members: list[tarfile.TarInfo], root: Path
 ) -> None:
     with _stream(archive, limit) as tar:
-        for raw, member in zip(tar, members):  # the same archive, read again in the same order
+        for raw, member in zip(tar, members, strict=False):  # the same archive, read again in the same order
             if member.isfile():
                 _write_file(tar.extractfile(raw), member, root)
             elif member.isdir():

@@ -16,6 +16,7 @@ digest of the allocation's session token; the hub unpickles nothing from a conne
 hello does not match, since unpickling runs code.
 """
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -386,10 +387,8 @@ def _receive_exactly(sock: socket.socket, length: int) -> bytes:
 
 
 def _unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _describe(address: _Address) -> str:

@@ -176,7 +176,9 @@ class PreemptionWatcher:
         if not self._client.is_transient(error):
             description = self._client.describe(error)
             if description != self._failure:
-                logger.error("watching the allocation failed: %s; retrying every %.0f s", description, _BACKOFF_MAX_S)
+                logger.error(
+                    "watching the allocation failed: %s; retrying every %.0f s", description, _BACKOFF_MAX_S
+                )
             self._failure = description
             delay = _BACKOFF_MAX_S
             self._record(self._state)

@@ -160,7 +160,10 @@ class SystemSampler:
     """Readings of this machine; the rates are over the time since the previous reading."""
 
     def __init__(
-        self, proc: pathlib.Path = pathlib.Path("/proc"), sys: pathlib.Path = pathlib.Path("/sys"), gpus: bool = True
+        self,
+        proc: pathlib.Path = pathlib.Path("/proc"),
+        sys: pathlib.Path = pathlib.Path("/sys"),
+        gpus: bool = True,
     ) -> None:
         self._proc = proc
         self._sys = sys

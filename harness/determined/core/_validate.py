@@ -79,8 +79,9 @@ def metrics_json(metrics: dict[str, Any], group: str, steps_completed: int) -> s
     return text
 
 
-def json_object(value: Mapping[str, Any], what: str, argument: str, *, indent: int | None = None,
-                allow_nan: bool = True) -> str:
+def json_object(
+    value: Mapping[str, Any], what: str, argument: str, *, indent: int | None = None, allow_nan: bool = True
+) -> str:
     """A dict as JSON text (compact unless `indent`); UnserializableValueError naming the key
     whose value has no JSON form, ReportTooLargeError past MAX_REPORT_BYTES."""
     separators = None if indent else (",", ":")
@@ -89,7 +90,9 @@ def json_object(value: Mapping[str, Any], what: str, argument: str, *, indent: i
     except (TypeError, ValueError, RecursionError) as error:
         key = next((k for k, v in value.items() if not _dumps_alone(v, allow_nan)), None)
         where = argument if key is None else f"{argument}[{key!r}]"
-        raise UnserializableValueError(f"{argument} must be a dict of JSON values; {where} is not: {error}") from None
+        raise UnserializableValueError(
+            f"{argument} must be a dict of JSON values; {where} is not: {error}"
+        ) from None
     _check_size(text, value, what, argument)
     return text
 
@@ -108,7 +111,9 @@ def _check_size(text: str, value: Mapping[str, Any], what: str, argument: str) -
         return
     sizes = {key: len(json.dumps(item)) for key, item in value.items()}
     largest = max(sizes, key=sizes.__getitem__, default=None)
-    detail = "" if largest is None else f" (its largest value: {argument}[{largest!r}], {_size(sizes[largest])})"
+    detail = (
+        "" if largest is None else f" (its largest value: {argument}[{largest!r}], {_size(sizes[largest])})"
+    )
     raise ReportTooLargeError(
         f"{what} is {_size(len(text))} as JSON; one report may be at most {_size(MAX_REPORT_BYTES)}"
         f"{detail}. Keep large values in a checkpoint's files instead."
@@ -129,7 +134,9 @@ def _checked_dict(metrics: Any, argument: str, allow_none: bool = True) -> dict[
     copy: dict[str, Any] = {}
     for key, value in metrics.items():
         if type(key) is not str:
-            raise UnserializableValueError(f"{argument} keys must be str, got {type(key).__name__} key {key!r}")
+            raise UnserializableValueError(
+                f"{argument} keys must be str, got {type(key).__name__} key {key!r}"
+            )
         if value is None and not allow_none:
             raise ValueError(f"{argument}[{key!r}] is None; validation metrics must have values")
         copy[key] = _json_value(value, argument, key)

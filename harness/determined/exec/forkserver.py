@@ -174,17 +174,13 @@ def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
             shutdown()
         atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001 - set-up failed: the user reads why in stderr
-        try:
+        with contextlib.suppress(BaseException):
             traceback.print_exc()
-        except BaseException:  # noqa: BLE001, S110
-            pass
         code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(BaseException):
                 stream.flush()
-            except BaseException:  # noqa: BLE001, S110
-                pass
         os._exit(code)
 
 
@@ -306,7 +302,9 @@ class Server:
                 os.close(ready_w)  # tells the server: its own session, recorded, killable as a group
             except BaseException:  # noqa: BLE001 - the agent reads why in the trial's stderr
                 with contextlib.suppress(BaseException):
-                    os.write(err_fd, f"determined forkserver: cannot start:\n{traceback.format_exc()}".encode())
+                    os.write(
+                        err_fd, f"determined forkserver: cannot start:\n{traceback.format_exc()}".encode()
+                    )
                 os._exit(1)
             run_child(request, out_fd, err_fd)
         os.close(ready_w)

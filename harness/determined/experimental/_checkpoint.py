@@ -152,8 +152,16 @@ class Checkpoint:
         master when the storage cannot be read from here. `selector(relpath)`
         picks the files to download. A string mode is "auto", "direct" or "master"."""
         target = pathlib.Path(path) if path is not None else pathlib.Path("checkpoints", self.uuid)
-        return str(download(self._gateway, self._message, target, DownloadMode(mode), selector=selector,
-                            say=logger.warning))
+        return str(
+            download(
+                self._gateway,
+                self._message,
+                target,
+                DownloadMode(mode),
+                selector=selector,
+                say=logger.warning,
+            )
+        )
 
     def delete(self) -> None:
         """Deletes every file of it from the storage (asynchronously: the state
@@ -171,7 +179,8 @@ class Checkpoint:
         from determined.proto import api_pb2
 
         self._gateway.call(
-            self._gateway.stub.DeleteCheckpoints, api_pb2.DeleteCheckpointsRequest(uuids=[self.uuid], globs=globs)
+            self._gateway.stub.DeleteCheckpoints,
+            api_pb2.DeleteCheckpointsRequest(uuids=[self.uuid], globs=globs),
         )
 
 

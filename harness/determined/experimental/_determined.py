@@ -27,7 +27,9 @@ class Determined:
     with $DET_PASS, else the user of `det user login`, else `determined` with
     an empty password. Tokens are kept in the CLI's cache."""
 
-    def __init__(self, master: str | None = None, user: str | None = None, password: str | None = None) -> None:
+    def __init__(
+        self, master: str | None = None, user: str | None = None, password: str | None = None
+    ) -> None:
         self._gateway = Gateway(master_address(master), user, password)
         if user is not None:
             self._gateway.session.token()
@@ -94,7 +96,9 @@ class Determined:
         from determined.proto import api_pb2
 
         request = api_pb2.CreateModelRequest(
-            name=name, description=description, metadata_json=json.dumps(dict(metadata or {})),
+            name=name,
+            description=description,
+            metadata_json=json.dumps(dict(metadata or {})),
             labels=list(labels or ()),
         )
         response: api_pb2.CreateModelResponse = self._gateway.call(self._gateway.stub.CreateModel, request)
@@ -126,5 +130,7 @@ def _config_yaml(config: str | pathlib.Path | Mapping[str, Any]) -> str:
         return str(yaml.safe_dump(dict(config), sort_keys=False))
     path = pathlib.Path(config)
     if not path.is_file():
-        raise FileNotFoundError(f"config file {path} {'is not a file' if path.exists() else 'does not exist'}")
+        raise FileNotFoundError(
+            f"config file {path} {'is not a file' if path.exists() else 'does not exist'}"
+        )
     return path.read_text(encoding="utf-8")

@@ -118,12 +118,16 @@ class Experiment:
     def pause(self) -> None:
         from determined.proto import api_pb2
 
-        self._gateway.call(self._gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=self.id))
+        self._gateway.call(
+            self._gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=self.id)
+        )
 
     def kill(self) -> None:
         from determined.proto import api_pb2
 
-        self._gateway.call(self._gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=self.id))
+        self._gateway.call(
+            self._gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=self.id)
+        )
 
     def delete(self) -> None:
         """Deletes an ended experiment: every checkpoint of it, then the
@@ -161,7 +165,9 @@ class Experiment:
                 return Trial(self._gateway, min(response.trials, key=lambda t: t.id))
             if self.state in ENDED_STATES:
                 reason = f": {self._message.end_reason}" if self._message.end_reason else ""
-                raise RuntimeError(f"experiment {self.id} ended {self.state.value} before a trial began{reason}")
+                raise RuntimeError(
+                    f"experiment {self.id} ended {self.state.value} before a trial began{reason}"
+                )
             time.sleep(interval)
 
     def list_checkpoints(

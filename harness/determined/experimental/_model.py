@@ -112,5 +112,7 @@ class Model:
 def get_model_message(gateway: Gateway, name: str) -> api_pb2.Model:
     from determined.proto import api_pb2
 
-    response: api_pb2.GetModelResponse = gateway.call(gateway.stub.GetModel, api_pb2.GetModelRequest(name=name))
+    response: api_pb2.GetModelResponse = gateway.call(
+        gateway.stub.GetModel, api_pb2.GetModelRequest(name=name)
+    )
     return response.model

@@ -89,8 +89,12 @@ class Trial:
         CheckpointSortBy or the name of a validation metric."""
         from determined.proto import api_pb2
 
-        request = api_pb2.GetTrialCheckpointsRequest(trial_id=self.id, **listing_request(sort_by, order_by, max_results))
-        response: api_pb2.GetCheckpointsResponse = self._gateway.call(self._gateway.stub.GetTrialCheckpoints, request)
+        request = api_pb2.GetTrialCheckpointsRequest(
+            trial_id=self.id, **listing_request(sort_by, order_by, max_results)
+        )
+        response: api_pb2.GetCheckpointsResponse = self._gateway.call(
+            self._gateway.stub.GetTrialCheckpoints, request
+        )
         return [Checkpoint(self._gateway, c) for c in response.checkpoints]
 
     def top_checkpoint(self, sort_by: str | None = None, smaller_is_better: bool | None = None) -> Checkpoint:

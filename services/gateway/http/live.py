@@ -33,7 +33,9 @@ HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 Names = Callable[[], Awaitable[set[str]]]
 
 
-async def notices(projector: Projector, names: set[str], renamed: Names | None = None) -> AsyncIterator[bytes]:
+async def notices(
+    projector: Projector, names: set[str], renamed: Names | None = None
+) -> AsyncIterator[bytes]:
     """The stream of a page that shows `names`; `renamed` gives them again
     after each notice (None: they never change)."""
     watches = contextlib.ExitStack()

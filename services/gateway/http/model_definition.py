@@ -67,7 +67,9 @@ def _content(index: int, path: str, content: object) -> bytes:
     try:
         return base64.b64decode(content, validate=True)
     except binascii.Error as error:
-        raise InvalidArgumentError(f"modelDefinition[{index}] ({path}): content is not base64: {error}") from error
+        raise InvalidArgumentError(
+            f"modelDefinition[{index}] ({path}): content is not base64: {error}"
+        ) from error
 
 
 def _whole(index: int, entry: dict[str, Any], name: str, default: int) -> int:

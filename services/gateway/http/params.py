@@ -45,12 +45,15 @@ def flag(request: Request, name: str) -> bool:
 
 def listed(request: Request, name: str) -> tuple[str, ...]:
     return tuple(
-        item.strip() for value in request.query_params.getlist(name) for item in value.split(",") if item.strip()
+        item.strip()
+        for value in request.query_params.getlist(name)
+        for item in value.split(",")
+        if item.strip()
     )
 
 
 def order_by(request: Request) -> str:
-    """"asc", "desc" or "" (the listing's natural order)."""
+    """ "asc", "desc" or "" (the listing's natural order)."""
     text = request.query_params.get("orderBy", "").upper().removeprefix("ORDER_BY_")
     if text not in ("", "UNSPECIFIED", "ASC", "DESC"):
         raise InvalidArgumentError(f"orderBy must be ORDER_BY_ASC or ORDER_BY_DESC, not {text!r}")

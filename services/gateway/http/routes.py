@@ -114,13 +114,15 @@ class Routes:
 
     async def info(self, request: Request) -> Response:
         master = await self.servicer.GetMaster(api_pb2.GetMasterRequest(), NO_GRPC_CONTEXT)
-        return JSONResponse({
-            "version": master.version,
-            "master_id": master.cluster_id,
-            "cluster_id": master.cluster_id,
-            "cluster_name": master.cluster_name,
-            "sso_providers": [],
-        })
+        return JSONResponse(
+            {
+                "version": master.version,
+                "master_id": master.cluster_id,
+                "cluster_id": master.cluster_id,
+                "cluster_name": master.cluster_name,
+                "sso_providers": [],
+            }
+        )
 
     async def health(self, request: Request) -> Response:
         """Whether the parts the gateway stands on answer and the projector
@@ -174,11 +176,13 @@ class Routes:
             ),
             address=request.client.host if request.client is not None else "",
         )
-        return JSONResponse({
-            "token": answer.token,
-            "user": shapes.user(answer.user),
-            "expiresAt": shapes.time(answer.expires_at_ns),
-        })
+        return JSONResponse(
+            {
+                "token": answer.token,
+                "user": shapes.user(answer.user),
+                "expiresAt": shapes.time(answer.expires_at_ns),
+            }
+        )
 
     # -- users -----------------------------------------------------------------------
 
@@ -200,10 +204,12 @@ class Routes:
         queries = self.servicer.queries
         found = await queries.experiments(limit, offset, listing)
         total = await queries.count_experiments(listing)
-        return JSONResponse({
-            "experiments": [shapes.experiment(e) for e in found],
-            "pagination": shapes.pagination(offset, limit, len(found), total),
-        })
+        return JSONResponse(
+            {
+                "experiments": [shapes.experiment(e) for e in found],
+                "pagination": shapes.pagination(offset, limit, len(found), total),
+            }
+        )
 
     async def create_experiment(self, request: Request) -> Response:
         """Determined's CreateExperiment body: `config` (the YAML text; a JSON
@@ -230,7 +236,10 @@ class Routes:
             ),
             NO_GRPC_CONTEXT,
         )
-        answer: dict[str, Any] = {"config": json.loads(created.config_json), "warnings": list(created.warnings)}
+        answer: dict[str, Any] = {
+            "config": json.loads(created.config_json),
+            "warnings": list(created.warnings),
+        }
         if validate_only:
             return JSONResponse({"experiment": None, **answer})
         shown = await self.servicer.GetExperiment(
@@ -242,10 +251,12 @@ class Routes:
         answer = await self.servicer.GetExperiment(
             api_pb2.GetExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
         )
-        return JSONResponse({
-            "experiment": shapes.experiment(answer.experiment),
-            "config": json.loads(answer.experiment.config_json or "{}"),
-        })
+        return JSONResponse(
+            {
+                "experiment": shapes.experiment(answer.experiment),
+                "config": json.loads(answer.experiment.config_json or "{}"),
+            }
+        )
 
     async def kill(self, request: Request) -> Response:
         answer = await self.servicer.KillExperiment(
@@ -255,19 +266,22 @@ class Routes:
 
     async def pause(self, request: Request) -> Response:
         answer = await self.servicer.PauseExperiment(
-            api_pb2.PauseExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+            api_pb2.PauseExperimentRequest(experiment_id=request.path_params["experiment_id"]),
+            NO_GRPC_CONTEXT,
         )
         return JSONResponse({"unchangedReason": answer.unchanged_reason})
 
     async def activate(self, request: Request) -> Response:
         answer = await self.servicer.ActivateExperiment(
-            api_pb2.ActivateExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+            api_pb2.ActivateExperimentRequest(experiment_id=request.path_params["experiment_id"]),
+            NO_GRPC_CONTEXT,
         )
         return JSONResponse({"unchangedReason": answer.unchanged_reason})
 
     async def experiment_trials(self, request: Request) -> Response:
         answer = await self.servicer.GetExperimentTrials(
-            api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+            api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"]),
+            NO_GRPC_CONTEXT,
         )
         return JSONResponse({"trials": [shapes.trial(t) for t in answer.trials]})
 
@@ -288,11 +302,15 @@ class Routes:
         answer = await self.servicer.GetTrial(
             api_pb2.GetTrialRequest(trial_id=request.path_params["trial_id"]), NO_GRPC_CONTEXT
         )
-        return JSONResponse({"trial": shapes.trial(answer.trial), "runs": [shapes.trial_run(r) for r in answer.runs]})
+        return JSONResponse(
+            {"trial": shapes.trial(answer.trial), "runs": [shapes.trial_run(r) for r in answer.runs]}
+        )
 
     async def trial_checkpoints(self, request: Request) -> Response:
         answer = await self.servicer.GetTrialCheckpoints(
-            api_pb2.GetTrialCheckpointsRequest(trial_id=request.path_params["trial_id"], **_checkpoint_listing(request)),
+            api_pb2.GetTrialCheckpointsRequest(
+                trial_id=request.path_params["trial_id"], **_checkpoint_listing(request)
+            ),
             NO_GRPC_CONTEXT,
         )
         return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
@@ -311,14 +329,16 @@ class Routes:
         await self.servicer.trial_status(trial_id)  # NOT_FOUND for an unknown trial
         total, chosen = await self.servicer.queries.metric_chart(trial_id, group, metric, 2 * max_points)
         kept = lttb(chosen, max_points)
-        return JSONResponse({
-            "trialId": trial_id,
-            "group": group,
-            "metric": metric,
-            "totalPoints": total,
-            "steps": [int(steps) for steps, _ in kept],
-            "values": [value for _, value in kept],
-        })
+        return JSONResponse(
+            {
+                "trialId": trial_id,
+                "group": group,
+                "metric": metric,
+                "totalPoints": total,
+                "steps": [int(steps) for steps, _ in kept],
+                "values": [value for _, value in kept],
+            }
+        )
 
     async def trial_logs(self, request: Request) -> Response:
         """Newline-delimited JSON, one `{"result": <line>}` per log line; with
@@ -391,9 +411,12 @@ class Routes:
         DownloadCheckpointFile reads it (a path not recorded is NOT_FOUND)."""
         path = request.path_params["path"]
         download = self.servicer.DownloadCheckpointFile(
-            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path), NO_GRPC_CONTEXT
+            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path),
+            NO_GRPC_CONTEXT,
         )
-        first = await anext(download)  # refusals (no such checkpoint, file or storage) before the answer starts
+        first = await anext(
+            download
+        )  # refusals (no such checkpoint, file or storage) before the answer starts
 
         async def chunks() -> AsyncIterator[bytes]:
             yield first.data
@@ -404,7 +427,10 @@ class Routes:
         return StreamingResponse(
             chunks(),
             media_type="application/octet-stream",
-            headers={"content-length": str(first.size), "content-disposition": f"attachment; filename*=UTF-8''{name}"},
+            headers={
+                "content-length": str(first.size),
+                "content-disposition": f"attachment; filename*=UTF-8''{name}",
+            },
         )
 
     async def agents(self, request: Request) -> Response:
@@ -413,9 +439,12 @@ class Routes:
 
     async def job_queues(self, request: Request) -> Response:
         answer = await self.servicer.GetJobs(
-            api_pb2.GetJobsRequest(resource_pool=request.query_params.get("resourcePool", "")), NO_GRPC_CONTEXT
+            api_pb2.GetJobsRequest(resource_pool=request.query_params.get("resourcePool", "")),
+            NO_GRPC_CONTEXT,
         )
-        return JSONResponse({"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)})
+        return JSONResponse(
+            {"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)}
+        )
 
 
 def _checkpoint_listing(request: Request) -> dict[str, Any]:

@@ -34,8 +34,13 @@ class HttpServer:
         """Serves on `listener` (from `listen`); with `tls` (certificate and key files), HTTPS."""
         cert, key = tls or (None, None)
         config = uvicorn.Config(
-            app, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=1,
-            ssl_certfile=cert, ssl_keyfile=key,
+            app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            ssl_certfile=cert,
+            ssl_keyfile=key,
         )
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")

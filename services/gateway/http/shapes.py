@@ -140,7 +140,9 @@ def agent(message: api_pb2.Agent) -> JSON:
             "device": {"id": slot.slot_id, "brand": slot.device, "type": f"TYPE_{slot.type.upper()}"},
             "enabled": message.state == "ENABLED",
             "draining": message.state == "DRAINING",
-            "container": {"id": use.allocation_id, "state": "STATE_RUNNING"} if use is not None and running else None,
+            "container": {"id": use.allocation_id, "state": "STATE_RUNNING"}
+            if use is not None and running
+            else None,
             "trialId": use.trial_id if use is not None and running else None,
             "experimentId": use.experiment_id if use is not None and running else None,
         }
@@ -202,4 +204,10 @@ def user(message: api_pb2.User) -> JSON:
 
 
 def pagination(offset: int, limit: int, shown: int, total: int) -> JSON:
-    return {"offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + shown, "total": total}
+    return {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": offset,
+        "endIndex": offset + shown,
+        "total": total,
+    }

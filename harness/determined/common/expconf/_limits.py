@@ -46,23 +46,27 @@ def check_config_size(text: str | bytes) -> None:
 def size_exceeded(size: int) -> InvalidConfigError:
     """The refusal of a config of `size` bytes, over MAX_CONFIG_BYTES (a file's size can
     be checked before it is read)."""
-    return InvalidConfigError([
-        (
-            f"the experiment configuration is {_bytes(size)} ({size} bytes); at most"
-            f" {_bytes(MAX_CONFIG_BYTES)} ({MAX_CONFIG_BYTES} bytes) is allowed"
-        )
-    ])
+    return InvalidConfigError(
+        [
+            (
+                f"the experiment configuration is {_bytes(size)} ({size} bytes); at most"
+                f" {_bytes(MAX_CONFIG_BYTES)} ({MAX_CONFIG_BYTES} bytes) is allowed"
+            )
+        ]
+    )
 
 
 def depth_exceeded(line: int | None = None) -> InvalidConfigError:
     """The refusal of a config nested deeper than MAX_CONFIG_DEPTH."""
     where = f" (at line {line})" if line is not None else " (counting what each alias stands for)"
-    return InvalidConfigError([
-        (
-            f"the experiment configuration nests mappings and lists more than {MAX_CONFIG_DEPTH} levels"
-            f" deep{where}; at most {MAX_CONFIG_DEPTH} are allowed"
-        )
-    ])
+    return InvalidConfigError(
+        [
+            (
+                f"the experiment configuration nests mappings and lists more than {MAX_CONFIG_DEPTH} levels"
+                f" deep{where}; at most {MAX_CONFIG_DEPTH} are allowed"
+            )
+        ]
+    )
 
 
 def check_config_value(value: Any) -> None:
@@ -84,13 +88,15 @@ def check_expanded_size(root: Node, children: Callable[[Node], Iterable[Node] | 
         node, depth = stack.pop()
         count += 1
         if count > MAX_CONFIG_VALUES:
-            raise InvalidConfigError([
-                (
-                    f"the experiment configuration holds more than {MAX_CONFIG_VALUES} values"
-                    " (mappings, lists and scalars, counting each alias as a copy of what it names);"
-                    f" at most {MAX_CONFIG_VALUES} are allowed"
-                )
-            ])
+            raise InvalidConfigError(
+                [
+                    (
+                        f"the experiment configuration holds more than {MAX_CONFIG_VALUES} values"
+                        " (mappings, lists and scalars, counting each alias as a copy of what it names);"
+                        f" at most {MAX_CONFIG_VALUES} are allowed"
+                    )
+                ]
+            )
         inner = children(node)
         if inner is None:
             continue

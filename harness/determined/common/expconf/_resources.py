@@ -38,7 +38,7 @@ def _device_mapping(text: str) -> dict[str, str] | str:
     parts = text.split(":")
     if len(parts) not in (2, 3):
         return text  # left for pydantic to reject as "must be a mapping"
-    return dict(zip(("host_path", "container_path", "mode"), parts))
+    return dict(zip(("host_path", "container_path", "mode"), parts, strict=False))
 
 
 class Resources(ConfigModel):

@@ -8,9 +8,6 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from determined.common.storage._base import DeleteResult, Selector, StorageManager
-
-# The size of each read while a checkpoint's file is copied out of the storage.
-CHUNK_BYTES = 1 << 20
 from determined.common.storage._paths import (
     check_range,
     check_relpath,
@@ -19,6 +16,9 @@ from determined.common.storage._paths import (
     open_checkpoint_file,
     to_delete,
 )
+
+# The size of each read while a checkpoint's file is copied out of the storage.
+CHUNK_BYTES = 1 << 20
 
 
 class LocalStorageManager(StorageManager):
@@ -48,7 +48,10 @@ class LocalStorageManager(StorageManager):
                 (dst / relpath).mkdir(parents=True, exist_ok=True)
             else:
                 (dst / relpath).parent.mkdir(parents=True, exist_ok=True)
-                with open_checkpoint_file(self.root, storage_id, relpath) as src, open(dst / relpath, "wb") as out:
+                with (
+                    open_checkpoint_file(self.root, storage_id, relpath) as src,
+                    open(dst / relpath, "wb") as out,
+                ):
                     shutil.copyfileobj(src, out, CHUNK_BYTES)
 
     def delete(self, storage_id: str, globs: list[str] | None = None) -> DeleteResult:

@@ -108,7 +108,9 @@ def _open_component(
                 " (links are never read from a checkpoint: they could lead outside it)"
             ) from None
         if error.errno == errno.ENOTDIR:
-            raise FileNotFoundError(f"file {relpath!r} of checkpoint {storage_id}: {where} is not a folder") from None
+            raise FileNotFoundError(
+                f"file {relpath!r} of checkpoint {storage_id}: {where} is not a folder"
+            ) from None
         raise
 
 
