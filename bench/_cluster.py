@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +18,7 @@ from typing import Any
 
 from deploy.local.credentials import CREDENTIALS_FILE, credentials
 from deploy.local.servers import free_port
-
-TERMINAL_STATES = ("COMPLETED", "ERROR", "CANCELED")
+from determined.common.states import TERMINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def created_experiment_id(output: str) -> int:
 def wait_for_state(
     stub: Any,
     experiment_id: int,
-    states: tuple[str, ...] = TERMINAL_STATES,
+    states: Collection[str] = TERMINAL_STATES,
     timeout: float = 1800.0,
     poll: float = 0.05,
 ) -> str:

@@ -8,7 +8,7 @@ folder, and the files are checked against the stored ones (sizes and sha256):
 - <mode>_mib_s: the checkpoint's size over <mode>_s.
 
 Storage: the cluster's default shared_fs (direct = a local copy), or with `--s3` a moto S3
-server (tests/s3_server.py) started here and given to `cluster-up --checkpoint-storage` (direct = boto3 from the
+server (tests/support/s3_server.py) started here and given to `cluster-up --checkpoint-storage` (direct = boto3 from the
 bucket; master = the gateway reads the bucket and streams).
 
 Starts its own cluster in a temporary folder, prints one JSON line, stops it.
@@ -103,7 +103,7 @@ def main() -> None:
                 import yaml
 
                 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-                from s3_server import running_s3_server  # the tests' moto server, shared
+                from support.s3_server import running_s3_server  # the tests' moto server, shared
 
                 s3 = stack.enter_context(running_s3_server())
                 (folder / "storage.yaml").write_text(yaml.safe_dump(s3.storage(prefix="checkpoints")))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from _cluster import created_experiment_id, det, local_cluster
 
+from determined.common.states import TERMINAL_STATES
+
 TRAIN_PY = textwrap.dedent(
     """
     import determined as det
@@ -74,7 +76,7 @@ def wait_until_ended(stub: object, experiment_id: int) -> None:
     from determined.proto import api_pb2
 
     request = api_pb2.GetExperimentRequest(experiment_id=experiment_id)
-    while stub.GetExperiment(request).experiment.state not in ("COMPLETED", "ERROR", "CANCELED"):  # type: ignore[attr-defined]
+    while stub.GetExperiment(request).experiment.state not in TERMINAL_STATES:  # type: ignore[attr-defined]
         time.sleep(0.05)
 
 

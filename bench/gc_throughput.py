@@ -2,7 +2,7 @@
 files each (1 KiB; one of them metadata.json) ends with the GC policy 0/0/0, and the
 checkpoint service (`python -m services.checkpoint`, its own process, as on a cluster)
 deletes every one, on `shared_fs` (a local folder) and on S3 (moto's standalone server,
-tests/s3_server.py). Figures per storage, from the event log's timestamps (stamped when
+tests/support/s3_server.py). Figures per storage, from the event log's timestamps (stamped when
 each event was appended):
 - decision_ms: the experiment's end -> the service's CheckpointDeletionRequested;
 - end_to_last_deleted_s: the experiment's end -> the last CheckpointDeleted;
@@ -44,7 +44,7 @@ from typing import Any
 from _report import emit, log
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from s3_server import S3Server, running_s3_server  # the tests' moto server, shared
+from support.s3_server import S3Server, running_s3_server  # the tests' moto server, shared
 
 from deploy.local.servers import NatsServer, free_port
 from determined.common import storage

@@ -6,7 +6,7 @@ the searcher's two cores (services/searcher: ASHA, random and single searches,
 each trial's lifecycle) and the scheduler run here in-process, folding every
 event and deciding exactly as their Shell does, against a simulated agent
 (4 agents x 4 CPU slots) whose trial processes report through the gateway's
-own command functions (services/gateway/commands.py): metric batches,
+own command functions (services/gateway/features/*/commands.py): metric batches,
 validations, progress, checkpoints, stop acknowledgements, exits. Users keep
 three experiments going, now and then pause and resume one, kill one or a
 trial. A few runs fail and are restarted from their checkpoint (their later
@@ -46,9 +46,11 @@ from determined.proto import api_pb2, events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, subject_for, wrap
 from services.common.eventstore import EventStore
-from services.gateway import commands
+from services.gateway.features.checkpoints import commands as checkpoint_commands
+from services.gateway.features.experiments import commands as experiment_commands
+from services.gateway.features.trials import commands as trial_commands
 from services.scheduler.core import SchedulerCore
-from services.searcher.core import SearcherCore
+from services.searcher.core import TERMINAL_EXPERIMENT_STATES, SearcherCore
 from services.searcher.lifecycle import TrialLifecycleCore
 
 START_NS = 1_790_000_000 * 10**9
@@ -252,14 +254,14 @@ class Cluster:
             max_time=max_time, max_trials=self.rng.choice([16, 32, 64])
         )
         config_yaml = CONFIG.format(number=number, searcher=searcher, searcher_yaml=searcher_yaml)
-        config = commands.validate_config(
+        config = experiment_commands.validate_config(
             config_yaml,
             checkpoint_host_path="/data/checkpoints",
             experiment_seed=self.rng.randrange(2**31),
             name=f"bench-{number}",
         )
         request_id = uuid.UUID(int=self.rng.getrandbits(128)).hex
-        created = commands.experiment_created(
+        created = experiment_commands.experiment_created(
             number,
             request_id,
             config,
@@ -288,7 +290,9 @@ class Cluster:
     def _pause(self, experiment_id: int) -> None:
         if experiment_id not in self.experiments:
             return
-        append = commands.paused(experiment_id, "ACTIVE", self.versions[f"experiment/{experiment_id}"])
+        append = experiment_commands.paused(
+            experiment_id, "ACTIVE", self.versions[f"experiment/{experiment_id}"]
+        )
         if isinstance(append, Append):
             self.step(append, "user:determined")
             self.later(self.rng.uniform(30, 600), lambda: self._activate(experiment_id))
@@ -296,19 +300,21 @@ class Cluster:
     def _activate(self, experiment_id: int) -> None:
         if experiment_id not in self.experiments:
             return
-        append = commands.activated(experiment_id, "PAUSED", self.versions[f"experiment/{experiment_id}"])
+        append = experiment_commands.activated(
+            experiment_id, "PAUSED", self.versions[f"experiment/{experiment_id}"]
+        )
         if isinstance(append, Append):
             self.step(append, "user:determined")
 
     def _kill(self, experiment_id: int) -> None:
         if experiment_id in self.experiments:
-            append = commands.kill_requested(experiment_id, "ACTIVE")
+            append = experiment_commands.kill_requested(experiment_id, "ACTIVE")
             if isinstance(append, Append):
                 self.step(append, "user:determined")
 
     def _kill_trial(self, trial_id: int, experiment_id: int) -> None:
         if trial_id in self.current_run:
-            append = commands.trial_kill_requested(trial_id, experiment_id, "ACTIVE")
+            append = trial_commands.trial_kill_requested(trial_id, experiment_id, "ACTIVE")
             if isinstance(append, Append):
                 self.step(append, "user:determined")
 
@@ -340,6 +346,10 @@ class Cluster:
                     run.stop = event.reason
                     if run.waiting_since is not None:
                         self.later(0.05, lambda: self._tick(run))
+            case "allocation_stop_withdrawn":
+                run = self.runs.get(event.allocation_id)
+                if run is not None and not run.exiting:
+                    run.stop = None  # activated again before the trial acted on the pause
             case "allocation_kill_requested":
                 run = self.runs.get(event.allocation_id)
                 if run is not None and not run.exiting:
@@ -357,11 +367,7 @@ class Cluster:
                 self.current_run.pop(event.trial_id, None)
                 self.searcher_stopped.discard(event.trial_id)
                 self.progress_reported.pop(event.trial_id, None)
-            case "experiment_state_changed" if event.state in (
-                events_pb2.EXPERIMENT_STATE_COMPLETED,
-                events_pb2.EXPERIMENT_STATE_CANCELED,
-                events_pb2.EXPERIMENT_STATE_ERROR,
-            ):
+            case "experiment_state_changed" if event.state in TERMINAL_EXPERIMENT_STATES:
                 self.experiments.pop(event.experiment_id, None)
                 self.later(self.rng.uniform(10, 600), self._create_experiment)
 
@@ -470,20 +476,23 @@ class Cluster:
             reporter_id=run.allocation_id,
             reports=[report],
         )
-        for append in commands.metrics_reported(request, run.launch.experiment_id):
+        for append in trial_commands.metrics_reported(request, run.launch.experiment_id):
             self.step(append, f"trial:{run.launch.trial_id}")
 
     def _progress(self, run: Run) -> None:
-        """The trial's progress, when it moved. A value the trial reported
-        before (a longer length makes it go back) has the message id of that
-        report: the event store would drop it, so it is not written."""
+        """The trial's progress, when it moved to a value it did not report
+        before (a longer length makes it go back): one report per value, as
+        the logs this benchmark has always generated; each its own message id."""
         progress = round(min(run.steps / max(run.length, 1), 1.0), 2)
         reported = self.progress_reported.setdefault(run.launch.trial_id, set())
         if progress not in reported:
             reported.add(progress)
-            request = api_pb2.ReportProgressRequest(trial_id=run.launch.trial_id, progress=progress)
+            request = api_pb2.ReportProgressRequest(
+                trial_id=run.launch.trial_id, progress=progress, reporter_id="gen", seq=len(reported)
+            )
             self.step(
-                commands.progress_reported(request, run.launch.experiment_id), f"trial:{run.launch.trial_id}"
+                trial_commands.progress_reported(request, run.launch.experiment_id),
+                f"trial:{run.launch.trial_id}",
             )
 
     def _trial_status(self, run: Run, status: str) -> None:
@@ -511,7 +520,9 @@ class Cluster:
                 "metadata.json": 64,
             },
         )
-        append = commands.checkpoint_reported(request, run.launch.experiment_id, reported_at_ns=self.now)
+        append = checkpoint_commands.checkpoint_reported(
+            request, run.launch.experiment_id, reported_at_ns=self.now
+        )
         self.step(append, f"trial:{run.launch.trial_id}")
 
     def _stop(self, run: Run) -> None:

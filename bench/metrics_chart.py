@@ -95,7 +95,7 @@ async def parts(gateway: Gateway, max_points: int) -> tuple[float, float]:
     queries, reductions = [], []
     for _ in range(3):
         started = time.perf_counter()
-        _, chosen = await gateway.servicer.queries.metric_chart(1, "training", "loss", 2 * max_points)
+        _, chosen = await gateway.api.trials.metric_chart(1, "training", "loss", 2 * max_points)
         queries.append(time.perf_counter() - started)
         started = time.perf_counter()
         lttb(chosen, max_points)

@@ -26,7 +26,7 @@ from _recovery import DEFAULT_DATA_DIR, ensure_database, ensure_log, servers
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.gateway.rebuild import rebuild
-from services.gateway.tables import SCHEMA, metadata
+from services.gateway.schema import SCHEMA, metadata
 
 
 async def digest(pool: asyncpg.Pool) -> str:

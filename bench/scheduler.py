@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 
 from determined.proto import events_pb2
 from services.common.envelope import Append, aggregate, subject_kind, wrap
+from services.common.scheduling import DEFAULT_WEIGHT
 from services.scheduler.config import SchedulerConfig
 from services.scheduler.core import SchedulerCore, SchedulerState
 
@@ -63,7 +64,7 @@ def request(trial: int, experiments: int) -> events_pb2.AllocationRequested:
         task_type="TRIAL",
         slots=1,
         job_id=f"experiment/{experiment}",
-        weight=1.0,
+        weight=DEFAULT_WEIGHT,
         preemptible=True,
         trial=events_pb2.TrialLaunch(experiment_id=experiment, trial_id=trial, trial_run_id=1),
     )

@@ -26,8 +26,8 @@ from pathlib import Path
 import nats.js.errors
 from _recovery import DEFAULT_DATA_DIR, ensure_log, servers
 
+from services.common.eventlog import SNAPSHOTS_BUCKET
 from services.common.eventstore import EventStore
-from services.common.snapshots import Snapshots
 
 SERVICES = ("searcher", "scheduler")
 READY_WITHIN_S = 600.0
@@ -70,7 +70,7 @@ def time_to_ready(service: str, nats_url: str, namespace: str) -> float:
 async def remove_snapshots(nats_url: str, namespace: str) -> None:
     store = await EventStore.connect(nats_url, namespace, name="bench-startup")
     try:
-        await store.js.delete_key_value(Snapshots(store, "bench").bucket_name)
+        await store.js.delete_key_value(store.bucket_name(SNAPSHOTS_BUCKET))
     except nats.js.errors.NotFoundError:
         pass
     finally:

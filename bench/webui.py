@@ -28,8 +28,8 @@ from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.gateway.server import Gateway
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "browser"))
-from webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+from support.webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser
 
 PASSWORD = "Bench-Password1"
 CONFIG = """

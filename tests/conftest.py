@@ -13,21 +13,47 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import asyncpg
 import grpc
 import httpx
 import pytest
-from pg_server import running_postgres
-from s3_server import S3Server, running_s3_server
+from support.pg_server import running_postgres
+from support.s3_server import S3Server, running_s3_server
 
+import determined as det
 from deploy.local.servers import NatsServer, PostgresServer, free_port
 from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore
 
 if TYPE_CHECKING:
     from services.gateway.server import Gateway
+
+
+# Under pytest-xdist (`-n 2`; pyproject's addopts give `--dist loadfile --no-loadscope-reorder`) a
+# worker takes the next whole file when it is nearly done with its own: files with a test marked
+# so go first, in this order, so that no long file starts near the end and leaves one worker alone.
+FIRST = ("chaos", "slow", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of chaos, slow and end-to-end tests first; each file's tests as written."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        own = min((FIRST.index(name) for name in marks.intersection(FIRST)), default=len(FIRST))
+        rank[item.path] = min(rank.get(item.path, own), own)
+    items.sort(key=lambda item: rank[item.path])
+
+
+@pytest.fixture(autouse=True)
+def no_cached_cluster_info() -> None:
+    """`det.get_cluster_info()` caches what the environment said (a task's never changes): each
+    test starts with nothing cached, whatever the tests before it on this worker set (under
+    xdist, which tests ran before differs from run to run)."""
+    det.get_cluster_info.cache_clear()
 
 
 @pytest.fixture(autouse=True)

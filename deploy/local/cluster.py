@@ -45,6 +45,7 @@ from deploy.local.trial_home import (
 )
 from services.agent.trial_user import TRIAL_VENV_SUFFIX
 from services.common.processes import process_alive
+from services.common.scheduling import DEFAULT_POOL
 
 DATABASE = "determined"
 
@@ -67,6 +68,11 @@ class AgentSpec:
     agent_id: str
     cpu_slots: int = 1
     pool: str = ""
+
+    @property
+    def pool_name(self) -> str:
+        """Its pool as users name it."""
+        return self.pool or DEFAULT_POOL
 
 
 def initial_agents(count: int, cpu_slots: int, agent_name: str) -> list[AgentSpec]:

@@ -265,7 +265,12 @@ def permissions(user: str, namespace: str = "det") -> Permissions:
         f"$JS.API.STREAM.MSG.GET.{streams[3]}",
         f"$JS.API.DIRECT.GET.{streams[3]}.>",
     )
-    subscribe = inbox + ((f"{namespace}.heartbeats.>",) if user == "scheduler" else ())
+    subscribe: tuple[str, ...] = inbox
+    if user == "scheduler":
+        # Agents' heartbeats; the job queue it publishes (services/common/job_queue.py) in a
+        # bucket of its own, which only the scheduler writes (the gateway reads every stream).
+        subscribe += (f"{namespace}.heartbeats.>",)
+        publish += (f"$JS.API.STREAM.CREATE.KV_job_queue{suffix}", f"$KV.job_queue{suffix}.>")
     return Permissions(publish, subscribe)
 
 

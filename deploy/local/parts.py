@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     import asyncpg
 
 STOP_SIGNALS = {"postgres": signal.SIGINT}
-# The gateway's schema (services/gateway/tables.py); named here so that the supervisor
+# The gateway's schema (services/gateway/read_models.py); named here so that the supervisor
 # does not import the gateway.
 READ_MODEL_SCHEMA = "read_model"
 LAST_ERROR_LINES = 10

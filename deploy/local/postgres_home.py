@@ -73,9 +73,12 @@ def prune_orphans(cluster_id_of: Callable[[Path], str | None], home: Path = SYST
     event log cannot rebuild. Returns the folders removed."""
     removed = []
     for note in sorted(home.glob(f"*/{OWNER_NOTE}")):
-        owner = json.loads(note.read_text())
+        try:
+            owner = json.loads(note.read_text())
+        except FileNotFoundError:  # removed meanwhile by another cluster-up
+            continue
         if cluster_id_of(Path(owner["data_dir"])) != owner["cluster_id"]:
-            shutil.rmtree(note.parent)
+            shutil.rmtree(note.parent, ignore_errors=True)
             removed.append(note.parent)
     return removed
 
@@ -100,9 +103,11 @@ def runnable_bin_dir(bin_dir: Path, user: OsUser, home: Path = SYSTEM_HOME) -> P
 def _open_folder(folder: Path) -> None:
     """Creates `folder` (its parent exists) readable by all, whatever the umask;
     one that exists is left as it is."""
-    if not folder.exists():
+    try:
         folder.mkdir()
-        folder.chmod(0o755)
+    except FileExistsError:  # made before, or meanwhile by another cluster-up
+        return
+    folder.chmod(0o755)
 
 
 def _can_run(binary: Path, user: OsUser) -> bool:

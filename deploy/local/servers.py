@@ -28,6 +28,7 @@ from typing import IO, Any
 
 from deploy.local.credentials import write_private
 from deploy.local.postgres_home import SYSTEM_HOME, postgres_os_user, runnable_bin_dir
+from determined.common.limits import MAX_EVENT_BYTES
 from services.common.os_users import OsUser, closed_folder
 
 # Each server log is rotated at this size, keeping this many files in all.
@@ -113,7 +114,7 @@ class NatsServer:
         # logfile_*: nats-server rotates its own log (LOG_FILE_BYTES, LOG_FILES files at most).
         return (
             f"listen: {self.listen_host}:{self.port}\n"
-            "max_payload: 8MB\n"
+            f"max_payload: {MAX_EVENT_BYTES}\n"
             f'logfile: "{self.log_file}"\n'
             f"logfile_size_limit: {LOG_FILE_BYTES}\n"
             f"logfile_max_num: {LOG_FILES}\n"

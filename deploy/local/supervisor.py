@@ -206,7 +206,7 @@ class Supervisor:
             agent.agent_id,
             agent.part,
             agent.cpu_slots,
-            agent.pool or "default",
+            agent.pool_name,
         )
 
     def remove_agents(self, names: tuple[str, ...], now: float) -> None:

@@ -27,18 +27,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from determined.common.limits import MAX_MESSAGE_BYTES
+
 logger = logging.getLogger("determined.core")
 
-MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 CALL_TIMEOUT_S = 30.0
 RETRY_FOR_S = 600.0
 # Tells apart two trial processes of one trial run in metric message ids.
 REPORTER_ID = uuid.uuid4().hex
 _BACKOFF_FIRST_S = 0.05
 _BACKOFF_MAX_S = 2.0
-# Numbers this process's status reports (with REPORTER_ID: a retried report is stored once,
-# a status set again later is stored again).
-_status_seqs = itertools.count(1)
+# Numbers this process's status and progress reports (with REPORTER_ID: a retried report is
+# stored once, the same status or progress reported again later is stored again).
+_report_seqs = itertools.count(1)
 
 T = TypeVar("T")
 
@@ -209,9 +210,10 @@ class TrialClient:
             raise
 
     def report_progress(self, trial_id: int, progress: float) -> None:
-        self._call(
-            self._stub.ReportProgress, self._api.ReportProgressRequest(trial_id=trial_id, progress=progress)
+        request = self._api.ReportProgressRequest(
+            trial_id=trial_id, progress=progress, reporter_id=REPORTER_ID, seq=next(_report_seqs)
         )
+        self._call(self._stub.ReportProgress, request)
 
     def report_checkpoint(
         self,
@@ -240,7 +242,7 @@ class TrialClient:
 
     def report_status(self, trial_id: int, status: str) -> None:
         request = self._api.ReportStatusRequest(
-            trial_id=trial_id, status=status, reporter_id=REPORTER_ID, seq=next(_status_seqs)
+            trial_id=trial_id, status=status, reporter_id=REPORTER_ID, seq=next(_report_seqs)
         )
         self._call(self._stub.ReportStatus, request)
 

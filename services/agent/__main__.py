@@ -43,6 +43,7 @@ from services.agent.slots import detect_slots
 from services.agent.trial_user import TRIAL_VENV_SUFFIX, trial_python_bin_dir, trial_user
 from services.common.decider import Shell
 from services.common.heartbeats import send_heartbeats
+from services.common.scheduling import DEFAULT_POOL
 from services.common.service import connect_part, serve, write_ready
 from services.common.settings import CommonSettings, MasterCertificate
 
@@ -66,7 +67,7 @@ class AgentSettings(CommonSettings):
     master_address: str = "127.0.0.1:8080"
     agent_fork_server: bool = False
     agent_preload: str = ""
-    agent_pool: str = "default"
+    agent_pool: str = DEFAULT_POOL
     # "": this host's address toward NATS (`advertised_address`).
     agent_address: str = ""
     agent_heartbeat_s: Annotated[float, Field(gt=0)] = 1.0

@@ -38,6 +38,7 @@ from typing import Any
 from determined.proto import events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.stops import NO_STOP, Stops
 
 AGENT_RESTARTED = "agent restarted"
 AGENT_RESTARTED_EXIT_CODE = -1
@@ -51,7 +52,7 @@ class PendingRequest:
     event_id: str
     correlation_id: str
     # A stop or kill may reach the log just before the assignment.
-    stop_requested: bool = False
+    stops: Stops = NO_STOP
     kill_requested: bool = False
 
 
@@ -63,7 +64,8 @@ class AgentAllocation:
     slot_ids: tuple[int, ...]
     # Assigned to an earlier run of this agent: its process is gone.
     orphaned: bool = False
-    stop_requested: bool = False
+    # Asked to stop gracefully (a pause's stop may be withdrawn: stops.py).
+    stops: Stops = NO_STOP
     kill_requested: bool = False
     # The assignment's event id and correlation id: the agent's events about
     # this allocation answer it, so an operator can follow the chain.
@@ -81,6 +83,10 @@ class AgentAllocation:
     @property
     def allocation_id(self) -> str:
         return self.requested.allocation_id
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stops.requested
 
     @property
     def multi_agent(self) -> bool:
@@ -123,6 +129,7 @@ AGENT_FOLDS = (
     "allocation_assigned",
     "allocation_canceled",
     "allocation_stop_requested",
+    "allocation_stop_withdrawn",
     "allocation_kill_requested",
     "allocation_exited",
     "allocation_resources_exited",
@@ -185,8 +192,8 @@ def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -
             return replace(
                 state, pending={k: v for k, v in state.pending.items() if k != event.allocation_id}
             )
-        case events_pb2.AllocationStopRequested():
-            return _update(state, event.allocation_id, stop_requested=True)
+        case events_pb2.AllocationStopRequested() | events_pb2.AllocationStopWithdrawn():
+            return _stops_changed(state, event, envelope.event_id)
         case events_pb2.AllocationKillRequested():
             return _update(state, event.allocation_id, kill_requested=True)
         case events_pb2.AllocationExited() if event.allocation_id in state.allocations:
@@ -213,7 +220,7 @@ def _on_assigned(
         request.requested,
         agent_id,
         tuple(placements[ranks[0]].slot_ids),
-        stop_requested=request.stop_requested,
+        stops=request.stops,
         kill_requested=request.kill_requested,
         assigned_event_id=envelope.event_id,
         correlation_id=envelope.correlation_id or request.correlation_id,
@@ -222,6 +229,17 @@ def _on_assigned(
         container_slot_counts=tuple(len(p.slot_ids) for p in placements),
     )
     return replace(state, allocations={**state.allocations, event.allocation_id: allocation})
+
+
+def _stops_changed(
+    state: AgentState,
+    event: events_pb2.AllocationStopRequested | events_pb2.AllocationStopWithdrawn,
+    event_id: str,
+) -> AgentState:
+    held = state.pending.get(event.allocation_id) or state.allocations.get(event.allocation_id)
+    if held is None:
+        return state
+    return _update(state, event.allocation_id, stops=held.stops.folded(event_id, event))
 
 
 def _update(state: AgentState, allocation_id: str, **changes: Any) -> AgentState:
@@ -253,13 +271,14 @@ def decide(agent_id: str, boot_id: str, state: AgentState) -> list[Append]:
 
 
 def part_ended(
-    allocation: AgentAllocation, exit_code: int, *, killed: bool = False, error: str = ""
+    allocation: AgentAllocation, exit_code: int, *, killed: bool = False, error: str = "", fatal: bool = False
 ) -> Append:
     """The end of this agent's part of the allocation: the allocation's exit
     when it runs on this agent only, else this part's (AllocationResourcesExited,
-    one per agent; the scheduler closes the allocation)."""
+    one per agent; the scheduler closes the allocation). `fatal`: the trial
+    said why (`error`) a restart cannot help."""
     if not allocation.multi_agent:
-        return allocation_exited(allocation, exit_code, killed=killed, error=error)
+        return allocation_exited(allocation, exit_code, killed=killed, error=error, fatal=fatal)
     event = events_pb2.AllocationResourcesExited(
         allocation_id=allocation.allocation_id,
         task_id=allocation.requested.task_id,
@@ -269,6 +288,7 @@ def part_ended(
         error=error,
         trial_id=allocation.launch.trial_id,
         experiment_id=allocation.launch.experiment_id,
+        fatal=fatal,
     )
     return Append(
         aggregate("allocation", allocation.allocation_id),
@@ -284,6 +304,7 @@ def allocation_exited(
     killed: bool = False,
     error: str = "",
     agent_lost: bool = False,
+    fatal: bool = False,
 ) -> Append:
     """The one exit of an allocation (its msg id makes a second one a no-op)."""
     event = events_pb2.AllocationExited(
@@ -296,6 +317,7 @@ def allocation_exited(
         error=error,
         task_id=allocation.requested.task_id,
         agent_lost=agent_lost,
+        fatal=fatal,
     )
     return Append(
         aggregate("allocation", allocation.allocation_id),

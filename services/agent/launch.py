@@ -25,6 +25,7 @@ from services.common.os_users import OsUser
 # STARTUP_HOOK is re-exported for runner.py.
 __all__ = [
     "CONFIG_FILE",
+    "FATAL_ERROR_FILE",
     "MASTER_CERT_FILE",
     "STARTUP_HOOK",
     "TRIAL_FOLDER",
@@ -41,6 +42,9 @@ __all__ = [
 # Not in the environment: a config may be larger than the kernel's limit on one
 # variable (128 KiB), and everything in the environment is copied to each process.
 CONFIG_FILE = ".det-experiment-config.json"
+# In an allocation's folder: the file, the trial's to write, named by DET_FATAL_ERROR_FILE,
+# where a trial process says why a restart cannot help (determined.core._fatal).
+FATAL_ERROR_FILE = ".det-fatal-error"
 # In an allocation's folder: the folder the trial runs in (its context, its HOME).
 TRIAL_FOLDER = "trial"
 # In an allocation's folder: a copy of the certificate the master's must chain to
@@ -207,6 +211,7 @@ def trial_environment(
         DET_TRIAL_RUN_ID=str(launch.trial_run_id),
         DET_TRIAL_SEED=str(launch.trial_seed),
         DET_EXPERIMENT_CONFIG_FILE=str(folder / CONFIG_FILE),
+        DET_FATAL_ERROR_FILE=str(folder / FATAL_ERROR_FILE),
         DET_HPARAMS=launch.hparams_json,
         DET_STEPS_COMPLETED=str(launch.steps_completed),
         DET_SEARCHER_LENGTH=str(launch.searcher_length),

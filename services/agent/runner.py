@@ -4,7 +4,7 @@
 every allocation of this agent that has none yet, kills those asked to die,
 and gives those asked to stop their grace period (the experiment config's
 `preemption_timeout`, else the agent's `stop_grace_s`): a process still
-running after it is killed. Each process is watched by its own task, which
+running after it is killed, unless the stop is withdrawn first. Each process is watched by its own task, which
 appends AllocationStarted and AllocationExited itself (their msg ids make a
 repeat harmless); the exit folds back into the core's state through the log.
 Those appends, and the logs (`logs.py`), wait out a NATS outage: the trial
@@ -22,7 +22,8 @@ Who a trial runs as (`trial_user.py`): an agent that runs as root with a
 trial user runs every trial process, and its fork server, as that user. Each
 allocation's folder `<work dir>/<allocation id>/` is the agent's (0711: the
 trial may pass, not list): its process record, its exit note, its log spill
-file and its config (`launch.CONFIG_FILE`, the trial's to read) are there,
+file, its config (`launch.CONFIG_FILE`, the trial's to read) and the file where
+the trial says why a restart cannot help (`launch.FATAL_ERROR_FILE`) are there,
 where the trial cannot replace them; the trial runs in `trial/` under it (TRIAL_FOLDER, the
 trial user's, 0700), which holds the extracted context and is its HOME.
 
@@ -52,6 +53,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -67,10 +69,12 @@ import structlog
 from determined.common.context import ContextError, extract_context
 from determined.proto import events_pb2
 from services.agent import workdir
+from services.agent.context_fetch import fetch_context
 from services.agent.core import AgentAllocation, AgentState, allocation_started, part_ended
 from services.agent.folders import ended_well
 from services.agent.launch import (
     CONFIG_FILE,
+    FATAL_ERROR_FILE,
     MASTER_CERT_FILE,
     STARTUP_HOOK,
     TRIAL_FOLDER,
@@ -85,7 +89,8 @@ from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper
 from services.agent.logs import MEMORY_BYTES as LOG_MEMORY_BYTES
 from services.common.config import experiment_config
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, EventStoreError
+from services.common.eventlog import EventStoreError
+from services.common.eventstore import EventStore
 from services.common.os_users import OsUser
 from services.common.processes import (
     ProcessRecord,
@@ -97,6 +102,8 @@ from services.common.processes import (
 from services.common.tokens import mint_allocation_token
 
 SETUP_FAILED_EXIT_CODE = 1
+# What the agent keeps of a trial's FATAL_ERROR_FILE: a reason, not a log.
+MAX_FATAL_ERROR_BYTES = 4096
 # How long the fork server may take to preload its modules (torch: seconds).
 FORK_SERVER_START_TIMEOUT_S = 300.0
 FORK_REQUEST_TIMEOUT_S = 30.0
@@ -435,6 +442,9 @@ class Runner:
                 self._kill(running)
             elif allocation.stop_requested and running.stop_timer is None:
                 running.stop_timer = asyncio.create_task(self._kill_after_grace(running))
+            elif not allocation.stop_requested and running.stop_timer is not None:
+                running.stop_timer.cancel()  # the stop was withdrawn: the process runs on
+                running.stop_timer = None
         for allocation_id in [a for a in self.table if a not in state.allocations]:
             # Its exit is folded: if its process still runs, another writer closed it.
             self._fence(self.table.pop(allocation_id))
@@ -466,7 +476,7 @@ class Runner:
         allocation = running.allocation
         folder = self.work_dir / allocation.allocation_id
         shipper = running.shipper = LogShipper(
-            self.store.publish_logs,
+            self.store.logs.publish,
             trial_id=running.launch.trial_id,
             allocation_id=allocation.allocation_id,
             agent_id=self.identity.agent_id,
@@ -485,13 +495,16 @@ class Runner:
             await self._fail(running, shipper, str(error) or repr(error))
             return
         exit_code = await self._watch(running, running.process, shipper, folder)
+        failed = exit_code != 0 and not running.kill_requested
+        fatal = await asyncio.to_thread(fatal_error, folder) if failed else ""
         log.info(
             "allocation_exited",
             allocation_id=allocation.allocation_id,
             exit_code=exit_code,
             killed=running.kill_requested,
+            fatal=fatal,
         )
-        await self._end(running, exit_code, killed=running.kill_requested)
+        await self._end(running, exit_code, killed=running.kill_requested, error=fatal, fatal=bool(fatal))
 
     async def _fail(self, running: Running, shipper: LogShipper, error: str) -> None:
         """The allocation could not start: the user reads why in the trial's logs."""
@@ -501,10 +514,13 @@ class Runner:
         await shipper.close()
         await self._end(running, SETUP_FAILED_EXIT_CODE, error=error)
 
-    async def _end(self, running: Running, exit_code: int, *, killed: bool = False, error: str = "") -> None:
+    async def _end(
+        self, running: Running, exit_code: int, *, killed: bool = False, error: str = "", fatal: bool = False
+    ) -> None:
         """The allocation's process is gone and its output shipped: its folder
         goes (or is kept a while, if it ended badly), then the end of this
-        agent's part is appended (unless fenced: the log has closed it)."""
+        agent's part is appended (unless fenced: the log has closed it).
+        `fatal`: the trial said why (`error`) a restart cannot help."""
         folder = self.work_dir / running.allocation.allocation_id
         try:
             await asyncio.to_thread(self._leave_folder, folder, exit_code, killed=killed, error=error)
@@ -513,7 +529,8 @@ class Runner:
         if running.fenced:
             log.info("allocation_fenced", allocation_id=running.allocation.allocation_id, exit_code=exit_code)
             return
-        await self._answer(running, part_ended(running.allocation, exit_code, killed=killed, error=error))
+        ended = part_ended(running.allocation, exit_code, killed=killed, error=error, fatal=fatal)
+        await self._answer(running, ended)
 
     def _leave_folder(self, folder: Path, exit_code: int, *, killed: bool, error: str) -> None:
         """What the process started in its group goes with it; then its folder."""
@@ -534,7 +551,10 @@ class Runner:
         """Makes the allocation's folder and its trial folder, with the context
         extracted and the config written; returns the command to run there and,
         when the fork server may run it instead, the script and its arguments."""
-        data = await self.store.get_context(launch.context_hash) if launch.context_hash else None
+        data = None
+        if launch.context_hash:
+            contexts, connection = self.store.contexts, self.store.connection
+            data = await fetch_context(contexts, connection, launch.context_hash, allocation_id=folder.name)
         await asyncio.to_thread(
             make_folders, folder, self.trial_user, data, launch.config_json, self.identity.master_cert_file
         )
@@ -704,16 +724,17 @@ def make_folders(
     folder: Path, user: OsUser | None, context: bytes | None, config_json: str, master_cert: str = ""
 ) -> None:
     """The allocation's folder (the agent's, 0711) with its config (0600, the
-    trial user's: it may hold storage credentials), a copy of the master's
-    certificate (0644), and its trial folder (0700, the trial user's) holding
-    the extracted context. Blocking: run in a thread."""
+    trial user's: it may hold storage credentials), its empty FATAL_ERROR_FILE
+    (0600, the trial user's to write), a copy of the master's certificate
+    (0644), and its trial folder (0700, the trial user's) holding the
+    extracted context. Blocking: run in a thread."""
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o711)
-    config = folder / CONFIG_FILE
-    config.write_text(config_json or "{}")
-    config.chmod(0o600)
-    if user is not None:
-        os.chown(config, user.uid, user.gid)
+    for name, text in ((CONFIG_FILE, config_json or "{}"), (FATAL_ERROR_FILE, "")):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o600)
+        if user is not None:
+            os.chown(folder / name, user.uid, user.gid)
     if master_cert:
         shutil.copyfile(master_cert, folder / MASTER_CERT_FILE)
         (folder / MASTER_CERT_FILE).chmod(0o644)
@@ -723,6 +744,20 @@ def make_folders(
         extract_context(context, trial)
     if user is not None:
         _give(trial, user)
+
+
+def fatal_error(folder: Path) -> str:
+    """Why the allocation's trial said a restart cannot help: the start of what it wrote
+    in its FATAL_ERROR_FILE, "" when nothing. The file is the one `make_folders` made in
+    the agent's folder, which a trial user cannot replace; opened without following a
+    link or waiting on a pipe all the same. Blocking: run in a thread."""
+    try:
+        descriptor = os.open(folder / FATAL_ERROR_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(descriptor, "rb") as file:
+        data = file.read(MAX_FATAL_ERROR_BYTES) if stat.S_ISREG(os.fstat(descriptor).st_mode) else b""
+    return data.decode(errors="replace").strip()
 
 
 def _give(folder: Path, user: OsUser) -> None:

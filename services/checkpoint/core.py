@@ -9,7 +9,7 @@ ExperimentDeleteFailed (this core) once every checkpoint is settled.
 
 The causes, and what each deletes:
 - the experiment reaches COMPLETED, CANCELED or ERROR: what its GC policy
-  does not keep (policy.py);
+  does not keep (services/common/gc_policy.py);
 - its GC policy changes (`det experiment set gc-policy`): the same, at once
   when it has ended (else when it ends), with the new policy;
 - a user or a trial asks (CheckpointDeleteAsked): those checkpoints, or only
@@ -30,11 +30,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 
+from determined.common import states
 from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
-from services.checkpoint.policy import CheckpointFacts, GcPolicy, checkpoints_to_delete
 from services.checkpoint.state import (
-    DEFAULT_POLICY,
     Checkpoint,
     Deletion,
     Experiment,
@@ -50,16 +49,9 @@ from services.checkpoint.state import (
 from services.common.config import experiment_config
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.gc_policy import CheckpointFacts, GcPolicy, checkpoints_to_delete, policy_of
 
-ExperimentState = events_pb2.ExperimentState
-
-TERMINAL_STATES = frozenset(
-    {
-        ExperimentState.EXPERIMENT_STATE_COMPLETED,
-        ExperimentState.EXPERIMENT_STATE_CANCELED,
-        ExperimentState.EXPERIMENT_STATE_ERROR,
-    }
-)
+TERMINAL_STATES = states.proto_values(states.ExperimentState, states.TERMINAL_STATES)
 # Deletion reasons (CheckpointDeletionRequested.reason).
 EXPERIMENT_ENDED = "experiment ended"
 POLICY_CHANGED = "gc policy changed"
@@ -149,17 +141,14 @@ def _created(state: GcState, event: events_pb2.ExperimentCreated) -> GcState:
 
 def _experiment(experiment_id: int, config_json: str, config: ExperimentConfig | None) -> Experiment:
     if config is None:
-        return Experiment(experiment_id, _raw_storage_json(config_json), None, True, DEFAULT_POLICY)
+        return Experiment(experiment_id, _raw_storage_json(config_json), None, True, policy_of(None))
     storage = config.checkpoint_storage
-    policy = DEFAULT_POLICY
-    if storage is not None:
-        policy = GcPolicy(storage.save_experiment_best, storage.save_trial_best, storage.save_trial_latest)
     return Experiment(
         experiment_id,
         "" if storage is None else json.dumps(storage.to_json(), sort_keys=True),
         config.searcher.metric,
         config.searcher.smaller_is_better,
-        policy,
+        policy_of(storage),
     )
 
 
@@ -289,7 +278,7 @@ def _candidates(state: GcState, experiment: Experiment) -> list[Checkpoint]:
 
 def _holds_files(checkpoint: Checkpoint) -> bool:
     """Not deleted, nor being deleted."""
-    return checkpoint.status in (Status.COMPLETED, Status.PARTIALLY_DELETED)
+    return checkpoint.status in states.CHECKPOINT_DELETABLE_STATES
 
 
 def _planned(state: GcState, experiment: Experiment) -> set[str]:

@@ -32,7 +32,7 @@ from determined.common import storage
 from determined.proto import events_pb2
 from services.checkpoint.state import Deletion, GcState, Target
 from services.common.envelope import Append, aggregate
-from services.common.eventstore import EventStore
+from services.common.eventlog import EventLog
 
 log = structlog.get_logger()
 
@@ -60,7 +60,7 @@ class Deleter:
 
     def __init__(
         self,
-        store: EventStore,
+        store: EventLog,
         actor: str,
         *,
         workers: int = 8,

@@ -8,24 +8,15 @@ an experiment of 10,000 checkpoints in 100 trials folds each report and each
 deletion outcome in microseconds rather than copying every checkpoint.
 """
 
-import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from services.checkpoint.policy import GcPolicy
+from determined.common.states import CheckpointState
+from services.common.gc_policy import GcPolicy
 
-DEFAULT_POLICY = GcPolicy(save_experiment_best=0, save_trial_best=1, save_trial_latest=1)
-
-
-class Status(enum.Enum):
-    """A checkpoint's state, as the API names it."""
-
-    COMPLETED = "COMPLETED"
-    # Named by a CheckpointDeletionRequested; its outcome is not recorded yet.
-    DELETING = "DELETING"
-    DELETED = "DELETED"
-    # Files are left: chosen by globs, or the storage refused (`error`).
-    PARTIALLY_DELETED = "PARTIALLY_DELETED"
+# A checkpoint's state, as the API names it (DELETING: named by a
+# CheckpointDeletionRequested whose outcome is not recorded yet).
+Status = CheckpointState
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ on the same store folder and port):
   sequence it received + 1 (so resuming takes up to 2 × idle_heartbeat after
   the server is back). But when it had received nothing yet it starts over
   from sequence 1, not from the requested start: readers must drop what is
-  below the sequence they expect (EventStore._read does).
+  below the sequence they expect (stream_reading.py's followers do).
 - A login that nats-server refuses ("Authorization Violation") goes to
   `error_cb` like an outage and is tried again for ever. Waiting cannot help
   there: the process ends instead (NatsLoginRefusedError), saying why.
@@ -52,6 +52,7 @@ import nats.js.errors
 import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.client import Server
+from nats.js.client import JetStreamContext
 
 from services.common.settings import MasterCertificate, NatsCredentials, inbox_prefix
 
@@ -61,6 +62,8 @@ FIRST_RETRY_S = 0.1
 MAX_RETRY_S = 2.0
 # Paces the attempts of the first connection (later ones: `retry_delay`).
 FIRST_CONNECT_WAIT_S = 0.5
+# How long a JetStream request waits for its answer (see Connection.jetstream).
+REQUEST_TIMEOUT_S = 10.0
 # A nats-server that stops answering without closing the connection (a
 # stopped process, a lost network) is noticed after two unanswered pings.
 PING_INTERVAL_S = 10
@@ -129,6 +132,9 @@ class Connection:
         self._lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._down_since = time.monotonic()
         self._said_down = False
+        # Set once the first connection is made: a refusal after it is a reconnection's.
+        self._opened = False
+        self._refusal_raised = False
 
     @classmethod
     async def open(cls, url: str, name: str = "", credentials: NatsCredentials | None = None) -> "Connection":
@@ -141,6 +147,7 @@ class Connection:
         except NatsLoginRefusedError:
             await connection.nc.close()
             raise
+        connection._opened = True
         connection._came_back("nats_connected")
         return connection
 
@@ -158,6 +165,12 @@ class Connection:
             disconnected_cb=self._disconnected,
             reconnected_cb=self._reconnected,
         )
+
+    def jetstream(self) -> JetStreamContext:
+        """JetStream on this connection. Its requests time out after
+        REQUEST_TIMEOUT_S, or sooner where the caller's outage wait is shorter
+        (an RPC's): a request made outside `call` also answers within that wait."""
+        return self.nc.jetstream(timeout=request_timeout(REQUEST_TIMEOUT_S))
 
     async def close(self) -> None:
         if self.nc.is_connected:
@@ -217,7 +230,8 @@ class Connection:
         what goes wrong in between is part of it. A refused login ends the
         process, whether at the first connection or at a reconnection."""
         if _login_refused(error):
-            raise self._refused()
+            self._end_refused()
+            return
         if isinstance(error, OUTAGE_ERRORS):
             if not self.nc.is_connected and not self.nc.is_closed:
                 self._went_down("nats_unavailable")
@@ -231,6 +245,18 @@ class Connection:
 
     async def _reconnected(self) -> None:
         self._came_back("nats_reconnected")
+
+    def _end_refused(self) -> None:
+        """At the first connection the refusal ends `open` (the caller's task). At a
+        reconnection this runs in nats-py's reconnecting task: raised there, the exit
+        would also leave that task failed, which asyncio prints as a traceback when the
+        process ends; raised from a plain callback of the loop, it ends the process with
+        the message alone."""
+        if not self._opened:
+            raise self._refused()
+        if not self._refusal_raised:
+            self._refusal_raised = True
+            asyncio.get_running_loop().call_soon(_raise, self._refused())
 
     def _refused(self) -> NatsLoginRefusedError:
         reason = (
@@ -256,6 +282,10 @@ class Connection:
             self._said_down = False
         self._lost = asyncio.get_running_loop().create_future()
         self._up.set()
+
+
+def _raise(error: BaseException) -> None:
+    raise error
 
 
 def _login_refused(error: Exception) -> bool:

@@ -31,7 +31,7 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 
 from services.common.envelope import Append, Envelope, kinds_of, subject_for
-from services.common.eventstore import ConflictError, EventStore, RefusedEventError, StoredEvent
+from services.common.eventlog import ConflictError, EventLog, RefusedEventError, StoredEvent
 from services.common.snapshots import SNAPSHOT_EVERY, Snapshots
 from services.common.upcast import upcast
 
@@ -92,7 +92,8 @@ class PureCore(Generic[State]):
 
 @dataclass
 class Shell(Generic[State]):
-    store: EventStore
+    # The NATS EventStore in a service; a MemoryEventLog in a unit test.
+    store: EventLog
     core: Core[State]
     actor: str
     # Called after every fold once caught up: a service with side effects
@@ -101,6 +102,11 @@ class Shell(Generic[State]):
     # Called once, the first time the shell has caught up with the log (at
     # once when the log holds nothing of its kinds): the service is ready.
     on_caught_up: Callable[[], Awaitable[None]] | None = None
+    # Called with the state and the stream sequence it covers (every event of
+    # its kinds up to it folded or skipped) when the shell first catches up,
+    # before on_caught_up, and after each event it reads from then on. The
+    # scheduler publishes its job queue here.
+    on_position: Callable[[State, int], Awaitable[None]] | None = None
     # Where the state is kept between runs (snapshots.py): a start replays
     # only what came after the newest snapshot. None: from sequence 1.
     snapshots: Snapshots | None = None
@@ -117,6 +123,7 @@ class Shell(Generic[State]):
         if started:
             if position:  # restored, and nothing came after: what it holds may want deciding
                 state = await self._settled_quietly(state, own_sequences)
+            await self._positioned(state, position)
             await self._caught_up()
         read = self.store.read(self.core.kinds, start_sequence=position + 1, follow=True)
         # The read a tick interrupted: waited on again, never cancelled (that
@@ -135,6 +142,7 @@ class Shell(Generic[State]):
                     stored = await anext(read)
                 if stored.sequence in own_sequences:
                     own_sequences.discard(stored.sequence)
+                    await self._positioned(state, stored.sequence)
                     continue
                 before = state
                 state = self._folded_or_skipped(state, stored)
@@ -148,6 +156,7 @@ class Shell(Generic[State]):
                         correlation_id=stored.envelope.correlation_id,
                     ):
                         state = await self._settled_or_skipped(before, state, stored, own_sequences, cause)
+                    await self._positioned(state, stored.sequence)
                     started = True
                     await self._caught_up()
                 await self._snapshot(state, stored.sequence, started=started, exact=not own_sequences)
@@ -227,6 +236,10 @@ class Shell(Generic[State]):
         if self.snapshots is not None and due and exact:
             await self.snapshots.save(type(self.core).__name__, state, sequence)
             self._folded, self._saved_since_started = 0, started
+
+    async def _positioned(self, state: State, sequence: int) -> None:
+        if self.on_position is not None:
+            await self.on_position(state, sequence)
 
     async def _caught_up(self) -> None:
         callback, self.on_caught_up = self.on_caught_up, None

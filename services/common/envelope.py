@@ -101,6 +101,7 @@ SUBJECT_KINDS: dict[str, str] = {
     "allocation_started": "allocation",
     "allocation_stop_requested": "allocation",
     "allocation_stop_acknowledged": "allocation",
+    "allocation_stop_withdrawn": "allocation",
     "allocation_kill_requested": "allocation",
     "allocation_canceled": "allocation",
     "allocation_exited": "allocation",

@@ -6,8 +6,14 @@ import os
 import pwd
 import stat
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+# useradd refuses at once while another useradd holds the password file's lock (two
+# cluster-ups at once): it is tried again meanwhile.
+USERADD_ATTEMPTS = 20
+USERADD_RETRY_S = 0.25
 
 
 class OsUserError(Exception):
@@ -30,11 +36,12 @@ def ensure_system_user(name: str) -> tuple[OsUser, bool]:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
-        try:
-            result = subprocess.run(command, check=False, capture_output=True, text=True)
-        except OSError as error:  # no useradd here
-            raise OsUserError(f"cannot create the OS user {name}: {error}; create it yourself") from None
+        result = _useradd(name)
+        for _ in range(USERADD_ATTEMPTS):
+            if result.returncode == 0 or "lock" not in result.stderr or _exists(name):
+                break
+            time.sleep(USERADD_RETRY_S)
+            result = _useradd(name)
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
@@ -43,6 +50,22 @@ def ensure_system_user(name: str) -> tuple[OsUser, bool]:
         created = result.returncode == 0
     groups = frozenset(os.getgrouplist(entry.pw_name, entry.pw_gid))
     return OsUser(entry.pw_name, entry.pw_uid, entry.pw_gid, groups), created
+
+
+def _useradd(name: str) -> "subprocess.CompletedProcess[str]":
+    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    try:
+        return subprocess.run(command, check=False, capture_output=True, text=True)
+    except OSError as error:  # no useradd here
+        raise OsUserError(f"cannot create the OS user {name}: {error}; create it yourself") from None
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def may_enter(mode: int, owner: int, group: int, user: OsUser) -> bool:

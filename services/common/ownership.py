@@ -15,6 +15,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
         "experiment_state_changed",
         "allocation_requested",
         "allocation_stop_requested",
+        "allocation_stop_withdrawn",
         "allocation_kill_requested",
     ),
     "scheduler": (

@@ -16,6 +16,7 @@ import structlog
 
 from services.common.decider import Core, Shell
 from services.common.envelope import Append
+from services.common.eventlog import EventLog
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.ownership import APPENDS
@@ -65,17 +66,18 @@ async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> No
 
 
 async def run_shells(
-    store: EventStore,
+    store: EventLog,
     settings: CommonSettings,
     *cores: Core[Any],
     name: str,
     tick_s: float | None = None,
     on_state: Callable[[Any], Awaitable[list[Append]]] | None = None,
+    on_position: Callable[[Any, int], Awaitable[None]] | None = None,
 ) -> None:
     """Rebuilds each core's state from the log, then decides until cancelled;
     appends as `service:<name>`. Each core has its own Shell (its own reading
-    of the log); the service is ready once every one has caught up. `tick_s`
-    and `on_state` are each Shell's (see Shell)."""
+    of the log); the service is ready once every one has caught up. `tick_s`,
+    `on_state` and `on_position` are each Shell's (see Shell)."""
     waiting = len(cores)
 
     async def caught_up() -> None:
@@ -92,6 +94,7 @@ async def run_shells(
             f"service:{name}",
             on_state=on_state,
             on_caught_up=caught_up,
+            on_position=on_position,
             snapshots=snapshots,
             tick_s=tick_s,
         )

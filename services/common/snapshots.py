@@ -8,8 +8,9 @@ it folds and once it has caught up, each time at a moment when all its own
 appends have come back through the log (so that the state is exactly that
 fold), and starts from the newest: it replays from the sequence after it.
 
-Snapshots live in the JetStream key-value bucket `snapshots` of the
-namespace, one key per service and core. One is good only for the code that
+Snapshots are values beside the event log (EventLog.put_value; on NATS the
+JetStream key-value bucket `snapshots` of the namespace), one key per service
+and core. One is good only for the code that
 wrote it: its version is a hash of the source of the service's package
 (services/<service>), of services/common, of the experiment config model
 and of the event schema (and of Python's version, for pickle), so a changed
@@ -29,15 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nats.js.errors
 import structlog
-from nats.js import api as js_api
-from nats.js.kv import KeyValue
 
 import determined.common.expconf
 import services
 from determined.proto import events_pb2
-from services.common.eventstore import EventStore
+from services.common.eventlog import SNAPSHOTS_BUCKET, EventLog
 
 # Folded events between two snapshots: what a restart replays at most, on top
 # of what came after the last one.
@@ -87,13 +85,10 @@ def code_version(service: str) -> str:
 class Snapshots:
     """The snapshots of one service's cores."""
 
-    def __init__(self, store: EventStore, service: str, version: str | None = None) -> None:
+    def __init__(self, store: EventLog, service: str, version: str | None = None) -> None:
         self.store = store
         self.service = service
         self.version = version or code_version(service)
-        suffix = "" if store.namespace == "det" else f"_{store.namespace}"
-        self.bucket_name = f"snapshots{suffix}"
-        self._bucket: KeyValue | None = None
 
     def key(self, core: str) -> str:
         return f"{self.service}.{core}"
@@ -101,12 +96,10 @@ class Snapshots:
     async def load(self, core: str) -> Snapshot | None:
         """The newest snapshot of `core` written by this code; None when there
         is none (or only one of other code, or one that cannot be read)."""
-        bucket = await self._kv()
-        try:
-            entry = await self.store.connection.call(lambda: bucket.get(self.key(core)))
-        except nats.js.errors.KeyNotFoundError:
+        value = await self.store.get_value(SNAPSHOTS_BUCKET, self.key(core))
+        if value is None:
             return None
-        header, _, body = (entry.value or b"").partition(b"\n")
+        header, _, body = value.partition(b"\n")
         try:
             meta = json.loads(header)
             if meta.get("version") != self.version:
@@ -129,23 +122,8 @@ class Snapshots:
             return
         header = json.dumps({"version": self.version, "sequence": sequence}).encode()
         value = header + b"\n" + zlib.compress(pickled, 1)
-        if len(value) > self.store.nc.max_payload:
-            log.warning("snapshot_skipped", core=core, bytes=len(value), limit=self.store.nc.max_payload)
+        if len(value) > self.store.max_value_bytes:
+            log.warning("snapshot_skipped", core=core, bytes=len(value), limit=self.store.max_value_bytes)
             return
-        bucket = await self._kv()
-        await self.store.connection.call(lambda: bucket.put(self.key(core), value))
+        await self.store.put_value(SNAPSHOTS_BUCKET, self.key(core), value)
         log.debug("snapshot_saved", core=core, sequence=sequence, bytes=len(value))
-
-    async def _kv(self) -> KeyValue:
-        if self._bucket is None:
-            self._bucket = await self.store.connection.call(self._open_bucket)
-        return self._bucket
-
-    async def _open_bucket(self) -> KeyValue:
-        try:
-            return await self.store.js.key_value(self.bucket_name)
-        except nats.js.errors.BucketNotFoundError:
-            config = js_api.KeyValueConfig(
-                bucket=self.bucket_name, history=1, storage=js_api.StorageType.FILE
-            )
-            return await self.store.js.create_key_value(config)

@@ -12,6 +12,7 @@ the projection fold `upcast(envelope)` instead of the envelope itself.
 
 from determined.proto import events_pb2
 from services.common.envelope import Envelope
+from services.common.scheduling import DEFAULT_WEIGHT
 
 TRIAL_TASK = "TRIAL"
 
@@ -48,7 +49,7 @@ def _task_allocation(envelope: Envelope) -> list[Envelope]:
             task_type=TRIAL_TASK,
             slots=len(old.slot_ids),
             job_id=f"experiment/{old.experiment_id}",
-            weight=1.0,
+            weight=DEFAULT_WEIGHT,
             owner=old.owner,
             trial=launch,
         )

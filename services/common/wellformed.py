@@ -22,10 +22,9 @@ from collections.abc import Callable
 
 from google.protobuf.message import DecodeError, Message
 
+from determined.common.limits import MAX_EVENT_BYTES
 from services.common.envelope import SUBJECT_KINDS, Envelope
 
-# nats-server's max_payload on a local cluster: nothing larger can be stored there.
-MAX_EVENT_BYTES = 8 * 1024 * 1024
 # The longest event id and aggregate name an event may carry.
 MAX_NAME_CHARS = 512
 
@@ -85,6 +84,7 @@ AGGREGATE_ID: dict[str, Callable[[Message], str]] = {
     "allocation_started": _ALLOCATION,
     "allocation_stop_requested": _ALLOCATION,
     "allocation_stop_acknowledged": _ALLOCATION,
+    "allocation_stop_withdrawn": _ALLOCATION,
     "allocation_kill_requested": _ALLOCATION,
     "allocation_canceled": _ALLOCATION,
     "allocation_exited": _ALLOCATION,

@@ -33,7 +33,8 @@ from google.protobuf import json_format
 from pydantic import SecretStr
 
 from services.common.connection import Connection
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.settings import NatsCredentials
 

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from services.common.logging import configure_logging
 from services.gateway.errors import ReadModelsUnavailableError
+from services.gateway.features.users.directory import InitialPasswordError
 from services.gateway.server import Gateway, PortInUseError
 from services.gateway.settings import GatewaySettings
-from services.gateway.user_directory import InitialPasswordError
 
 log = structlog.get_logger()
 

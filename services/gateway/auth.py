@@ -4,9 +4,9 @@ A call with `x-allocation-token` metadata is a trial process: the token must
 verify against the cluster secret (UNAUTHENTICATED otherwise), and it is good
 only for the calls a trial process makes (TRIAL_RPCS: any other RPC, public
 ones too, is PERMISSION_DENIED), for its own trial only, and only while its
-allocation is open (each of those handlers checks both: servicer.py's
-fencing). The token is no user: it sits in trial code's environment, where
-careless scripts print it. Any other call is a user, named by the session
+allocation is open (each of those functions checks both: the reports'
+fencing, features/trials/reports.py). The token is no user: it sits in trial
+code's environment, where careless scripts print it. Any other call is a user, named by the session
 token of its login (`authorization: Bearer <token>`, from Login): the token must
 verify, be unexpired, and its session must be good in the directory (not
 ended, the user active, the password unchanged since). Without a token a call
@@ -14,7 +14,7 @@ is UNAUTHENTICATED, unless the gateway allows anonymous calls
 (DET_ALLOW_ANONYMOUS, for tests only): they act as `determined`. Login and
 GetMaster need no token.
 
-The check reads the in-memory directory (user_directory.py): a few
+The check reads the in-memory directory (features/users/directory.py): a few
 microseconds. A well-signed token whose session this gateway does not know
 yet (a login a moment ago through another gateway) gets one more look once
 the directory has caught up with the log.
@@ -39,14 +39,16 @@ import grpc
 
 from services.common.connection import limit_outage_wait
 from services.common.tokens import InvalidTokenError, verify_allocation_token, verify_session_token
-from services.gateway.errors import (
-    PermissionDeniedError,
-    UnauthenticatedError,
-    as_gateway_error,
-    status_for,
+from services.gateway.errors import PermissionDeniedError, UnauthenticatedError, as_gateway_error
+from services.gateway.features.users.accounts import (
+    DEFAULT_USER,
+    LOGIN_HINT,
+    SessionRefusedError,
+    UnknownSessionError,
+    User,
 )
-from services.gateway.user_directory import UserDirectory
-from services.gateway.users import DEFAULT_USER, LOGIN_HINT, SessionRefusedError, UnknownSessionError, User
+from services.gateway.features.users.directory import UserDirectory
+from services.gateway.grpc_status import status_for
 
 ALLOCATION_TOKEN = "x-allocation-token"
 AUTHORIZATION = "authorization"

@@ -1,4 +1,8 @@
-"""The gateway's domain errors and the one place they become gRPC statuses.
+"""The gateway's domain errors: plain exceptions, raised by the features'
+commands and services, which know nothing of gRPC or HTTP. Each names its
+kind (`Code`, the canonical status codes that gRPC and grpc-gateway share),
+and each edge maps the kind once: grpc_status.py to a gRPC status (the
+interceptor, auth.py), http/app.py to an HTTP status.
 
     GatewayError
     ├── InvalidArgumentError      a request or config that cannot be accepted
@@ -7,6 +11,7 @@
     ├── FailedPreconditionError   the state does not allow it (yet)
     ├── UnauthenticatedError      a token that does not verify
     ├── PermissionDeniedError     a principal acting outside its rights
+    ├── ResourceExhaustedError    too many attempts: wait (login_limits.py)
     └── UnavailableError          a part the gateway stands on is down; retry later
         ├── EventLogUnavailableError      nats-server (appends, logs, contexts)
         └── ReadModelsUnavailableError    PostgreSQL (queries)
@@ -16,43 +21,63 @@ nats-server outage answers UNAVAILABLE (callers retry) and an event over nats-se
 max_payload answers INVALID_ARGUMENT (never retried), rather than UNKNOWN.
 """
 
-import grpc
+import enum
+
 import nats.errors
 import nats.js.errors
 
 from services.common.connection import NatsUnavailableError
 
 
+class Code(enum.IntEnum):
+    """The kinds of refusal, numbered as google.rpc.Code (gRPC's status codes,
+    and the `code` of grpc-gateway's JSON errors)."""
+
+    INVALID_ARGUMENT = 3
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    UNAUTHENTICATED = 16
+
+
 class GatewayError(Exception):
-    code = grpc.StatusCode.INTERNAL
+    code = Code.INTERNAL
 
 
 class InvalidArgumentError(GatewayError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    code = Code.INVALID_ARGUMENT
 
 
 class NotFoundError(GatewayError):
-    code = grpc.StatusCode.NOT_FOUND
+    code = Code.NOT_FOUND
 
 
 class AlreadyExistsError(GatewayError):
-    code = grpc.StatusCode.ALREADY_EXISTS
+    code = Code.ALREADY_EXISTS
 
 
 class FailedPreconditionError(GatewayError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
+    code = Code.FAILED_PRECONDITION
 
 
 class UnauthenticatedError(GatewayError):
-    code = grpc.StatusCode.UNAUTHENTICATED
+    code = Code.UNAUTHENTICATED
 
 
 class PermissionDeniedError(GatewayError):
-    code = grpc.StatusCode.PERMISSION_DENIED
+    code = Code.PERMISSION_DENIED
 
 
 class UnavailableError(GatewayError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = Code.UNAVAILABLE
+
+
+class ResourceExhaustedError(GatewayError):
+    code = Code.RESOURCE_EXHAUSTED
 
 
 class EventLogUnavailableError(UnavailableError):
@@ -61,10 +86,6 @@ class EventLogUnavailableError(UnavailableError):
 
 class ReadModelsUnavailableError(UnavailableError):
     """Queries wait for PostgreSQL; appends still work meanwhile."""
-
-
-def status_for(error: GatewayError) -> tuple[grpc.StatusCode, str]:
-    return error.code, str(error)
 
 
 # Said as they are by clients (the CLI names the part from them, and says how long it waits).

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import asyncpg
 
 from services.common.envelope import Envelope
-from services.gateway import projection
+from services.gateway import projection, watched
+from services.gateway.plan import Plan
 
 # What planning one event, or writing its rows, may raise because of what
 # the event holds (as opposed to PostgreSQL being down, tables.POSTGRES_DOWN).
@@ -30,12 +31,12 @@ EVENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def planned_readable(envelopes: Sequence[Envelope]) -> tuple[projection.Plan, list[tuple[int, str]]]:
+def planned_readable(envelopes: Sequence[Envelope]) -> tuple[Plan, list[tuple[int, str]]]:
     """The plan of `envelopes` and, for those the projection raises on (while
     planning or finding what they wake), their index and why: the plan is of
     the others."""
     try:
-        projection.watched(envelopes)
+        watched.watched(envelopes)
         return projection.plan_batch(envelopes), []
     except EVENT_ERRORS:
         pass
@@ -43,7 +44,7 @@ def planned_readable(envelopes: Sequence[Envelope]) -> tuple[projection.Plan, li
     for index, envelope in enumerate(envelopes):
         try:
             projection.plan_batch([envelope])
-            projection.watched([envelope])
+            watched.watched([envelope])
         except EVENT_ERRORS as error:
             unplannable.append((index, f"the projection cannot apply it: {described(error)}"))
     left_out = {index for index, _ in unplannable}

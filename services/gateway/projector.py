@@ -7,7 +7,8 @@ applies each plan in ONE transaction that also stores the last applied
 sequence (the rows a batch touches are loaded, folded and written back
 whole, one statement per table) while the next batch is planned. A long
 stretch of stored events (a rebuild; a gateway far behind the log) is read
-and planned by a helper process instead (replay.py), on another core.
+and planned by a helper process instead (replay.py), on another core, when
+the log is nats-server's (the projector is typed on the EventLog protocol).
 Events at or below the stored sequence are skipped (read under a row lock,
 so two gateways' projectors never apply an event twice), which makes a crash
 between commit and anything else harmless.
@@ -22,7 +23,7 @@ projector that cannot move.
 
 Long polls (WatchAllocation) wait on the aggregates they care about
 (`watching`): after each batch is committed, the projector wakes those whose
-aggregates the batch's events changed (`projection.watched`), so an answer
+aggregates the batch's events changed (`watched.watched`), so an answer
 leaves as soon as the rows say so, without polling PostgreSQL. It wakes them
 for every batch it read, also when another gateway's projector stored it.
 
@@ -49,11 +50,14 @@ import structlog
 
 from services.common.connection import NatsUnavailableError
 from services.common.envelope import subject_for
-from services.common.eventstore import EventStore, StoredEvent
-from services.gateway import projection, replay
+from services.common.eventlog import EventLog, StoredEvent
+from services.common.eventstore import EventStore
+from services.gateway import projection, replay, watched
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
+from services.gateway.plan import Plan, PlannedBatch, Row
 from services.gateway.planning import EVENT_ERRORS, described, planned_readable
-from services.gateway.tables import POSTGRES_DOWN, SCHEMA, ensure_schema, transaction
+from services.gateway.read_models import POSTGRES_DOWN, SCHEMA, transaction
+from services.gateway.schema import ensure_schema
 
 BATCH_SIZE = 5000
 # Lists of events (each at most the store's READ_BUFFER) read ahead of the applier.
@@ -74,7 +78,7 @@ Queued = list[StoredEvent] | None
 class Projector:
     def __init__(
         self,
-        store: EventStore,
+        store: EventLog,
         pool: asyncpg.Pool,
         name: str = NAME,
         batch_size: int = BATCH_SIZE,
@@ -145,8 +149,8 @@ class Projector:
         if end is not None and end <= self.position:
             return
         stored = end if end is not None else await self.store.last_sequence()
-        if stored - self.position >= self.helper_min_events:
-            await self._apply_replayed(stored)
+        if isinstance(self.store, EventStore) and stored - self.position >= self.helper_min_events:
+            await self._apply_replayed(self.store, stored)
             if end is not None and self.position >= end:
                 return
         queue: asyncio.Queue[Queued] = asyncio.Queue(QUEUE_LISTS)
@@ -225,13 +229,13 @@ class Projector:
                     return
                 await queue.put(batch)
 
-    async def _apply_replayed(self, end: int) -> None:
+    async def _apply_replayed(self, store: EventStore, end: int) -> None:
         """Applies the events from the position to `end` as a helper process
         plans them (replay.py), until done or until another projector has
         applied part of a batch (the caller goes on from there)."""
         replaying = cast(
             AsyncGenerator[replay.Replayed, None],
-            replay.planned(self.store, self.position + 1, end, self.batch_size),
+            replay.planned(store, self.position + 1, end, self.batch_size),
         )
         async with contextlib.aclosing(replaying) as batches:
             async for batch, skipped in batches:
@@ -243,7 +247,7 @@ class Projector:
         transaction (whatever has arrived), until the reader's None. The next
         batch is planned (projection.plan_batch: pure CPU) while PostgreSQL
         works on this one."""
-        planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None] = asyncio.Queue(1)
+        planned: asyncio.Queue[tuple[list[StoredEvent], Plan] | None] = asyncio.Queue(1)
         planner = asyncio.create_task(self._plan_ahead(queue, planned))
         try:
             while (batch := await planned.get()) is not None:
@@ -255,7 +259,7 @@ class Projector:
     async def _plan_ahead(
         self,
         queue: asyncio.Queue[Queued],
-        planned: asyncio.Queue[tuple[list[StoredEvent], projection.Plan] | None],
+        planned: asyncio.Queue[tuple[list[StoredEvent], Plan] | None],
     ) -> None:
         events: list[StoredEvent] = []
         ended = False
@@ -274,7 +278,7 @@ class Projector:
             batch, events = events[: self.batch_size], events[self.batch_size :]
             await planned.put((batch, self._plan(batch)))
 
-    async def apply(self, events: Sequence[StoredEvent], plan: projection.Plan | None = None) -> None:
+    async def apply(self, events: Sequence[StoredEvent], plan: Plan | None = None) -> None:
         """Applies one batch of stored events in one transaction; `plan` is
         theirs when it was made ahead (made here otherwise, and again when
         some of the events turn out to be applied already). When PostgreSQL
@@ -289,10 +293,10 @@ class Projector:
                 return
             position = await self._skip_unappliable(events[0], error)
         log.debug("projected", events=len(events), sequence=position)
-        watched = _watched(events) if self._watchers else set()
-        await self._advance(position, watched)
+        woken = _watched(events) if self._watchers else set()
+        await self._advance(position, woken)
 
-    async def _apply_batch(self, events: Sequence[StoredEvent], plan: projection.Plan | None) -> int:
+    async def _apply_batch(self, events: Sequence[StoredEvent], plan: Plan | None) -> int:
         async with self._transaction() as connection:
             position = await _locked_position(connection, self.name)
             fresh = [stored for stored in events if stored.sequence > position]
@@ -315,7 +319,7 @@ class Projector:
                 await _store_position(connection, self.name, position)
         return position
 
-    def _plan(self, events: Sequence[StoredEvent]) -> projection.Plan:
+    def _plan(self, events: Sequence[StoredEvent]) -> Plan:
         """The plan of `events`; those the projection cannot plan are skipped (recorded)."""
         plan, unplannable = planned_readable([stored.envelope for stored in events])
         for index, reason in unplannable:
@@ -358,7 +362,7 @@ class Projector:
             self.store.skips.write_report()
             await asyncio.sleep(REPORT_EVERY_S)
 
-    async def _apply_planned(self, batch: projection.PlannedBatch, skipped: list[replay.Skipped]) -> bool:
+    async def _apply_planned(self, batch: PlannedBatch, skipped: list[replay.Skipped]) -> bool:
         """Applies a batch planned by the replay helper in one transaction;
         False when another projector applied part of it (the plan is then of
         no use: the events left are read again)."""
@@ -383,7 +387,7 @@ class Projector:
         async with self.pool.acquire() as connection, transaction(connection):
             yield connection
 
-    async def _advance(self, position: int, watched: set[str]) -> None:
+    async def _advance(self, position: int, woken: set[str]) -> None:
         """Records what is applied, and wakes those waiting on it."""
         async with self._advanced:
             if position > self.position:
@@ -392,7 +396,7 @@ class Projector:
             self.loaded = True
             self._advanced.notify_all()
         if self._watchers:
-            self._wake(watched)
+            self._wake(woken)
 
     def _wake(self, aggregates: set[str]) -> None:
         for name in aggregates:
@@ -403,16 +407,17 @@ class Projector:
 def _watched(events: Sequence[StoredEvent]) -> set[str]:
     """What these events wake; nothing for one the projection cannot read."""
     try:
-        return projection.watched(stored.envelope for stored in events)
+        return watched.watched(stored.envelope for stored in events)
     except EVENT_ERRORS:
         return set().union(*(_watched([stored]) for stored in events)) if len(events) > 1 else set()
 
 
-async def execute_plan(connection: asyncpg.Connection, plan: projection.Plan) -> None:
+async def execute_plan(connection: asyncpg.Connection, plan: Plan) -> None:
     """Loads the rows the plan touches, folds it over them and writes back
-    what changed, one statement per table; then the metric points: the stored
-    ones a resumed run supersedes, and the batch's as one upsert."""
-    stored: dict[str, dict[object, projection.Row]] = {}
+    what changed, one statement per table; then the features' statements
+    (the metric points: the stored ones a resumed run supersedes, and the
+    batch's as one upsert)."""
+    stored: dict[str, dict[object, Row]] = {}
     for table, keys in plan.keys().items():
         key = projection.key_column(table)
         records = await connection.fetch(projection.LOADS[table], keys)
@@ -420,10 +425,11 @@ async def execute_plan(connection: asyncpg.Connection, plan: projection.Plan) ->
     for table, rows in plan.rows(stored).items():
         if rows:
             await connection.execute(projection.UPSERTS[table], *projection.row_columns(table, rows))
-    if plan.superseded:
-        await connection.executemany(projection.METRICS_SUPERSEDED, plan.superseded)
-    if plan.metric_rows:
-        await connection.execute(projection.METRICS_UPSERT, *plan.metric_columns())
+    for sql, runs in projection.statements(plan):
+        if len(runs) == 1:
+            await connection.execute(sql, *runs[0])
+        else:
+            await connection.executemany(sql, runs)
 
 
 async def load_position(pool: asyncpg.Pool, name: str = NAME) -> int:

@@ -13,8 +13,8 @@ import structlog
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.gateway.projector import Projector
+from services.gateway.schema import create_schema, drop_schema
 from services.gateway.settings import GatewaySettings
-from services.gateway.tables import create_schema, drop_schema
 
 log = structlog.get_logger()
 

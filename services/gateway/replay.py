@@ -34,7 +34,8 @@ from typing import BinaryIO, cast
 from services.common.envelope import subject_for
 from services.common.eventstore import EventStore, Raw
 from services.common.skips import Skips
-from services.gateway import projection
+from services.gateway import watched
+from services.gateway.plan import PlannedBatch
 from services.gateway.planning import planned_readable
 
 HELPER_MIN_EVENTS = 50_000
@@ -49,7 +50,7 @@ _LENGTH = struct.Struct("!Q")
 # An event the helper skipped: (sequence, subject, why, reader: "log" or "projector").
 Skipped = tuple[int, str, str, str]
 # What the helper sends per batch: its plan and the events it skipped.
-Replayed = tuple[projection.PlannedBatch, list[Skipped]]
+Replayed = tuple[PlannedBatch, list[Skipped]]
 
 
 class ReplayHelperError(Exception):
@@ -112,7 +113,7 @@ async def _load_plans(
                 await loaded.put(None)
                 return
             batch, skipped = pickle.loads(frame)
-            assert isinstance(batch, projection.PlannedBatch)
+            assert isinstance(batch, PlannedBatch)
             await loaded.put((batch, skipped))
     except Exception as error:  # noqa: BLE001 - re-raised where the plans are used
         await loaded.put(error)
@@ -155,8 +156,8 @@ def _planned(store: EventStore, events: list[Raw]) -> Replayed:
     for index, reason in unplannable:
         subject = subject_for(store.namespace, envelopes[index].aggregate)
         skipped.append((stored[index].sequence, subject, reason, "projector"))
-    watched = projection.watched(e for i, e in enumerate(envelopes) if i not in left_out)
-    return projection.PlannedBatch(events[0][0], events[-1][0], plan, watched), skipped
+    woken = watched.watched(e for i, e in enumerate(envelopes) if i not in left_out)
+    return PlannedBatch(events[0][0], events[-1][0], plan, woken), skipped
 
 
 def _write(out: BinaryIO, frame: bytes) -> None:

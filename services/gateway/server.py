@@ -11,18 +11,21 @@ import asyncpg
 import grpc
 import structlog
 
+from determined.common.limits import MAX_MESSAGE_BYTES
 from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore, StreamLimits
 from services.common.skips import Skips, report_path_of
+from services.gateway.api import Api
 from services.gateway.auth import Authenticator, AuthInterceptor
+from services.gateway.features.parts import Parts, Queries
+from services.gateway.features.users.directory import UserDirectory
 from services.gateway.http import http_api
 from services.gateway.http.server import HttpServer, listen
 from services.gateway.projector import Projector
-from services.gateway.queries import Queries
+from services.gateway.read_models import POSTGRES_DOWN
+from services.gateway.schema import ensure_schema
 from services.gateway.servicer import Servicer
-from services.gateway.settings import MAX_MESSAGE_BYTES, GatewaySettings
-from services.gateway.tables import POSTGRES_DOWN, ensure_schema
-from services.gateway.user_directory import UserDirectory
+from services.gateway.settings import GatewaySettings
 
 log = structlog.get_logger()
 
@@ -41,7 +44,8 @@ class Gateway:
     store: EventStore
     pool: asyncpg.Pool
     projector: Projector
-    servicer: Servicer
+    # The feature functions both edges call.
+    api: Api
     server: grpc.aio.Server
     user_directory: UserDirectory
     port: int
@@ -83,11 +87,11 @@ class Gateway:
             with contextlib.suppress(*POSTGRES_DOWN):  # else the projector creates them once it is back
                 await _create_read_models(pool)
             projector = Projector(store, pool)
-            servicer = Servicer(settings, store, Queries(pool), projector, users)
+            api = Api(Parts(settings, store, projector, Queries(pool), users))
             authenticator = Authenticator(
                 settings.cluster_secret, users, allow_anonymous=settings.allow_anonymous
             )
-            http = await ports.serve(servicer, authenticator, settings)
+            http = await ports.serve(api, authenticator, settings)
         except BaseException:
             await ports.close()
             await users.stop()
@@ -98,14 +102,13 @@ class Gateway:
         task.add_done_callback(_report_projector_end)
         log.info("gateway_listening", port=ports.grpc_port, namespace=settings.namespace, tls=ports.tls)
         return cls(
-            settings, store, pool, projector, servicer, ports.grpc_server, users, ports.grpc_port, task, http
+            settings, store, pool, projector, api, ports.grpc_server, users, ports.grpc_port, task, http
         )
 
     async def stop(self) -> None:
         if self.http is not None:
             await self.http.stop()
         await self.server.stop(self.settings.grace_period_s)
-        await self.servicer.close()
         await self.user_directory.stop()
         self.projector_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -149,14 +152,14 @@ class _Ports:
     serving: bool = False
 
     async def serve(
-        self, servicer: Servicer, authenticator: Authenticator, settings: GatewaySettings
+        self, api: Api, authenticator: Authenticator, settings: GatewaySettings
     ) -> HttpServer | None:
         """Starts answering on both ports."""
         self.auth.inner = AuthInterceptor(authenticator)
-        api_pb2_grpc.add_DeterminedServicer_to_server(servicer, self.grpc_server)  # type: ignore[no-untyped-call]
+        api_pb2_grpc.add_DeterminedServicer_to_server(Servicer(api), self.grpc_server)  # type: ignore[no-untyped-call]
         await self.grpc_server.start()
         self.serving = True
-        return await _serve_http(servicer, authenticator, self.http_listener, settings)
+        return await _serve_http(api, authenticator, self.http_listener, settings)
 
     async def close(self) -> None:
         """Frees both ports. grpcio frees a port only when its server stops after starting:
@@ -217,7 +220,7 @@ def _http_listener(settings: GatewaySettings) -> socket.socket | None:
 
 
 async def _serve_http(
-    servicer: Servicer,
+    api: Api,
     authenticator: Authenticator,
     listener: socket.socket | None,
     settings: GatewaySettings,
@@ -227,7 +230,7 @@ async def _serve_http(
         return None
     try:
         http = await HttpServer.start(
-            http_api(servicer, authenticator.authenticate), listener, settings.tls_files()
+            http_api(api, authenticator.authenticate), listener, settings.tls_files()
         )
     except OSError as error:
         raise PortInUseError(f"cannot serve the HTTP API: {error}") from error

@@ -1,18 +1,13 @@
 """The gateway's settings (environment, prefix DET_), validated at start-up."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from determined.common.expconf import CheckpointStorage
 from services.common.eventstore import LOGS_MAX_BYTES
 from services.common.settings import CommonSettings
-
-if TYPE_CHECKING:
-    from services.scheduler.config import SchedulerConfig
-
-MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 
 
 class GatewaySettings(CommonSettings):
@@ -70,10 +65,3 @@ class GatewaySettings(CommonSettings):
         if self.tls_cert_file is None or self.tls_key_file is None:
             return None
         return self.tls_cert_file, self.tls_key_file
-
-    def scheduler_config(self) -> "SchedulerConfig":
-        """The scheduler's configuration, from the same DET_SCHEDULER_* settings
-        the scheduler reads (GetJobs shows the queue as it orders it)."""
-        from services.scheduler.__main__ import SchedulerSettings
-
-        return SchedulerSettings().scheduler_config()

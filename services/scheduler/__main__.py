@@ -11,6 +11,7 @@ Settings (env): DET_NATS_URL, DET_NAMESPACE, DET_READY_FILE, DET_LOG_*, and
 - DET_SCHEDULER_DEFAULT_PRIORITY (42): the priority of a request that gives none.
 """
 
+import asyncio
 import time
 from typing import Annotated
 
@@ -18,11 +19,14 @@ from pydantic import Field, field_validator
 
 from services.common.envelope import Append
 from services.common.heartbeats import HeartbeatListener
+from services.common.job_queue import KvJobQueueBoard
+from services.common.scheduling import DEFAULT_PRIORITY, SCHEDULER_TYPES
 from services.common.service import connect_part, run_shells, serve
 from services.common.settings import CommonSettings
-from services.scheduler.config import SCHEDULER_TYPES, SchedulerConfig
+from services.scheduler.config import SchedulerConfig
 from services.scheduler.core import SchedulerCore
 from services.scheduler.liveness import lost_agents
+from services.scheduler.publishing import QueuePublisher
 from services.scheduler.state import SchedulerState
 
 NAME = "scheduler"
@@ -37,7 +41,7 @@ class SchedulerSettings(CommonSettings):
     # "gpu=priority,cpu=fair_share": pools whose scheduler is not scheduler_type.
     scheduler_pool_types: str = ""
     scheduler_min_run_s: Annotated[float, Field(ge=0)] = 30.0
-    scheduler_default_priority: int = 42
+    scheduler_default_priority: int = DEFAULT_PRIORITY
 
     @field_validator("scheduler_type")
     @classmethod
@@ -103,15 +107,30 @@ class LivenessMonitor:
 
 async def run(settings: SchedulerSettings) -> None:
     """Listens for agents' heartbeats, rebuilds the scheduler's state from the
-    log, then decides (also when the clock ticks) until cancelled."""
+    log, then decides (also when the clock ticks) and publishes the job queue
+    until cancelled."""
     store = await connect_part(settings, NAME)
+    publishing: asyncio.Task[None] | None = None
     try:
         listener = HeartbeatListener(store.nc, settings.namespace)
         await listener.start()
         monitor = LivenessMonitor(listener, settings.agent_lost_s)
         core = SchedulerCore(settings.scheduler_config())
-        await run_shells(store, settings, core, name=NAME, tick_s=TICK_S, on_state=monitor.on_state)
+        publisher = QueuePublisher(KvJobQueueBoard(store), core.config, core.kinds)
+        publishing = asyncio.create_task(publisher.run(), name="job-queue-publisher")
+        await run_shells(
+            store,
+            settings,
+            core,
+            name=NAME,
+            tick_s=TICK_S,
+            on_state=monitor.on_state,
+            on_position=publisher.on_position,
+        )
     finally:
+        if publishing is not None:
+            publishing.cancel()
+            await asyncio.gather(publishing, return_exceptions=True)
         await store.close()
 
 

@@ -3,10 +3,7 @@ them from the environment in __main__.py)."""
 
 from dataclasses import dataclass, field
 
-FAIR_SHARE = "fair_share"
-PRIORITY = "priority"
-SCHEDULER_TYPES = (FAIR_SHARE, PRIORITY)
-DEFAULT_POOL = "default"
+from services.common.scheduling import DEFAULT_POOL, DEFAULT_PRIORITY, FAIR_SHARE, SCHEDULER_TYPES
 
 
 @dataclass(frozen=True)
@@ -18,8 +15,8 @@ class SchedulerConfig:
     # An allocation is never preempted before it ran this long since it was
     # assigned: a preempted trial must get some work done between two stops.
     min_run_s: float = 30.0
-    # The priority of a request that gives none (0), as in Determined.
-    default_priority: int = 42
+    # The priority of a request that gives none (0).
+    default_priority: int = DEFAULT_PRIORITY
 
     def __post_init__(self) -> None:
         for pool, kind in {DEFAULT_POOL: self.default_type, **self.pool_types}.items():

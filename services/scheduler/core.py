@@ -29,8 +29,9 @@ from functools import partial
 from determined.proto import events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, aggregate
+from services.common.scheduling import PRIORITY
 from services.scheduler import fair_share, priority
-from services.scheduler.config import PRIORITY, SchedulerConfig
+from services.scheduler.config import SchedulerConfig
 from services.scheduler.gang import allocation_exited, gang_decisions
 from services.scheduler.pool import Plan, Pool, pools_of
 from services.scheduler.state import SCHEDULER_FOLDS, AgentView, Request, SchedulerState, evolve, tick

@@ -16,6 +16,7 @@ def allocation_exited(
     error: str = "",
     killed: bool = False,
     agent_lost: bool = False,
+    fatal: bool = False,
 ) -> Append:
     """The allocation's one exit, decided by the scheduler (a lost agent, a
     finished gang); the msg id is the one an agent would use, so the first
@@ -31,6 +32,7 @@ def allocation_exited(
         error=error,
         killed=killed,
         agent_lost=agent_lost,
+        fatal=fatal,
     )
     return Append(
         aggregate("allocation", request.allocation_id), event, f"allocation-exited-{request.allocation_id}"
@@ -49,6 +51,7 @@ def gang_decisions(request: Request) -> list[Append]:
             failed.agent_id if failed else chief,
             exit_code=failed.exit_code if failed else 0,
             error=failed.error if failed else "",
+            fatal=failed.fatal if failed else False,
             killed=failed is None and all(part.exited.killed for part in parts),
         )
         return [exited]

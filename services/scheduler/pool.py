@@ -4,6 +4,7 @@ one walk over the open requests, and the plan a pool's scheduler makes."""
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from services.common.scheduling import DEFAULT_WEIGHT
 from services.scheduler.config import SchedulerConfig
 from services.scheduler.fitting import FreeSlots, Placement
 from services.scheduler.state import Request, SchedulerState
@@ -123,7 +124,7 @@ def _settings(state: SchedulerState, config: SchedulerConfig, request: Request, 
     asked = request.requested
     override = state.jobs.get(request.job_id)
     priority = asked.priority or config.default_priority
-    weight = asked.weight if asked.weight > 0 else 1.0
+    weight = asked.weight if asked.weight > 0 else DEFAULT_WEIGHT
     max_slots = asked.max_slots
     if override is not None:
         if override.priority is not None:

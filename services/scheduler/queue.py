@@ -1,32 +1,15 @@
 """The job queue as users see it (`det job list`): per pool, its jobs in the
 order the pool's scheduler serves them, what they ask for and hold, and why
-a waiting one waits. Pure: the gateway folds the scheduler's state and calls
-`job_queue`; it fills in names, owners and types itself."""
+a waiting one waits. Pure: the scheduler publishes it
+(services/scheduler/publishing.py); the gateway fills in names, owners and
+types itself."""
 
-from dataclasses import dataclass
-
-from services.scheduler.config import PRIORITY, SchedulerConfig
+from services.common.job_queue import JobView, PublishedQueue
+from services.common.scheduling import PRIORITY
+from services.scheduler.config import SchedulerConfig
 from services.scheduler.core import plan_pool
 from services.scheduler.pool import pools_of
 from services.scheduler.state import SchedulerState
-
-
-@dataclass(frozen=True)
-class JobView:
-    job_id: str
-    resource_pool: str
-    priority: int
-    weight: float
-    max_slots: int
-    submitted_at_ns: int
-    slots_needed: int
-    slots_acquired: int
-    # "QUEUED" (nothing holds slots) or "SCHEDULED" (something runs).
-    state: str
-    # From 1, within its pool.
-    position: int
-    # Why its first waiting request waits; "" when none does.
-    waiting_reason: str
 
 
 def job_queue(state: SchedulerState, config: SchedulerConfig) -> list[JobView]:
@@ -68,3 +51,17 @@ def job_queue(state: SchedulerState, config: SchedulerConfig) -> list[JobView]:
                 )
             )
     return views
+
+
+def published(
+    state: SchedulerState, sequence: int, config: SchedulerConfig, kinds: list[str]
+) -> PublishedQueue:
+    """What the scheduler publishes of `state`, which covers the log up to `sequence`."""
+    return PublishedQueue(
+        sequence=sequence,
+        kinds=tuple(kinds),
+        default_type=config.default_type,
+        pool_types=config.pool_types,
+        default_priority=config.default_priority,
+        jobs=tuple(job_queue(state, config)),
+    )

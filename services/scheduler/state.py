@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 
 from determined.proto import events_pb2
 from services.common.envelope import Envelope, payload_of
-from services.scheduler.config import DEFAULT_POOL
+from services.common.scheduling import DEFAULT_POOL
+from services.common.stops import NO_STOP, Stops
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,10 @@ class Request:
     # Where it runs, once assigned: agent id -> slot ids (the first is the chief).
     placements: tuple[tuple[str, tuple[int, ...]], ...] = ()
     # Asked to stop or die (a pending one is then canceled; a running one is
-    # on its way out: never asked again, it keeps its slots until it exits).
+    # on its way out: never asked again, it keeps its slots until it exits),
+    # unless a pause's stop, the only one, is withdrawn (stops.py).
     withdrawn: bool = False
+    stops: Stops = NO_STOP
     kill_requested: bool = False
     requested_at_ns: int = 0
     assigned_at_ns: int = 0
@@ -123,6 +126,7 @@ SCHEDULER_FOLDS = (
     "allocation_requested",
     "allocation_assigned",
     "allocation_stop_requested",
+    "allocation_stop_withdrawn",
     "allocation_kill_requested",
     "allocation_resources_exited",
     "allocation_exited",
@@ -174,8 +178,8 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
             )
             placed = _holding(state.placed, placements, held=True)
             return replace(_with_request(state, running), assignments=seq, placed=placed)
-        case events_pb2.AllocationStopRequested():
-            return _update(state, event.allocation_id, withdrawn=True)
+        case events_pb2.AllocationStopRequested() | events_pb2.AllocationStopWithdrawn():
+            return _stops_changed(state, event, envelope.event_id)
         case events_pb2.AllocationKillRequested():
             return _update(state, event.allocation_id, withdrawn=True, kill_requested=True)
         case events_pb2.AllocationResourcesExited():
@@ -232,6 +236,21 @@ def _part_exited(state: SchedulerState, event: events_pb2.AllocationResourcesExi
 
 def _with_agent(state: SchedulerState, agent_id: str, agent: AgentView) -> SchedulerState:
     return replace(state, agents={**state.agents, agent_id: agent})
+
+
+def _stops_changed(
+    state: SchedulerState,
+    event: events_pb2.AllocationStopRequested | events_pb2.AllocationStopWithdrawn,
+    event_id: str,
+) -> SchedulerState:
+    request = state.requests.get(event.allocation_id)
+    if request is None:
+        return state
+    stops = request.stops.folded(event_id, event)
+    if stops == request.stops:
+        return state
+    withdrawn = stops.requested or request.kill_requested
+    return _with_request(state, replace(request, stops=stops, withdrawn=withdrawn))
 
 
 def _update(state: SchedulerState, allocation_id: str, **changes: bool) -> SchedulerState:

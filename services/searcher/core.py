@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from determined.common import states
 from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
 from services.common.config import experiment_config
@@ -43,13 +44,7 @@ from services.searcher.sampling import sample_hparams
 ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
 
-TERMINAL_EXPERIMENT_STATES = frozenset(
-    {
-        ExperimentState.EXPERIMENT_STATE_COMPLETED,
-        ExperimentState.EXPERIMENT_STATE_CANCELED,
-        ExperimentState.EXPERIMENT_STATE_ERROR,
-    }
-)
+TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.TERMINAL_STATES)
 TRIAL_SEED_BOUND = 2**31
 # Progress is announced in steps of a hundredth (and at 1.0).
 PROGRESS_STEP = 0.01

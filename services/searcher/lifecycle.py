@@ -3,14 +3,19 @@
 It asks for slots (AllocationRequested, one per run, with everything the run
 needs: hyperparameters, the checkpoint to resume from), asks a running
 allocation to stop (AllocationStopRequested: searcher stop, pause) or to die
-(AllocationKillRequested: kill), and decides what an allocation's end means
-for the trial (Determined's task/allocation split):
+(AllocationKillRequested: kill), takes a pause's stop back when the experiment
+is activated before the trial acknowledged it (AllocationStopWithdrawn: the
+trial trains on; see services/common/stops.py), and decides what an
+allocation's end means for the trial (Determined's task/allocation split):
 
 - exit 0 after the trial acknowledged a stop request: stopped, to be resumed
   later from its latest checkpoint (no restart counted);
 - exit 0 otherwise: the trial's code finished, the trial COMPLETED;
-- killed after a stop request (past its grace period): stopped as well;
+- killed after a stop request (past its grace period), even one withdrawn
+  since: stopped as well;
 - the agent went away under it: run again, no restart counted;
+- a failure the trial said a restart cannot fix (`fatal`: an uncaught
+  ReportError): ERROR at once, whatever `max_restarts`;
 - any other failure: a restart, until more than `max_restarts` (ERROR);
 - nothing running and the searcher is done with it: COMPLETED; killed by a
   user: CANCELED; its experiment paused: it waits.
@@ -19,26 +24,23 @@ It runs in the searcher's process, beside the search core, with its own
 consumer. The scheduler knows none of this: it reads requests and exits.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from determined.common import states
 from determined.common.expconf import ExperimentConfig, InvalidConfigError
 from determined.proto import events_pb2
 from services.common.config import experiment_config
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.stops import NO_STOP, Stops
 from services.common.upcast import TRIAL_TASK
 
 ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
 
-TERMINAL_EXPERIMENT_STATES = frozenset(
-    {
-        ExperimentState.EXPERIMENT_STATE_COMPLETED,
-        ExperimentState.EXPERIMENT_STATE_CANCELED,
-        ExperimentState.EXPERIMENT_STATE_ERROR,
-    }
-)
+TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.TERMINAL_STATES)
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,13 @@ class Run:
     """The trial's open allocation."""
 
     allocation_id: str
+    # What the stop requests folded so far add up to (a pause's may be withdrawn).
+    stops: Stops = NO_STOP
+    # Asked to stop at some point: a kill past the grace period is then no failure.
     stop_requested: bool = False
-    stop_acknowledged: bool = False
     kill_requested: bool = False
+    # How many of its stops were withdrawn: the next stop and withdrawal are numbered after them.
+    withdrawals: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,7 @@ LIFECYCLE_FOLDS = (
     "allocation_requested",
     "allocation_stop_requested",
     "allocation_stop_acknowledged",
+    "allocation_stop_withdrawn",
     "allocation_kill_requested",
     "allocation_canceled",
     "allocation_exited",
@@ -151,17 +158,19 @@ def evolve(state: LifecycleState, envelope: Envelope) -> LifecycleState:
             return _without_trial(state, event.trial_id)
         case events_pb2.CheckpointReported():
             return _on_checkpoint(state, event)
-    return _allocation_event(state, event)
+    return _allocation_event(state, event, envelope.event_id)
 
 
-def _allocation_event(state: LifecycleState, event: Any) -> LifecycleState:
+def _allocation_event(state: LifecycleState, event: Any, event_id: str) -> LifecycleState:
     match event:
         case events_pb2.AllocationRequested() if event.HasField("trial"):
             return _on_requested(state, event)
-        case events_pb2.AllocationStopRequested():
-            return _update_run(state, event.allocation_id, stop_requested=True)
-        case events_pb2.AllocationStopAcknowledged():
-            return _update_run(state, event.allocation_id, stop_acknowledged=True)
+        case (
+            events_pb2.AllocationStopRequested()
+            | events_pb2.AllocationStopAcknowledged()
+            | events_pb2.AllocationStopWithdrawn()
+        ):
+            return _on_stop_event(state, event, event_id)
         case events_pb2.AllocationKillRequested():
             return _update_run(state, event.allocation_id, kill_requested=True)
         case events_pb2.AllocationCanceled():
@@ -234,7 +243,7 @@ def _after_exit(trial: Trial, run: Run, event: events_pb2.AllocationExited, max_
     trial = replace(trial, run=None)
     succeeded = event.exit_code == 0 and not event.error and not event.killed
     if succeeded:
-        if run.stop_acknowledged:
+        if run.stops.acknowledged:
             return trial
         return replace(trial, ending=Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop or ""))
     if event.agent_lost or (event.killed and (run.stop_requested or run.kill_requested)):
@@ -243,13 +252,17 @@ def _after_exit(trial: Trial, run: Run, event: events_pb2.AllocationExited, max_
 
 
 def _after_failure(trial: Trial, event: events_pb2.AllocationExited, max_restarts: int) -> Trial:
+    """A restart, unless none is left or the trial said a restart cannot help (`fatal`)."""
     restarts = trial.restarts + 1
-    if restarts <= max_restarts:
+    if restarts <= max_restarts and not event.fatal:
         return replace(trial, restarts=restarts)
     reason = f"allocation {event.allocation_id} exited with code {event.exit_code}"
     if event.error:
         reason += f": {event.error}"
-    reason += f" (restarted {trial.restarts} of {max_restarts} times)"
+    if event.fatal:
+        reason += " (not restarted: a restart would fail the same way)"
+    else:
+        reason += f" (restarted {trial.restarts} of {max_restarts} times)"
     return replace(trial, restarts=restarts, ending=Ending(TrialState.TRIAL_STATE_ERROR, reason))
 
 
@@ -265,12 +278,42 @@ def _update_trial(state: LifecycleState, trial_id: int, **changes: Any) -> Lifec
     return state if trial is None else _with_trial(state, replace(trial, **changes))
 
 
+def _on_stop_event(
+    state: LifecycleState,
+    event: events_pb2.AllocationStopRequested
+    | events_pb2.AllocationStopAcknowledged
+    | events_pb2.AllocationStopWithdrawn,
+    event_id: str,
+) -> LifecycleState:
+    """A stop request, acknowledgement or withdrawal of its trial's open run."""
+
+    def changed(run: Run) -> Run:
+        stops = run.stops.folded(event_id, event)
+        asked = isinstance(event, events_pb2.AllocationStopRequested)
+        took_back = (
+            isinstance(event, events_pb2.AllocationStopWithdrawn) and stops.standing != run.stops.standing
+        )
+        return replace(
+            run,
+            stops=stops,
+            stop_requested=run.stop_requested or asked,
+            withdrawals=run.withdrawals + took_back,
+        )
+
+    return _changed_run(state, event.allocation_id, changed)
+
+
 def _update_run(state: LifecycleState, allocation_id: str, **changes: Any) -> LifecycleState:
+    return _changed_run(state, allocation_id, lambda run: replace(run, **changes))
+
+
+def _changed_run(state: LifecycleState, allocation_id: str, change: Callable[[Run], Run]) -> LifecycleState:
+    """`change` made to the run `allocation_id` if it is its trial's open one."""
     trial_id = state.allocation_trials.get(allocation_id)
     trial = state.trials.get(trial_id) if trial_id is not None else None
     if trial is None or trial.run is None or trial.run.allocation_id != allocation_id:
         return state
-    return _with_trial(state, replace(trial, run=replace(trial.run, **changes)))
+    return _with_trial(state, replace(trial, run=change(trial.run)))
 
 
 def _with_trial(state: LifecycleState, trial: Trial) -> LifecycleState:
@@ -315,23 +358,52 @@ def _decide_trial(trial: Trial, experiment: Experiment) -> list[Append]:
 
 def _signal_run(trial: Trial, run: Run, killed: bool, paused: bool) -> list[Append]:
     """Asks the running allocation to die (kill) or to stop gracefully
-    (searcher done, experiment paused); each at most once."""
-    task_id = str(trial.trial_id)
-    if killed and not run.kill_requested:
-        reason = "killed by a user" if trial.kill_requested else "experiment killed"
-        event = events_pb2.AllocationKillRequested(
-            allocation_id=run.allocation_id, trial_id=trial.trial_id, task_id=task_id, reason=reason
-        )
-        return [
-            Append(aggregate("allocation", run.allocation_id), event, f"allocation-kill-{run.allocation_id}")
-        ]
+    (searcher done, experiment paused), each once while it stands; takes a
+    pause's stop back once the experiment is active again, unless the trial
+    acknowledged it (a later pause then asks anew)."""
+    if killed:
+        return [] if run.kill_requested else [_kill_requested(trial, run)]
     stop_reason = trial.searcher_stop or ("experiment paused" if paused else None)
-    if killed or stop_reason is None or run.stop_requested or run.kill_requested:
+    if run.kill_requested or (stop_reason is not None and run.stops.requested):
         return []
-    stop = events_pb2.AllocationStopRequested(
-        allocation_id=run.allocation_id, task_id=task_id, reason=stop_reason
+    if stop_reason is None:
+        own_stop_only = run.stops.standing == {_stop_msg_id(run)} and not run.stops.acknowledged
+        return [_stop_withdrawn(trial, run)] if own_stop_only else []
+    return [_stop_requested(trial, run, stop_reason)]
+
+
+def _kill_requested(trial: Trial, run: Run) -> Append:
+    reason = "killed by a user" if trial.kill_requested else "experiment killed"
+    event = events_pb2.AllocationKillRequested(
+        allocation_id=run.allocation_id, trial_id=trial.trial_id, task_id=str(trial.trial_id), reason=reason
     )
-    return [Append(aggregate("allocation", run.allocation_id), stop, f"allocation-stop-{run.allocation_id}")]
+    return Append(aggregate("allocation", run.allocation_id), event, f"allocation-kill-{run.allocation_id}")
+
+
+def _stop_requested(trial: Trial, run: Run, reason: str) -> Append:
+    event = events_pb2.AllocationStopRequested(
+        allocation_id=run.allocation_id, task_id=str(trial.trial_id), reason=reason
+    )
+    return Append(aggregate("allocation", run.allocation_id), event, _stop_msg_id(run))
+
+
+def _stop_msg_id(run: Run) -> str:
+    """The id of the run's stop request: `allocation-stop-<allocation>` for
+    the first, `...-<n+1>` for one asked after n were withdrawn."""
+    number = f"-{run.withdrawals + 1}" if run.withdrawals else ""
+    return f"allocation-stop-{run.allocation_id}{number}"
+
+
+def _stop_withdrawn(trial: Trial, run: Run) -> Append:
+    """Takes back the run's pause stop (the only one standing)."""
+    event = events_pb2.AllocationStopWithdrawn(
+        allocation_id=run.allocation_id,
+        task_id=str(trial.trial_id),
+        reason="experiment activated",
+        stop_event_id=_stop_msg_id(run),
+    )
+    msg_id = f"allocation-stop-withdrawn-{run.allocation_id}-{run.withdrawals + 1}"
+    return Append(aggregate("allocation", run.allocation_id), event, msg_id)
 
 
 def _trial_ended(trial: Trial, ending: Ending) -> Append:

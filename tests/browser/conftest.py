@@ -10,17 +10,13 @@ of the page in the git-ignored tests/browser/screenshots/; a failing test leaves
 one too (`failed-<test>.png`)."""
 
 import contextlib
-import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-# The end-to-end tests' cluster helpers (tests/e2e is no package: its folder goes on the path).
-sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
-from e2e_cluster import Cluster, started_cluster
-from webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser, screenshot
+from support.e2e_cluster import Cluster, started_cluster
+from support.webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser, screenshot
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from e2e_cluster import Cluster, wait_for
-from webui_browser import screenshot
+from support.e2e_cluster import Cluster, wait_for
+from support.webui_browser import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

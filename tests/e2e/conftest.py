@@ -5,7 +5,7 @@ asks for `cluster`; tests that need none (local test mode) never start it."""
 from collections.abc import Iterator
 
 import pytest
-from e2e_cluster import Cluster, started_cluster
+from support.e2e_cluster import Cluster, started_cluster
 
 
 @pytest.fixture(scope="session")

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaos_checks import (
+from support.chaos_checks import (
     cluster_processes,
     part_status,
     read_models_match_rebuild,
     training_steps,
     wait_until_restarted,
 )
-from e2e_cluster import Cluster, det, started_cluster, wait_for
+from support.e2e_cluster import Cluster, det, started_cluster, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_cluster import Cluster, det, started_cluster, wait_for
-from s3_server import S3Server
+from support.e2e_cluster import Cluster, det, started_cluster, wait_for
+from support.s3_server import S3Server
 
 pytestmark = pytest.mark.e2e
 
@@ -277,6 +277,7 @@ def s3_cluster(s3_storage: dict[str, Any], tmp_path: Path) -> Iterator[Cluster]:
         yield running
 
 
+@pytest.mark.slow
 def test_the_same_on_s3_from_the_clusters_default_storage(
     s3_cluster: Cluster, s3_server: S3Server, s3_storage: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -324,6 +325,7 @@ def tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_download_delete_and_model_versions(cluster: Cluster, tmp_path: Path) -> None:
     root = cluster.storage_folder("storage")
     context = tmp_path / "context"

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_cluster import Cluster, created_id, wait_for
+from support.e2e_cluster import Cluster, created_id, wait_for
 
 pytestmark = pytest.mark.e2e
 

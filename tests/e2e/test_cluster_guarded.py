@@ -9,7 +9,7 @@ import stat
 
 import asyncpg
 import pytest
-from e2e_cluster import Cluster, started_cluster, wait_for
+from support.e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.cluster import ClusterRecord
 from deploy.local.credentials import CREDENTIALS_FILE

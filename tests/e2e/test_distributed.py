@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from chaos_checks import training_steps
-from e2e_cluster import Cluster, det, wait_for
+from support.chaos_checks import training_steps
+from support.e2e_cluster import Cluster, det, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import Cluster, created_id, wait_for
+from support.e2e_cluster import Cluster, created_id, wait_for
 
 pytestmark = pytest.mark.e2e
 

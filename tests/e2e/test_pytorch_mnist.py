@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_cluster import Cluster, created_id, wait_for
+from support.e2e_cluster import Cluster, created_id, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import Cluster, started_cluster, wait_for
+from support.e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.cluster import ClusterRecord
 
@@ -28,13 +28,17 @@ REPORTS = 3000
 METRICS_PER_REPORT = 10
 
 # Reports REPORTS training metrics, pausing every 100 so that the run lasts a few seconds
-# and the shipper sends many batches; says when half are queued.
+# and the shipper sends many batches; says when half are queued. The second half trickles
+# until the file named by the `gate` hyperparameter exists (the test makes it once it has
+# restarted the gateway), so that the restart always meets reports being sent, however
+# long it takes on a busy machine.
 REPORTING_TRAIN_PY = textwrap.dedent(
     f"""
-    import logging, time
+    import logging, os, time
     import determined as det
 
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    gate = det.get_cluster_info().trial.hparams["gate"]
     with det.core.init() as core_context:
         for step in range(1, {REPORTS} + 1):
             metrics = {{f"m{{i}}": step + i / 10 for i in range({METRICS_PER_REPORT})}}
@@ -43,6 +47,8 @@ REPORTING_TRAIN_PY = textwrap.dedent(
                 print("half of the reports sent", flush=True)
             if step % 100 == 0:
                 time.sleep(0.2)
+            if step > {REPORTS} // 2 and not os.path.exists(gate):
+                time.sleep(0.05)
     print("reporting done", flush=True)
     """
 )
@@ -104,11 +110,14 @@ def first_trial(cluster: Cluster, experiment_id: int) -> int:
 
 def test_gateway_restart_mid_run_loses_no_metric(cluster: Cluster, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(REPORTING_TRAIN_PY)
-    experiment_id = cluster.create(tmp_path, config("reporting"))
+    gate = cluster.storage_folder("gate") / "restarted"
+    hyperparameters = {"global_batch_size": 32, "gate": str(gate)}
+    experiment_id = cluster.create(tmp_path, config("reporting", hyperparameters=hyperparameters))
     trial_id = first_trial(cluster, experiment_id)
     wait_for(lambda: "half of the reports sent" in cluster.logs(trial_id), "half of the reports")
 
     restart(cluster, "gateway")
+    gate.touch()
 
     wait_for(lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete")
     logs = cluster.logs(trial_id)

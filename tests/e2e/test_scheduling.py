@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 import yaml
-from chaos_checks import part_status, training_steps
-from e2e_cluster import Cluster, det, wait_for
+from support.chaos_checks import part_status, training_steps
+from support.e2e_cluster import Cluster, det, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -211,8 +211,10 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
         "the prio pool's agents to register",
     )
     # The low trials that keep running outlast the high ones: a slot they free cannot be
-    # what lets a preempted low trial back in before a high one is done.
-    low_steps, high_steps = 45, 10
+    # what lets a preempted low trial back in before a high one is done. 80 steps of 0.2 s
+    # leave the high trials ~14 s to start and finish theirs, even on a busy 2-core machine
+    # running two test workers (45 left ~6 s: too few there).
+    low_steps, high_steps = 80, 10
     try:
         low = cluster.create(
             context(tmp_path, "low"),

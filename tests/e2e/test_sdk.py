@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import Cluster, wait_for
+from support.e2e_cluster import Cluster, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chaos_checks import cluster_processes, part_status, wait_until_restarted
-from e2e_cluster import Cluster, started_cluster, wait_for
+from support.chaos_checks import cluster_processes, part_status, wait_until_restarted
+from support.e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.cluster import agent_work_dir
 from deploy.local.credentials import credentials

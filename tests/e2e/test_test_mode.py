@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from e2e_cluster import Cluster, created_id, det
+from support.e2e_cluster import Cluster, created_id, det
 
 from deploy.local.servers import free_port
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e_cluster import Cluster, created_id, det, started_cluster
-from self_signed import write_self_signed
+from support.e2e_cluster import Cluster, created_id, det, started_cluster
+from support.self_signed import write_self_signed
 from test_first_experiment import CONST_YAML, TRAIN_PY
 
 pytestmark = pytest.mark.e2e

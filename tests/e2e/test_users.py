@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2e_cluster import Cluster, created_id, det, wait_for
+from support.e2e_cluster import Cluster, created_id, det, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,9 +19,9 @@ import textwrap
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parent
-sys.path.insert(0, str(GOLDEN.parent / "e2e"))
+sys.path.insert(0, str(GOLDEN.parent))
 
-from e2e_cluster import Cluster, started_cluster, wait_for  # noqa: E402 - after the path insert
+from support.e2e_cluster import Cluster, started_cluster, wait_for  # noqa: E402 - after the path insert
 
 TRAIN_PY = textwrap.dedent(
     """

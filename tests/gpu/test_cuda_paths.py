@@ -225,7 +225,7 @@ def missing_cluster_parts() -> list[str]:
 def test_the_mnist_example_completes_on_a_gpu_agent(tmp_path: Path) -> None:
     if missing := missing_cluster_parts():
         pytest.skip(f"a local cluster needs what this machine lacks: {'; '.join(missing)}")
-    e2e_cluster: Any = importlib.import_module("e2e.e2e_cluster")  # imports the packages checked above
+    e2e_cluster: Any = importlib.import_module("support.e2e_cluster")  # imports the packages checked above
 
     context = tmp_path / "mnist_pytorch"
     shutil.copytree(REPO / "examples" / "mnist_pytorch", context, ignore=shutil.ignore_patterns("data"))

@@ -4,9 +4,10 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-from own_nats import own_nats  # noqa: F401 (the outage tests' fixture)
+from support.event_logs import event_log, event_logs  # noqa: F401 (both event logs, parametrised)
+from support.own_nats import own_nats  # noqa: F401 (the outage tests' fixture)
 
-from services.gateway.tables import create_schema
+from services.gateway.schema import create_schema
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ async def forking_cluster(settings: dict[str, object], work_dir: Path) -> AsyncI
 async def _context(store: EventStore, folder: Path, script: str) -> str:
     folder.mkdir()
     (folder / "train.py").write_text(script)
-    return await store.put_context(pack_context(folder))
+    return await store.contexts.put(pack_context(folder))
 
 
 async def _lines(store: EventStore, trial_id: int) -> list[tuple[str, str]]:

@@ -137,7 +137,7 @@ async def test_a_trial_dies_with_its_agent_and_a_restarted_agent_runs_it_once_mo
     context = tmp_path / "context"
     context.mkdir()
     (context / "train.py").write_text(SLEEPER)
-    digest = await event_store.put_context(pack_context(context))
+    digest = await event_store.contexts.put(pack_context(context))
     work_dir = tmp_path / "work"
     agent = agent_process(nats_url, namespace, work_dir, fork_server=fork_server)
     try:

@@ -40,7 +40,7 @@ async def test_the_context_is_extracted_and_the_startup_hook_sourced(
         "print(os.environ['GREETING'], os.environ['DET_TRIAL_ID'], os.environ['DET_SLOT_IDS'])\n"
         "assert 'DET_CLUSTER_SECRET' not in os.environ\n"
     )
-    digest = await event_store.put_context(pack_context(context))
+    digest = await event_store.contexts.put(pack_context(context))
     async with cluster(settings, tmp_path / "work"):
         await create_experiment(
             event_store, 1, config("python3 train.py", max_restarts=0), context_hash=digest
@@ -57,7 +57,7 @@ async def test_the_context_is_extracted_and_the_startup_hook_sourced(
 async def test_a_bad_context_fails_the_allocation_with_a_log_line(
     event_store: EventStore, settings: dict[str, object], tmp_path: Path
 ) -> None:
-    digest = await event_store.put_context(b"this is not a tar.gz")
+    digest = await event_store.contexts.put(b"this is not a tar.gz")
     async with cluster(settings, tmp_path):
         await create_experiment(event_store, 1, config("true", max_restarts=0), context_hash=digest)
         envelopes = await wait_for(event_store, experiment_ended)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.message import Message
-from s3_server import S3Server
+from support.s3_server import S3Server
 
 from determined.common import storage
 from determined.proto import events_pb2 as ev

@@ -35,6 +35,7 @@ from determined.proto import events_pb2
 from services.common.connection import Connection, NatsLoginRefusedError
 from services.common.envelope import Append, aggregate
 from services.common.eventstore import EventStore, StreamLimits
+from services.common.job_queue import KvJobQueueBoard, PublishedQueue
 from services.common.settings import NatsCredentials, inbox_prefix
 
 # One of the guarded server's agents (a1, a2), each its own user.
@@ -191,6 +192,27 @@ async def test_heartbeats_go_from_the_agents_to_the_scheduler_only(guarded_nats:
             await client.close()
     assert any("subscription" in str(error).lower() for error in errors)
     assert any('publish to "det.heartbeats.a2"' in str(error) for error in errors)
+
+
+async def test_the_scheduler_alone_writes_the_job_queue_and_the_gateway_reads_it(
+    streams: EventStore, guarded_nats: GuardedNats, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published = PublishedQueue(sequence=3, kinds=("agent",))
+    scheduler = await guarded_nats.store("scheduler", monkeypatch)
+    try:
+        await KvJobQueueBoard(scheduler).publish(published)
+    finally:
+        await scheduler.close()
+    assert await KvJobQueueBoard(streams).read() == published
+    errors: list[Exception] = []
+    searcher = await guarded_nats.client("searcher", errors)
+    try:
+        with pytest.raises(nats.errors.TimeoutError):
+            await searcher.jetstream(timeout=2).publish("$KV.job_queue.queue", b"forged")
+    finally:
+        await searcher.close()
+    assert await KvJobQueueBoard(streams).read() == published
+    assert any('publish to "$kv.job_queue.queue"' in str(error).lower() for error in errors), errors
 
 
 async def test_the_operator_reads_the_log_and_appends_nothing(

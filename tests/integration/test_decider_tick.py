@@ -1,4 +1,4 @@
-"""The decider shell's clock tick against a real nats-server: a core whose
+"""The decider shell's clock tick, on both event logs: a core whose
 decisions wait on time alone gets them when the log is quiet, and a tick
 never costs the read it interrupts."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from determined.proto import events_pb2
 from services.common.decider import PureCore, Shell
 from services.common.envelope import Append, Envelope, payload_of
-from services.common.eventstore import EventStore
+from services.common.eventlog import EventLog
 
 DELAY_NS = 300_000_000
 
@@ -60,7 +60,7 @@ def created(experiment_id: int) -> Append:
     )
 
 
-async def trials(store: EventStore) -> list[Envelope]:
+async def trials(store: EventLog) -> list[Envelope]:
     return [stored.envelope async for stored in store.read(["trial"], follow=False)]
 
 
@@ -90,61 +90,59 @@ async def stopped(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_a_decision_that_waits_on_time_alone_comes_from_a_tick(event_store: EventStore) -> None:
-    shell = await running(Shell(event_store, delayed_trials_core(), "service:test", tick_s=0.1))
+async def test_a_decision_that_waits_on_time_alone_comes_from_a_tick(event_log: EventLog) -> None:
+    shell = await running(Shell(event_log, delayed_trials_core(), "service:test", tick_s=0.1))
     try:
-        await event_store.append(created(1), actor="user:test")
-        assert await until(lambda: _count(event_store, 1))
+        await event_log.append(created(1), actor="user:test")
+        assert await until(lambda: _count(event_log, 1))
     finally:
         await stopped(shell)
-    [trial] = await trials(event_store)
+    [trial] = await trials(event_log)
     # It answers the clock, not the creation folded a while before.
     assert (trial.event_id, trial.causation_id) == ("trial-1", "")
 
 
-async def test_without_tick_s_the_shell_never_ticks(event_store: EventStore) -> None:
-    shell = await running(Shell(event_store, delayed_trials_core(), "service:test"))
+async def test_without_tick_s_the_shell_never_ticks(event_log: EventLog) -> None:
+    shell = await running(Shell(event_log, delayed_trials_core(), "service:test"))
     try:
-        await event_store.append(created(1), actor="user:test")
-        assert not await until(lambda: _count(event_store, 1), deadline_s=1.0)
+        await event_log.append(created(1), actor="user:test")
+        assert not await until(lambda: _count(event_log, 1), deadline_s=1.0)
         # The next event folded brings the clock forward: decided then.
-        await event_store.append(created(2), actor="user:test")
-        assert await until(lambda: _count(event_store, 1))
+        await event_log.append(created(2), actor="user:test")
+        assert await until(lambda: _count(event_log, 1))
     finally:
         await stopped(shell)
 
 
-async def test_a_core_without_tick_is_unchanged_by_ticks(event_store: EventStore) -> None:
-    shell = await running(
-        Shell(event_store, delayed_trials_core(with_tick=False), "service:test", tick_s=0.05)
-    )
+async def test_a_core_without_tick_is_unchanged_by_ticks(event_log: EventLog) -> None:
+    shell = await running(Shell(event_log, delayed_trials_core(with_tick=False), "service:test", tick_s=0.05))
     try:
-        await event_store.append(created(1), actor="user:test")
-        assert not await until(lambda: _count(event_store, 1), deadline_s=1.0)
+        await event_log.append(created(1), actor="user:test")
+        assert not await until(lambda: _count(event_log, 1), deadline_s=1.0)
     finally:
         await stopped(shell)
 
 
-async def test_ticks_between_events_lose_none_of_them(event_store: EventStore) -> None:
-    shell = await running(Shell(event_store, delayed_trials_core(), "service:test", tick_s=0.02))
+async def test_ticks_between_events_lose_none_of_them(event_log: EventLog) -> None:
+    shell = await running(Shell(event_log, delayed_trials_core(), "service:test", tick_s=0.02))
     try:
         for experiment_id in range(1, 6):
-            await event_store.append(created(experiment_id), actor="user:test")
+            await event_log.append(created(experiment_id), actor="user:test")
             await asyncio.sleep(0.15)  # several ticks while the read waits
-        assert await until(lambda: _count(event_store, 5))
+        assert await until(lambda: _count(event_log, 5))
         await asyncio.sleep(0.5)
     finally:
         await stopped(shell)
-    assert sorted(t.event_id for t in await trials(event_store)) == [f"trial-{e}" for e in range(1, 6)]
+    assert sorted(t.event_id for t in await trials(event_log)) == [f"trial-{e}" for e in range(1, 6)]
 
 
-async def test_a_stopped_shell_leaves_no_read_behind(event_store: EventStore) -> None:
+async def test_a_stopped_shell_leaves_no_read_behind(event_log: EventLog) -> None:
     before = asyncio.all_tasks()
-    shell = await running(Shell(event_store, delayed_trials_core(), "service:test", tick_s=0.02))
+    shell = await running(Shell(event_log, delayed_trials_core(), "service:test", tick_s=0.02))
     await asyncio.sleep(0.2)  # waiting on a read across ticks
     await stopped(shell)
     assert asyncio.all_tasks() - before == set()
 
 
-async def _count(store: EventStore, expected: int) -> bool:
+async def _count(store: EventLog, expected: int) -> bool:
     return len(await trials(store)) >= expected

@@ -14,7 +14,8 @@ import pytest
 from deploy.local.servers import free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
 from services.common.tokens import mint_allocation_token
 from services.gateway.auth import UserPrincipal
 from services.gateway.server import Gateway, PortInUseError
@@ -164,7 +165,7 @@ async def test_the_same_context_is_stored_once(
     first, second = await stored(event_store, "experiment")
     digest = first.experiment_created.context_hash
     assert second.experiment_created.context_hash == digest
-    bucket = await event_store.js.object_store(event_store.context_bucket)
+    bucket = await event_store.js.object_store(event_store.contexts.bucket)
     assert [info.name for info in await bucket.list()] == [digest]
 
 
@@ -197,8 +198,8 @@ async def test_concurrent_creates_get_distinct_ids(api: api_pb2_grpc.DeterminedS
 async def test_retried_create_is_stored_once(gateway: Gateway, event_store: EventStore) -> None:
     request = api_pb2.CreateExperimentRequest(config_yaml=CONFIG)
     principal = UserPrincipal("determined")
-    first = await gateway.servicer.create_experiment(request, request_id="r1", principal=principal)
-    again = await gateway.servicer.create_experiment(request, request_id="r1", principal=principal)
+    first = await gateway.api.experiments.create_experiment(request, request_id="r1", principal=principal)
+    again = await gateway.api.experiments.create_experiment(request, request_id="r1", principal=principal)
     assert first.experiment_id == again.experiment_id == 1
     assert await event_store.last_sequence() == BUILT_IN_USER_EVENTS + 1
 
@@ -240,7 +241,7 @@ async def test_tokens_are_good_for_their_own_trial_only(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway, trial_id=2)
-    request = api_pb2.ReportProgressRequest(trial_id=2, progress=0.5)
+    request = api_pb2.ReportProgressRequest(trial_id=2, progress=0.5, reporter_id="r", seq=1)
     cases = [
         (trial_metadata(1), grpc.StatusCode.PERMISSION_DENIED),
         ((), grpc.StatusCode.PERMISSION_DENIED),
@@ -258,7 +259,8 @@ async def test_trial_reports_reach_get_trial(
 ) -> None:
     await given_trial(event_store, gateway)
     await api.ReportProgress(
-        api_pb2.ReportProgressRequest(trial_id=1, progress=0.25), metadata=trial_metadata(1)
+        api_pb2.ReportProgressRequest(trial_id=1, progress=0.25, reporter_id="r", seq=1),
+        metadata=trial_metadata(1),
     )
     checkpoint = api_pb2.ReportCheckpointRequest(
         uuid="c-1", trial_id=1, allocation_id="1.1", steps_completed=5, metadata_json="{}", resources={"a": 3}
@@ -273,12 +275,28 @@ async def test_trial_reports_reach_get_trial(
     assert reported.checkpoint_reported.experiment_id == 1
 
 
+async def test_the_same_progress_reported_again_later_is_stored_again_and_a_retry_once(
+    api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
+) -> None:
+    await given_trial(event_store, gateway)
+
+    def report(seq: int, progress: float, reporter_id: str = "r") -> api_pb2.ReportProgressRequest:
+        return api_pb2.ReportProgressRequest(trial_id=1, progress=progress, reporter_id=reporter_id, seq=seq)
+
+    for request in (report(1, 0.5), report(2, 0.25), report(3, 0.5), report(2, 0.25), report(1, 0.5, "s")):
+        await api.ReportProgress(request, metadata=trial_metadata(1))
+    progress = [e.trial_progress_reported.progress for e in await stored(event_store, "trial")]
+    assert [p for p in progress if p] == [0.5, 0.25, 0.5, 0.5]  # the retry of report 2 stored once
+    assert await gateway.projector.catch_up()
+    assert (await api.GetTrial(api_pb2.GetTrialRequest(trial_id=1))).trial.progress == 0.5
+
+
 async def test_trial_logs_follow_ends_with_the_trial(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway)
     lines = [events_pb2.LogLine(log="hello"), events_pb2.LogLine(log="bye")]
-    await event_store.publish_logs(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
+    await event_store.logs.publish(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
     assert await _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1))) == ["hello"]
     following = asyncio.create_task(
         _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1, follow=True)))
@@ -287,7 +305,7 @@ async def test_trial_logs_follow_ends_with_the_trial(
     await event_store.append(Append("trial/1", ended, "end-1"), actor="service:scheduler")
     assert await gateway.projector.catch_up()
     last = events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[1:], allocation_ended=True)
-    await event_store.publish_logs(last)
+    await event_store.logs.publish(last)
     assert await asyncio.wait_for(following, 10) == ["hello", "bye"]
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await _collect(api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=9)))

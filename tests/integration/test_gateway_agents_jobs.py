@@ -1,10 +1,14 @@
 """The gateway's agents and jobs against a real nats-server and PostgreSQL:
 agents' pools, addresses and states, what runs on each slot, enabling and
-disabling agents, the job queue (GetJobs: the scheduler's core folded
-read-only), changing a job's priority, weight or max slots, resource pools
+disabling agents, the job queue (GetJobs: as a running scheduler publishes
+it), changing a job's priority, weight or max slots, resource pools
 checked at create time, and trial logs of one rank."""
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpc
 import pytest
@@ -16,6 +20,8 @@ from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
+from services.scheduler.__main__ import SchedulerSettings
+from services.scheduler.__main__ import run as run_scheduler
 
 # test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
@@ -184,35 +190,61 @@ def requested(allocation_id: str, experiment_id: int, slots: int, pool: str = ""
     return Append(f"allocation/{allocation_id}", payload, f"requested-{allocation_id}")
 
 
+@asynccontextmanager
+async def scheduler(gateway: Gateway, ready_file: Path) -> AsyncIterator[None]:
+    """The scheduler service (a priority scheduler for the pool `gpu`, default
+    priority 7), caught up: it publishes the job queue the gateway shows."""
+    settings = SchedulerSettings(
+        nats_url=gateway.settings.nats_url,
+        namespace=gateway.settings.namespace,
+        ready_file=ready_file,
+        scheduler_pool_types="gpu=priority",
+        scheduler_default_priority=7,
+    )
+    task = asyncio.create_task(run_scheduler(settings))
+    try:
+        while not ready_file.exists():
+            assert not task.done(), task
+            await asyncio.sleep(0.02)
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_the_job_queue_is_the_schedulers_with_names_and_owners(
-    api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway
+    api: api_pb2_grpc.DeterminedStub, event_store: EventStore, gateway: Gateway, tmp_path: Path
 ) -> None:
+    assert not (await api.GetJobs(api_pb2.GetJobsRequest())).jobs  # nothing published yet
     await register(event_store, gateway, "a1", slots=2)
+    await register(event_store, gateway, "g1", slots=1, pool="gpu")
     for _ in range(2):
         await api.CreateExperiment(api_pb2.CreateExperimentRequest(config_yaml=CONFIG, activate=True))
-    await event_store.append(requested("1.1", 1, 2), actor="service:searcher")
-    assigned = events_pb2.AllocationAssigned(
-        allocation_id="1.1", placements=[events_pb2.Placement(agent_id="a1", slot_ids=[0, 1])]
-    )
-    await event_store.append(Append("allocation/1.1", assigned, "assign-1.1"), actor="service:scheduler")
-    await event_store.append(requested("2.1", 2, 4), actor="service:searcher")
-    response = await api.GetJobs(api_pb2.GetJobsRequest())
-    assert response.schedulers["default"] == "fair_share"
-    by_id = {job.job_id: job for job in response.jobs}
-    first, second = by_id["experiment/1"], by_id["experiment/2"]
-    assert (first.type, first.experiment_id, first.owner, first.state) == (
-        "EXPERIMENT",
-        1,
-        "determined",
-        "SCHEDULED",
-    )
-    assert first.name.startswith("Experiment (") and (first.slots_acquired, first.slots_needed) == (2, 2)
-    assert (second.state, second.slots_acquired, second.slots_needed) == ("QUEUED", 0, 4)
-    assert second.waiting_reason and sorted(job.position for job in response.jobs) == [1, 2]
-    await api.UpdateJob(api_pb2.UpdateJobRequest(job_id="2", weight=3.0))
-    again = {job.job_id: job for job in (await api.GetJobs(api_pb2.GetJobsRequest())).jobs}
-    assert again["experiment/2"].weight == 3.0
-    assert not (await api.GetJobs(api_pb2.GetJobsRequest(resource_pool="gpu"))).jobs
+    async with scheduler(gateway, tmp_path / "scheduler.ready"):
+        await event_store.append(requested("1.1", 1, 2), actor="service:searcher")
+        await event_store.append(requested("2.1", 2, 4), actor="service:searcher")
+        # Answered once the scheduler published what it made of both (it assigned the first).
+        response = await api.GetJobs(api_pb2.GetJobsRequest())
+        assert dict(response.schedulers) == {"default": "fair_share", "gpu": "priority"}
+        by_id = {job.job_id: job for job in response.jobs}
+        first, second = by_id["experiment/1"], by_id["experiment/2"]
+        assert (first.type, first.experiment_id, first.owner, first.state) == (
+            "EXPERIMENT",
+            1,
+            "determined",
+            "SCHEDULED",
+        )
+        assert first.name.startswith("Experiment (") and (first.slots_acquired, first.slots_needed) == (2, 2)
+        assert (second.state, second.slots_acquired, second.slots_needed) == ("QUEUED", 0, 4)
+        assert second.waiting_reason and sorted(job.position for job in response.jobs) == [1, 2]
+        await api.UpdateJob(api_pb2.UpdateJobRequest(job_id="2", weight=3.0))
+        again = {job.job_id: job for job in (await api.GetJobs(api_pb2.GetJobsRequest())).jobs}
+        assert again["experiment/2"].weight == 3.0
+        assert again["experiment/2"].priority == 7  # the scheduler's default
+        unchanged = await api.UpdateJob(api_pb2.UpdateJobRequest(job_id="2", priority=7))
+        assert "nothing to change" in unchanged.unchanged_reason
+        gpu = await api.GetJobs(api_pb2.GetJobsRequest(resource_pool="gpu"))
+        assert not gpu.jobs and dict(gpu.schedulers) == {"gpu": "priority"}
 
 
 async def test_master_tells_agents_where_nats_is(api: api_pb2_grpc.DeterminedStub, gateway: Gateway) -> None:
@@ -229,7 +261,7 @@ async def test_trial_logs_of_one_rank(
         events_pb2.LogLine(timestamp_ns=2, log="w1", rank=1),
         events_pb2.LogLine(timestamp_ns=3, log="no rank"),
     ]
-    await event_store.publish_logs(
+    await event_store.logs.publish(
         events_pb2.LogBatch(trial_id=1, allocation_id="1.1", agent_id="a1", lines=lines)
     )
     every = [line.log async for r in api.TrialLogs(api_pb2.TrialLogsRequest(trial_id=1)) for line in r.lines]
@@ -254,7 +286,7 @@ async def test_following_a_gang_s_logs_ends_after_every_agent_s_last_batch(
     await given_trial(event_store, gateway)
     for agent_id, log in [("a1", "a1 bye"), ("a2", "a2 bye")]:
         line = events_pb2.LogLine(timestamp_ns=1, log=log)
-        await event_store.publish_logs(
+        await event_store.logs.publish(
             events_pb2.LogBatch(
                 trial_id=1, allocation_id="1.1", agent_id=agent_id, lines=[line], allocation_ended=True
             )

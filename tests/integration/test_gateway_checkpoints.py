@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import pytest
 import test_gateway
-from s3_server import S3Server
+from support.s3_server import S3Server
 from test_gateway import given_trial, stored
 from test_gateway_stop_resume import append, refused, token_of
 

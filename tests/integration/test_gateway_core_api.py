@@ -17,12 +17,13 @@ from test_rebuild import dump
 
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
+from services.gateway.features.parts import Queries
 from services.gateway.projector import Projector
-from services.gateway.queries import Queries
 from services.gateway.rebuild import rebuild
+from services.gateway.schema import create_schema, drop_schema
 from services.gateway.server import Gateway
-from services.gateway.tables import create_schema, drop_schema
 
 # test_gateway's started gateway (the api fixture on it comes from conftest.py).
 gateway = test_gateway.gateway
@@ -163,10 +164,10 @@ async def test_replays_and_doubled_messages_give_the_same_rows(
     await Projector(event_store, pool).run(follow=False)
     before = await dump(pool, with_position=False)
     queries = Queries(pool)
-    trials = await queries.trials(1)
+    trials = await queries.trials.trials(1)
     assert [t.end_reason for t in trials] == ["invalid hyperparameters", ""]
-    assert [await queries.trial_metadata(i) for i in (1, 2, 3)] == ['{"a":1}', '{"z":[1,2]}', None]
-    assert [await queries.early_exit_reason(i) for i in (1, 2)] == ["INVALID_HP", None]
+    assert [await queries.trials.trial_metadata(i) for i in (1, 2, 3)] == ['{"a":1}', '{"z":[1,2]}', None]
+    assert [await queries.trials.early_exit_reason(i) for i in (1, 2)] == ["INVALID_HP", None]
 
     assert await rebuild(event_store, pool) == len(history())
     assert await dump(pool, with_position=False) == before

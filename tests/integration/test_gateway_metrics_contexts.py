@@ -26,8 +26,10 @@ from determined.cli._client import Gateway as CliGateway
 from determined.cli._upload import upload_context
 from determined.common.context import ContextError, ContextFiles, context_files, extract_context
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
-from services.common.eventstore import CONTEXT_CHUNK_BYTES, EventStore
-from services.gateway import commands, servicer
+from services.common.contexts import CONTEXT_CHUNK_BYTES
+from services.common.eventstore import EventStore
+from services.gateway.features.experiments import commands as experiment_commands
+from services.gateway.features.trials.service import METRICS_PAGE
 from services.gateway.server import Gateway
 
 gateway = test_gateway.gateway
@@ -55,7 +57,7 @@ async def all_points(api: api_pb2_grpc.DeterminedStub, group: str = "") -> list[
     """(group, steps, run) of every point GetTrialMetrics streams, and how many responses it took."""
     points = []
     async for response in api.GetTrialMetrics(api_pb2.GetTrialMetricsRequest(trial_id=1, group=group)):
-        assert 0 < len(response.points) <= servicer.METRICS_PAGE
+        assert 0 < len(response.points) <= METRICS_PAGE
         points += [(p.group, p.steps_completed, json.loads(p.metrics_json)["run"]) for p in response.points]
     return points
 
@@ -129,7 +131,7 @@ def refused_upload(port: int, data: bytes, piece: int = 100_000) -> grpc.RpcErro
 
 
 async def stored_context_messages(store: EventStore) -> int:
-    info = await store.js.stream_info(f"OBJ_{store.context_bucket}")
+    info = await store.js.stream_info(f"OBJ_{store.contexts.bucket}")
     return int(info.state.messages)
 
 
@@ -154,7 +156,7 @@ async def test_an_uploaded_context_is_stored_once_named_by_its_hash_and_fetched_
         len(data),
     )
     with (tmp_path / "fetched").open("w+b") as fetched:  # as the agent fetches it
-        await event_store.fetch_context(uploaded.context_hash, fetched)
+        await event_store.contexts.fetch(uploaded.context_hash, fetched)
         fetched.seek(0)
         assert fetched.read() == data
 
@@ -169,7 +171,7 @@ async def test_a_packed_folder_goes_up_in_chunks_and_comes_back_identical(
     archive = b"".join(context_files(folder).archive_chunks(chunk_size=64 * 1024))
     uploaded = await upload(api, archive, piece=64 * 1024)
     with (tmp_path / "archive").open("w+b") as fetched:
-        await event_store.fetch_context(uploaded.context_hash, fetched)
+        await event_store.contexts.fetch(uploaded.context_hash, fetched)
         extract_context(fetched, tmp_path / "out")
     for name in ("train.py", "data/weights.bin"):
         assert (tmp_path / "out" / name).read_bytes() == (folder / name).read_bytes()
@@ -183,7 +185,7 @@ async def test_bad_contexts_are_refused_and_leave_nothing(
 ) -> None:
     await upload(api, b"small")  # the bucket holds something already
     messages = await stored_context_messages(event_store)
-    monkeypatch.setattr(commands, "MAX_CONTEXT_BYTES", CONTEXT_CHUNK_BYTES)
+    monkeypatch.setattr(experiment_commands, "MAX_CONTEXT_BYTES", CONTEXT_CHUNK_BYTES)
     error = await asyncio.to_thread(refused_upload, gateway.port, os.urandom(2 * CONTEXT_CHUNK_BYTES))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
     assert "more than" in error.details() and ".detignore" in error.details()
@@ -256,7 +258,7 @@ async def test_the_cli_creates_with_an_uploaded_context_shows_metrics_and_no_cha
     code, out, error = await det(gateway, "e", "create", "const.yaml", "model", cwd=tmp_path)
     assert code == 0 and out.splitlines()[-1] == "Created experiment 1", error
     [event] = await stored(event_store, "experiment")
-    with io.BytesIO(await event_store.get_context(event.experiment_created.context_hash)) as archive:
+    with io.BytesIO(await event_store.contexts.get(event.experiment_created.context_hash)) as archive:
         extract_context(archive, tmp_path / "out")
     assert (tmp_path / "out" / "train.py").read_text() == "print('hi')\n"
 

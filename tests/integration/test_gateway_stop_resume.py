@@ -67,7 +67,7 @@ async def test_only_the_current_open_allocation_reports(
     api: api_pb2_grpc.DeterminedStub, gateway: Gateway, event_store: EventStore
 ) -> None:
     await given_trial(event_store, gateway)
-    progress = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5)
+    progress = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5, reporter_id="r", seq=1)
     await api.ReportProgress(progress, metadata=token_of("1.1"))
     await next_run(event_store, gateway, 1, 2)
     details = await refused(api.ReportProgress(progress, metadata=token_of("1.1")))
@@ -85,7 +85,7 @@ async def test_a_report_waits_for_the_projector_to_apply_its_request(
     gateway.projector_task.cancel()
     await asyncio.gather(gateway.projector_task, return_exceptions=True)
     await event_store.append(run_requested(1, 2), actor="service:searcher")
-    request = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5)
+    request = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5, reporter_id="r", seq=1)
     reporting = asyncio.ensure_future(api.ReportProgress(request, metadata=token_of("1.2")))
     await asyncio.sleep(0.3)
     assert not reporting.done()  # the request of 1.2 is stored but not applied yet

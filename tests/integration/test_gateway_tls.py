@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from self_signed import write_self_signed
+from support.self_signed import write_self_signed
 
 from deploy.local.servers import free_port, port_is_taken
 from determined._client import TrialClient

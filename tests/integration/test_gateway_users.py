@@ -13,9 +13,9 @@ from deploy.local.servers import free_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.eventstore import EventStore
+from services.gateway.features.users.directory import InitialPasswordError
 from services.gateway.server import Gateway
 from services.gateway.settings import GatewaySettings
-from services.gateway.user_directory import InitialPasswordError
 
 SECRET = "users-test-secret"
 PASSWORD = "first-password"

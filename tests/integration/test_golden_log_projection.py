@@ -4,12 +4,13 @@ queries read them back as the CLI shows them."""
 import json
 
 import asyncpg
-from golden_log import golden_log
+from support.golden_log import golden_log
 
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
+from services.gateway.features.parts import Queries
 from services.gateway.projector import NAME, Projector, load_position
-from services.gateway.queries import Queries
-from services.gateway.tables import ensure_schema
+from services.gateway.schema import ensure_schema
 
 
 async def test_recorded_log_projects_the_experiments_users_saw(
@@ -20,12 +21,12 @@ async def test_recorded_log_projects_the_experiments_users_saw(
     await Projector(event_store, pool).apply(stored)
     queries = Queries(pool)
 
-    assert [(e.id, e.name, e.state) for e in await queries.experiments()] == [
+    assert [(e.id, e.name, e.state) for e in await queries.experiments.experiments()] == [
         (1, "mnist-const", "COMPLETED"),
         (2, "failing", "ERROR"),
         (3, "killed", "CANCELED"),
     ]
-    completed, failed, killed = [(await queries.trials(i))[0] for i in (1, 2, 3)]
+    completed, failed, killed = [(await queries.trials.trials(i))[0] for i in (1, 2, 3)]
     assert (completed.state, completed.total_batches, completed.progress) == ("COMPLETED", 100, 1.0)
     assert json.loads(completed.latest_validation.metrics_json) == {"validation_loss": 0.01}
     assert completed.latest_checkpoint.steps_completed == 100
@@ -48,10 +49,10 @@ async def test_recent_metrics_are_the_newest_of_each_group(
         " superseded) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)",
         rows,
     )
-    points = await Queries(pool).recent_metrics(7)
+    points = await Queries(pool).trials.recent_metrics(7)
     expected = [(group, step) for group in ("a", "b") for step in range(51, 151)]
     assert [(p.group, p.steps_completed) for p in points] == expected
-    assert await Queries(pool).recent_metrics(9) == []
+    assert await Queries(pool).trials.recent_metrics(9) == []
 
 
 async def test_read_models_of_another_shape_are_rebuilt(event_store: EventStore, pool: asyncpg.Pool) -> None:

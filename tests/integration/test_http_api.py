@@ -277,7 +277,7 @@ async def test_trial_logs_stream_as_ndjson_and_follow(
 ) -> None:
     await given_trial(event_store, gateway)
     lines = [events_pb2.LogLine(log="hello", stdtype="stdout"), events_pb2.LogLine(log="bye", rank=0)]
-    await event_store.publish_logs(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
+    await event_store.logs.publish(events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[:1]))
     headers = bearer(token)
     stored = await http.get("/api/v1/trials/1/logs", headers=headers)
     assert stored.status_code == 200
@@ -292,7 +292,7 @@ async def test_trial_logs_stream_as_ndjson_and_follow(
     await event_store.append(Append("trial/1", ended, "end-1"), actor="service:scheduler")
     assert await gateway.projector.catch_up()
     last = events_pb2.LogBatch(trial_id=1, allocation_id="1.1", lines=lines[1:], allocation_ended=True)
-    await event_store.publish_logs(last)
+    await event_store.logs.publish(last)
     assert await asyncio.wait_for(following, 10) == ["hello", "bye"]
     assert (await http.get("/api/v1/trials/9/logs", headers=headers)).status_code == 404
 
@@ -472,7 +472,7 @@ async def test_an_experiment_is_created_with_determineds_body(
     assert again.json()["experiment"]["id"] == created["experiment"]["id"]
 
     [event] = [e.experiment_created for e in await stored(event_store, "experiment")]
-    with tarfile.open(fileobj=io.BytesIO(await event_store.get_context(event.context_hash))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(await event_store.contexts.get(event.context_hash))) as tar:
         pkg = tar.extractfile("pkg/train.py")
         assert pkg is not None and pkg.read() == b"print('hello')\n"
         assert tar.getmember("pkg").isdir()

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from own_nats import OwnNats
-from toy_cores import two_trials_core
+from support.own_nats import OwnNats
+from support.toy_cores import two_trials_core
 
 from deploy.local.servers import free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
-from services.common import eventstore
+from services.common import connection
 from services.common.decider import Shell
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
@@ -71,7 +71,7 @@ async def test_an_append_whose_answer_was_lost_is_stored_once(
     """nats-server stopped (SIGSTOP) while an append is in flight: the append
     times out and is tried again; the server then stores the first attempt,
     and the retry finds it rather than storing it twice."""
-    monkeypatch.setattr(eventstore, "APPEND_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(connection, "REQUEST_TIMEOUT_S", 0.5)
     store = await EventStore.connect(own_nats.url, namespace)
     assert own_nats.process is not None
     try:

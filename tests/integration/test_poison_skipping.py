@@ -21,11 +21,12 @@ from services.checkpoint.__main__ import CheckpointSettings
 from services.checkpoint.__main__ import run as run_checkpoint
 from services.common.decider import PureCore, Shell
 from services.common.envelope import Append, Envelope, payload_of, subject_for, wrap
-from services.common.eventstore import EventStore, RefusedEventError
+from services.common.eventlog import RefusedEventError
+from services.common.eventstore import EventStore
 from services.common.skips import read_report
 from services.gateway import projector as projector_module
 from services.gateway.projector import Projector
-from services.gateway.tables import SCHEMA
+from services.gateway.read_models import SCHEMA
 from services.scheduler.__main__ import SchedulerSettings
 from services.scheduler.__main__ import run as run_scheduler
 from services.searcher.__main__ import SearcherSettings

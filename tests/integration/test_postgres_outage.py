@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import grpc
 import pytest
-from pg_server import running_postgres
+from support.pg_server import running_postgres
 
 from deploy.local.servers import PostgresServer, free_port
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
@@ -28,9 +28,9 @@ from services.common.eventstore import EventStore
 from services.common.tokens import mint_allocation_token
 from services.gateway.errors import ReadModelsUnavailableError
 from services.gateway.projector import _stopped
+from services.gateway.read_models import POSTGRES_DOWN, SCHEMA, transaction
 from services.gateway.server import Gateway
 from services.gateway.settings import GatewaySettings
-from services.gateway.tables import POSTGRES_DOWN, SCHEMA, transaction
 
 SECRET = "test-secret"
 CONFIG = """
@@ -128,7 +128,7 @@ async def test_queries_are_refused_and_appends_go_on_while_postgres_is_down(
     )
     assert describe.code() == grpc.StatusCode.UNAVAILABLE
     # A report is fenced on the allocations table: refused for the harness to retry.
-    report = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5)
+    report = api_pb2.ReportProgressRequest(trial_id=1, progress=0.5, reporter_id="r", seq=1)
     fenced = await refusal(api.ReportProgress(report, metadata=token, timeout=CALL_S))
     assert fenced.code() == grpc.StatusCode.UNAVAILABLE
     # Creating an experiment reads nothing from PostgreSQL.

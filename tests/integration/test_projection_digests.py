@@ -13,7 +13,10 @@ delete_error): their other columns still hash to the digests recorded before.
 The users' tables (issue 11) are empty: these logs hold no user event. The
 experiments' digests were recorded again when they gained best_metric (issue 11),
 and the trials' when they gained theirs: their other columns still hash to the
-digests recorded before.
+digests recorded before. The allocations' were recorded again when they gained
+stop_requests (issue 18: a pause's stop can be withdrawn); their other columns
+still hash to the digests recorded before. `pause_withdrawn.jsonl` (issue 18) was
+recorded with the code of its day, projected in one batch.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -23,17 +26,18 @@ the events a real search writes, interleaved as they come.
 
 import asyncpg
 import pytest
-from golden_log import golden_log
+from support.golden_log import golden_log
 
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
 from services.gateway.projector import Projector
-from services.gateway.tables import SCHEMA, create_schema, drop_schema, metadata
+from services.gateway.schema import SCHEMA, create_schema, drop_schema, metadata
 
 # table -> (rows, md5 of the rows' text in order), per log.
 EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     "three_experiments.jsonl": {
         "agents": (1, "edea389c2065221bd44ecd206df00fde"),
-        "allocations": (4, "f266fa571dd3e83b57446b0fd7c0a7cf"),
+        "allocations": (4, "307f6249089503a72053cb8e81cb7c60"),
         "checkpoints": (1, "40072548bae3bdd4db8e2365914b45c1"),
         "experiments": (3, "652f335fcdb479bd9323e3e91055ffee"),
         "metrics": (101, "36eb4dd3f2243dab165aec2b99e67edc"),
@@ -46,7 +50,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     },
     "adaptive_pause_kill.jsonl": {
         "agents": (1, "e14a4ea1ef27af99f64f731ea3c7472f"),
-        "allocations": (8, "87aa23cb030e90774c6844f4137aa9a1"),
+        "allocations": (8, "0ce3e64aac4ae233b86c29497948eda9"),
         "checkpoints": (2, "cbb1d41b28266f09185d7765ec8ecd7e"),
         "experiments": (3, "c6bd7d10ed4d494ade82b49cf4ecb84e"),
         "metrics": (111, "734bd62a8d6e71c17be03e4877154748"),
@@ -59,7 +63,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     },
     "generated_cluster.jsonl.gz": {
         "agents": (4, "2dc6b8851a7b4ef1f81f5335f4ca6d09"),
-        "allocations": (164, "ee9a1aec914b197499a3c6b9bbf1a55b"),
+        "allocations": (164, "388fffd6323c5eac10e14279263ce42d"),
         "checkpoints": (130, "b6a831b6e9b00c09f4919f01f2149a97"),
         "experiments": (8, "5db5de84df998dfd7dc74e9a316285c1"),
         "metrics": (1336, "3abf328d828f3cc9631d3fa41002848b"),
@@ -69,6 +73,19 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "users": (0, None),
         "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
         "trials": (134, "4081942308b8a073f621aff40e9c8f16"),
+    },
+    "pause_withdrawn.jsonl": {
+        "agents": (1, "1888d8bea5f893fce6cea26739aafa6a"),
+        "allocations": (1, "8ab712dcb37c98e334151f63a9abfaec"),
+        "checkpoints": (0, None),
+        "experiments": (1, "cba25318ae5805922ce3b94401753d13"),
+        "metrics": (2, "b253a8eccaeaa3758f0ef056ce68fa4f"),
+        "model_versions": (0, None),
+        "models": (0, None),
+        "user_sessions": (1, "887b6076dedf9ba2cf15afdaacef0bdd"),
+        "users": (2, "20f8199bca47577ef9d89237c274288a"),
+        "projection_position": (1, "850ce3c7f1c4a017dcbd098774869ca6"),
+        "trials": (1, "e34f76857292e39db32ee0271ed14707"),
     },
 }
 

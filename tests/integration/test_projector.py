@@ -7,9 +7,10 @@ import asyncpg
 
 from determined.proto import events_pb2
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
 from services.gateway.projector import Projector, load_position
-from services.gateway.tables import SCHEMA
+from services.gateway.read_models import SCHEMA
 
 
 def trial_created(trial_id: int) -> Append:

@@ -13,11 +13,12 @@ from google.protobuf.message import Message
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import StoredEvent
+from services.common.eventstore import EventStore
+from services.gateway.features.parts import Queries
 from services.gateway.projector import Projector
-from services.gateway.queries import Queries
 from services.gateway.rebuild import rebuild
-from services.gateway.tables import SCHEMA, create_schema, drop_schema, metadata
+from services.gateway.schema import SCHEMA, create_schema, drop_schema, metadata
 
 CONFIG = json.dumps({"name": "e", "searcher": {"name": "single", "metric": "loss"}, "labels": ["x"]})
 
@@ -285,18 +286,18 @@ async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list
     canceled_run = await pool.fetchrow(f"SELECT * FROM {SCHEMA}.allocations WHERE allocation_id = '3.1'")
     assert canceled_run["canceled"] and canceled_run["placements"] is None
     queries = Queries(pool)
-    trials = await queries.trials(1)
+    trials = await queries.trials.trials(1)
     # 1.1 failed (a restart); 2.1 was lost with its agent and 2.2 killed (neither is).
     assert [(t.state, t.restarts, t.runs) for t in trials] == [("COMPLETED", 1, 2), ("CANCELED", 0, 2)]
     assert [t.end_reason for t in trials] == ["reached the top rung", "killed"]
     assert trials[0].latest_validation.metrics_json == '{"loss": 0.3}'
     assert trials[0].latest_training.steps_completed == 30
-    shown = [(p.group, p.steps_completed) for p in await queries.recent_metrics(1)]
+    shown = [(p.group, p.steps_completed) for p in await queries.trials.recent_metrics(1)]
     assert shown == [("training", 10), ("training", 20), ("training", 30), ("validation", 30)]
     # Experiment 1's progress is the searcher's; experiment 2 COMPLETED.
-    assert [e.progress for e in await queries.experiments()] == [0.75, 1.0]
-    assert await queries.best_validation(1) == 0.3
-    assert await queries.best_validation(2) is None
+    assert [e.progress for e in await queries.experiments.experiments()] == [0.75, 1.0]
+    assert await queries.experiments.best_validation(1) == 0.3
+    assert await queries.experiments.best_validation(2) is None
 
 
 async def test_projected_deletions_and_registry_read_right(
@@ -321,7 +322,10 @@ async def test_projected_deletions_and_registry_read_right(
     ]
     storage = json.loads(experiments[0]["config_json"])["checkpoint_storage"]
     assert storage == {"save_experiment_best": 0, "save_trial_best": 0, "save_trial_latest": 0}
-    assert [e.id for e in await Queries(pool).experiments()] == [1, 2]  # a deleted experiment is not listed
+    assert [e.id for e in await Queries(pool).experiments.experiments()] == [
+        1,
+        2,
+    ]  # a deleted experiment is not listed
     models = await pool.fetch(f"SELECT name, model_id, labels::text FROM {SCHEMA}.models")
     assert [tuple(row) for row in models] == [("m", 1, '["l"]')]
     versions = await pool.fetch(f"SELECT id, checkpoint_uuid, version FROM {SCHEMA}.model_versions")

@@ -8,7 +8,7 @@ from typing import cast
 
 import asyncpg
 import pytest
-from golden_log import golden_log
+from support.golden_log import golden_log
 from test_projection_digests import EXPECTED, digests
 
 from determined.proto import events_pb2
@@ -16,7 +16,7 @@ from services.common.envelope import Append, Envelope
 from services.common.eventstore import EventStore
 from services.gateway import replay
 from services.gateway.projector import Projector
-from services.gateway.tables import SCHEMA
+from services.gateway.read_models import SCHEMA
 
 LOG = "generated_cluster.jsonl.gz"
 

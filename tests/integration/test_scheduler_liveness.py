@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from own_nats import OwnNats
+from support.own_nats import OwnNats
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, Envelope

@@ -107,7 +107,7 @@ async def trial_logs(store: EventStore, trial_id: int, allocations: int = 1) -> 
     publish (the new consumer may not count its pending messages yet)."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        batches = [stored.batch async for stored in store.read_logs(trial_id, follow=False)]
+        batches = [stored.batch async for stored in store.logs.read(trial_id, follow=False)]
         if sum(b.allocation_ended for b in batches) >= allocations:
             return batches
         assert time.monotonic() < deadline, f"timed out waiting for logs; got {batches}"

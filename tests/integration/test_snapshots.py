@@ -1,4 +1,5 @@
-"""Snapshots of a decider's state (services/common/snapshots.py): a shell
+"""Snapshots of a decider's state (services/common/snapshots.py), on both
+event logs (a real nats-server's and the in-memory one): a shell
 restarted from one folds only what came after it, and ends in the state a
 replay from sequence 1 gives; a snapshot of other code, or a damaged one, is
 ignored."""
@@ -7,12 +8,12 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any, cast
 
-from golden_log import golden_log
+from support.golden_log import golden_log
 
 from determined.proto import events_pb2
 from services.common.decider import PureCore, Shell
 from services.common.envelope import Append, Envelope
-from services.common.eventstore import EventStore, StoredEvent
+from services.common.eventlog import SNAPSHOTS_BUCKET, EventLog, StoredEvent
 from services.common.snapshots import Snapshots
 from services.scheduler.core import SchedulerCore
 from services.searcher.core import SearcherCore
@@ -42,7 +43,7 @@ def trial_ids() -> PureCore[tuple[int, ...]]:
     )
 
 
-async def caught_up_state(store: EventStore, core: Any, snapshots: Snapshots | None) -> Any:
+async def caught_up_state(store: EventLog, core: Any, snapshots: Snapshots | None) -> Any:
     """Runs a shell until it has caught up; its state then, once its snapshot is saved."""
     states: list[Any] = []
     ready = asyncio.Event()
@@ -65,56 +66,56 @@ async def caught_up_state(store: EventStore, core: Any, snapshots: Snapshots | N
     return states[-1] if states else None
 
 
-async def created(store: EventStore, *trial_ids: int) -> None:
+async def created(store: EventLog, *trial_ids: int) -> None:
     for trial_id in trial_ids:
         payload = events_pb2.TrialCreated(trial_id=trial_id)
         await store.append(Append(f"trial/{trial_id}", payload, f"trial-{trial_id}"), actor="service:test")
 
 
-async def append_log(store: EventStore, envelopes: list[Envelope]) -> None:
+async def append_log(store: EventLog, envelopes: list[Envelope]) -> None:
     for envelope in envelopes:
         field = envelope.WhichOneof("payload") or ""
         append = Append(envelope.aggregate, getattr(envelope, field), envelope.event_id)
         await store.append(append, actor=envelope.actor)
 
 
-async def test_a_restart_folds_only_what_came_after_the_snapshot(event_store: EventStore) -> None:
-    snapshots = Snapshots(event_store, "test")
-    await created(event_store, 1, 2, 3)
+async def test_a_restart_folds_only_what_came_after_the_snapshot(event_log: EventLog) -> None:
+    snapshots = Snapshots(event_log, "test")
+    await created(event_log, 1, 2, 3)
     first = Counting(trial_ids())
-    assert await caught_up_state(event_store, first, snapshots) == (1, 2, 3)
+    assert await caught_up_state(event_log, first, snapshots) == (1, 2, 3)
     assert first.folded == 3
-    await created(event_store, 4, 5)
+    await created(event_log, 4, 5)
     restarted = Counting(trial_ids())
-    assert await caught_up_state(event_store, restarted, snapshots) == (1, 2, 3, 4, 5)
+    assert await caught_up_state(event_log, restarted, snapshots) == (1, 2, 3, 4, 5)
     assert restarted.folded == 2
     # Nothing new: restored and ready at once, with nothing to fold.
     again = Counting(trial_ids())
-    assert await caught_up_state(event_store, again, Snapshots(event_store, "test")) == (1, 2, 3, 4, 5)
+    assert await caught_up_state(event_log, again, Snapshots(event_log, "test")) == (1, 2, 3, 4, 5)
     assert again.folded == 0
 
 
-async def test_a_snapshot_of_other_code_or_a_damaged_one_is_ignored(event_store: EventStore) -> None:
-    await created(event_store, 1, 2)
+async def test_a_snapshot_of_other_code_or_a_damaged_one_is_ignored(event_log: EventLog) -> None:
+    await created(event_log, 1, 2)
     await caught_up_state(
-        event_store, Counting(trial_ids()), Snapshots(event_store, "test", version="older code")
+        event_log, Counting(trial_ids()), Snapshots(event_log, "test", version="older code")
     )
     replayed = Counting(trial_ids())
-    assert await caught_up_state(event_store, replayed, Snapshots(event_store, "test")) == (1, 2)
+    assert await caught_up_state(event_log, replayed, Snapshots(event_log, "test")) == (1, 2)
     assert replayed.folded == 2
-    snapshots = Snapshots(event_store, "test")
-    bucket = await snapshots._kv()
-    await bucket.put(
+    snapshots = Snapshots(event_log, "test")
+    await event_log.put_value(
+        SNAPSHOTS_BUCKET,
         snapshots.key("Counting"),
         b'{"version": "%s", "sequence": 2}\nnot a pickle' % snapshots.version.encode(),
     )
     assert await snapshots.load("Counting") is None
     damaged = Counting(trial_ids())
-    assert await caught_up_state(event_store, damaged, snapshots) == (1, 2)
+    assert await caught_up_state(event_log, damaged, snapshots) == (1, 2)
     assert damaged.folded == 2
 
 
-async def test_restored_cores_end_where_a_full_replay_ends(event_store: EventStore) -> None:
+async def test_restored_cores_end_where_a_full_replay_ends(event_log: EventLog) -> None:
     """The searcher's two cores and the scheduler on a busy cluster's log, cut
     where none of them has anything left to decide: restored from a snapshot
     of the first part, they fold the rest into the state a replay from
@@ -122,16 +123,16 @@ async def test_restored_cores_end_where_a_full_replay_ends(event_store: EventSto
     log = golden_log("generated_cluster.jsonl.gz")
     cores = (SearcherCore, TrialLifecycleCore, SchedulerCore)
     cut = _quiet_point(log, cores, before=2000)
-    await append_log(event_store, log[:cut])
+    await append_log(event_log, log[:cut])
     for core in cores:  # one service per core: the snapshot's key names the service and the core's type
-        await caught_up_state(event_store, Counting(core()), Snapshots(event_store, core.__name__))
-    await append_log(event_store, log[cut:])
+        await caught_up_state(event_log, Counting(core()), Snapshots(event_log, core.__name__))
+    await append_log(event_log, log[cut:])
     for core in cores:
         restored = Counting(core())
-        state = await caught_up_state(event_store, restored, Snapshots(event_store, core.__name__))
+        state = await caught_up_state(event_log, restored, Snapshots(event_log, core.__name__))
         tail = [e for e in log[cut:] if e.aggregate.partition("/")[0] in restored.kinds]
         assert restored.folded == len(tail), core.__name__
-        assert state == _folded(core(), await _stored(event_store)), core.__name__
+        assert state == _folded(core(), await _stored(event_log)), core.__name__
 
 
 def _folded(core: Any, log: list[Envelope]) -> Any:
@@ -160,6 +161,6 @@ def _quiet_point(log: list[Envelope], cores: tuple[type, ...], before: int) -> i
     return quiet
 
 
-async def _stored(store: EventStore) -> list[Envelope]:
+async def _stored(store: EventLog) -> list[Envelope]:
     reading = cast(AsyncGenerator[StoredEvent, None], store.read(None, follow=False))
     return [stored.envelope async for stored in reading]

@@ -5,7 +5,7 @@ import pathlib
 from typing import Any
 
 import pytest
-from s3_server import S3Server
+from support.s3_server import S3Server
 
 import determined as det
 from determined.common import storage

@@ -22,7 +22,7 @@ from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
 from services.gateway.settings import GatewaySettings
 
-# Longer than the gateway's append timeout (eventstore.APPEND_TIMEOUT_S, 10 s): appends fail.
+# Longer than the gateway's append timeout (connection.REQUEST_TIMEOUT_S, 10 s): appends fail.
 OUTAGE_S = 12.0
 STEPS = 40
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 
 import grpc
 import httpx
-import security_gateway
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from integration.test_gateway import CONFIG, given_trial
-from security_gateway import SECRET, Metadata, logged_in, refused
 from starlette.routing import Mount, Route
+from support import security_gateway
+from support.security_gateway import SECRET, Metadata, logged_in, refused
 
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
@@ -26,7 +26,7 @@ from services.gateway.auth import TRIAL_RPCS
 from services.gateway.http.routes import Routes
 from services.gateway.server import Gateway
 
-# The module's fixtures: a real gateway and clients of it (security_gateway.py).
+# The module's fixtures: a real gateway and clients of it (tests/support/security_gateway.py).
 gateway = security_gateway.gateway
 
 SERVICE = api_pb2.DESCRIPTOR.services_by_name["Determined"]
@@ -40,7 +40,7 @@ TRIAL_REQUESTS: Mapping[str, Message] = {
         reporter_id="p",
         reports=[events_pb2.MetricReport(group="training", steps_completed=10, metrics_json='{"loss": 1.0}')],
     ),
-    "ReportProgress": api_pb2.ReportProgressRequest(trial_id=1, progress=0.5),
+    "ReportProgress": api_pb2.ReportProgressRequest(trial_id=1, progress=0.5, reporter_id="p", seq=1),
     "ReportCheckpoint": api_pb2.ReportCheckpointRequest(
         uuid="c-2", trial_id=1, allocation_id="1.1", steps_completed=10, resources={"model.pt": 3}
     ),
@@ -165,7 +165,7 @@ async def test_a_closed_allocations_token_is_refused_everywhere(
 def routes(gateway: Gateway) -> list[tuple[str, str]]:
     """(method, path) of every route the HTTP API serves, its parameters filled in."""
     found: list[tuple[str, str]] = []
-    for route in Routes(gateway.servicer, gateway.servicer.user_directory).routes():  # type: ignore[arg-type]
+    for route in Routes(gateway.api, gateway.user_directory).routes():  # type: ignore[arg-type]
         if isinstance(route, Mount):
             found.append(("GET", route.path + "/index.html"))
             continue

@@ -5,16 +5,16 @@ Pausing or killing someone's experiment stays open to every user
 as the non-admin mallory against the admin's experiment."""
 
 import grpc
-import security_gateway
 from integration.test_gateway import CONFIG, given_trial, stored
-from security_gateway import SECRET, Metadata, logged_in, mallory, refused
+from support import security_gateway
+from support.security_gateway import SECRET, Metadata, logged_in, mallory, refused
 
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.eventstore import EventStore
 from services.common.tokens import mint_allocation_token
 from services.gateway.server import Gateway
 
-# The module's fixtures: a real gateway and clients of it (security_gateway.py).
+# The module's fixtures: a real gateway and clients of it (tests/support/security_gateway.py).
 gateway = security_gateway.gateway
 
 

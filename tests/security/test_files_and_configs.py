@@ -17,10 +17,10 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-import attacker
 import httpx
 import pytest
-from e2e.e2e_cluster import Cluster, created_id, started_cluster, wait_for
+from support import attacker
+from support.e2e_cluster import Cluster, created_id, started_cluster, wait_for
 
 from determined.common import expconf
 
@@ -49,7 +49,7 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-# mallory, the attacker (attacker.py), on this module's cluster.
+# mallory, the attacker (tests/support/attacker.py), on this module's cluster.
 mallory = attacker.mallory
 mallory_password = attacker.mallory_password
 

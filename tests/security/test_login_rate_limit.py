@@ -7,15 +7,15 @@ import re
 
 import grpc
 import httpx
-import security_gateway
 import structlog
-from security_gateway import PASSWORD, refused
+from support import security_gateway
+from support.security_gateway import PASSWORD, refused
 
 from determined.proto import api_pb2, api_pb2_grpc
-from services.gateway.login_limits import FREE_FAILURES, MAX_DELAY_S
+from services.gateway.features.users.login_limits import FREE_FAILURES, MAX_DELAY_S
 from services.gateway.server import Gateway
 
-# The module's fixtures: a real gateway and clients of it (security_gateway.py).
+# The module's fixtures: a real gateway and clients of it (tests/support/security_gateway.py).
 gateway = security_gateway.gateway
 
 GUESSES = 30
@@ -33,7 +33,7 @@ class Clock:
 def stopped_clock(gateway: Gateway) -> Clock:
     """The gateway's login throttle on a clock that moves only when the test moves it."""
     clock = Clock()
-    gateway.servicer.login_throttle.clock = clock
+    gateway.api.users.login_throttle.clock = clock
     return clock
 
 

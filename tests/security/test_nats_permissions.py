@@ -17,7 +17,7 @@ from pathlib import Path
 import nats
 import nats.errors
 import pytest
-from e2e.e2e_cluster import Cluster, started_cluster, wait_for
+from support.e2e_cluster import Cluster, started_cluster, wait_for
 
 from deploy.local.credentials import agent_user, credentials
 from services.common.settings import inbox_prefix

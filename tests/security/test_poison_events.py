@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e.e2e_cluster import Cluster, created_id, started_cluster, wait_for
+from support.e2e_cluster import Cluster, created_id, started_cluster, wait_for
 
 from deploy.local.credentials import credentials
 from determined.proto import events_pb2

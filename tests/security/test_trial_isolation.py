@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attacker
 import pytest
-from e2e.e2e_cluster import Cluster, created_id, started_cluster, wait_for
+from support import attacker
+from support.e2e_cluster import Cluster, created_id, started_cluster, wait_for
 
 from deploy.local.cluster import ClusterRecord, default_checkpoints
 from deploy.local.credentials import credentials
@@ -75,7 +75,7 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-# mallory, the attacker (attacker.py), on this module's cluster.
+# mallory, the attacker (tests/support/attacker.py), on this module's cluster.
 mallory = attacker.mallory
 mallory_password = attacker.mallory_password
 

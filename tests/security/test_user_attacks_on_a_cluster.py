@@ -1,5 +1,5 @@
 """Findings 3, 6 and 7 of issue 17, replayed on one real local cluster as the
-non-admin mallory would (attacker.py), beside the admin's running experiment.
+non-admin mallory would (tests/support/attacker.py), beside the admin's running experiment.
 
 3. A trial's token outlived its trial and killed the admin's experiment: her
    trial prints DET_SESSION_TOKEN, she reads it back with `det trial logs` and
@@ -25,15 +25,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import attacker
 import grpc
 import httpx
 import pytest
-from e2e.e2e_cluster import Cluster, det, started_cluster, wait_for
 from google.protobuf.message import Message
+from support import attacker
+from support.e2e_cluster import Cluster, det, started_cluster, wait_for
 
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
-from services.gateway.login_limits import FREE_FAILURES
+from services.gateway.features.users.login_limits import FREE_FAILURES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -75,7 +75,7 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-# mallory, the attacker (attacker.py), on this module's cluster.
+# mallory, the attacker (tests/support/attacker.py), on this module's cluster.
 mallory = attacker.mallory
 mallory_password = attacker.mallory_password
 
@@ -239,7 +239,10 @@ def test_a_printed_token_is_good_for_nothing_once_its_trial_ended(
                 trial_id=trial_id, trial_run_id=1, batch_seq=1, reporter_id="mallory", reports=[report]
             ),
         ),
-        (api.ReportProgress, api_pb2.ReportProgressRequest(trial_id=trial_id, progress=0.5)),
+        (
+            api.ReportProgress,
+            api_pb2.ReportProgressRequest(trial_id=trial_id, progress=0.5, reporter_id="mallory", seq=1),
+        ),
     )
     for call, request in own_calls:
         error = refused(call, request, token)

@@ -1,10 +1,10 @@
 """Fixtures of the harness's unit tests: an in-process fake gateway (a real
-gRPC server, see core_gateway.py) that trial code talks to."""
+gRPC server, see tests/support/core_gateway.py) that trial code talks to."""
 
 from collections.abc import Iterator
 
 import pytest
-from core_gateway import FakeGateway, Server
+from support.core_gateway import FakeGateway, Server
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ import itertools
 import json
 from pathlib import Path
 
-import pure_core
 import pytest
 from google.protobuf.message import Message
+from support import pure_core
 
 from determined.common.ports import allocation_ports
 from determined.proto import events_pb2 as ev

@@ -1,4 +1,4 @@
-"""Which checkpoints a GC policy deletes (services/checkpoint/policy.py):
+"""Which checkpoints a GC policy deletes (services/common/gc_policy.py):
 the table of Determined's experiment config reference, the SQL it runs
 (ranks written out literally), and properties any policy must keep."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.checkpoint.policy import CheckpointFacts, GcPolicy, checkpoints_to_delete
+from services.common.gc_policy import CheckpointFacts, GcPolicy, checkpoints_to_delete
 
 # The docs' experiment (smaller is better): (trial, checkpoint, validation metric),
 # checkpoints numbered in the order they were taken.

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from core_gateway import Server
+from support.core_gateway import Server
 
 from determined.cli.__main__ import build_parser, main
 from determined.cli.agent import agent_row, slot_rows

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from core_gateway import Server
+from support.core_gateway import Server
 
 from determined.cli import __main__ as cli
 from determined.cli.__main__ import build_parser, main

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from determined.common.context import MAX_CONTEXT_SIZE, ContextError, extract_context, pack_context
+from determined.common.context import ContextError, extract_context, pack_context
+from determined.common.limits import MAX_CONTEXT_BYTES
 
 
 def _names(archive: bytes) -> list[str]:
@@ -160,9 +161,9 @@ def test_the_default_limit_is_95_mib_and_checked_before_reading(tmp_path: Path) 
     source = tmp_path / "src"
     source.mkdir()
     with (source / "weights.bin").open("wb") as sparse:  # takes no disk space
-        sparse.truncate(MAX_CONTEXT_SIZE + 1)
+        sparse.truncate(MAX_CONTEXT_BYTES + 1)
 
-    assert MAX_CONTEXT_SIZE == 95 * 1024 * 1024
+    assert MAX_CONTEXT_BYTES == 95 * 1024 * 1024
     with pytest.raises(ContextError, match="weights.bin"):
         pack_context(source)
 

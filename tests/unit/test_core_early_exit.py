@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from core_gateway import FakeGateway, Server, set_trial_env
+from support.core_gateway import FakeGateway, Server, set_trial_env
 
 import determined as det
 from determined.core import EarlyExitReason

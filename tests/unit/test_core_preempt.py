@@ -5,9 +5,11 @@ import logging
 import pathlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import grpc
 import pytest
-from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env, wait_for
+from support.core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 from determined._client import TrialClient
@@ -157,3 +159,51 @@ def test_workers_watch_only_when_they_ask_the_master(
         assert (core_context._watcher is not None) is watched
     finally:
         core_context.close()
+
+
+def test_a_stop_withdrawn_before_the_trial_asks_is_no_stop(fake: FakeGateway, on_cluster: None) -> None:
+    """A pause quickly followed by an activation: the trial trains on."""
+    with det.core.init() as core_context:
+        assert core_context.preempt.should_preempt() is False
+        watcher = core_context._watcher
+        assert watcher is not None
+        fake.update(stop=True, reason="experiment paused")
+        assert watcher.wait_for(lambda state: state.stop, timeout_s=10).stop
+        fake.update(stop=False, reason="")
+        assert not watcher.wait_for(lambda state: not state.stop, timeout_s=10).stop
+        assert core_context.preempt.should_preempt() is False
+        fake.update(stop=True, reason="experiment paused")  # paused again: it stops this time
+        assert watcher.wait_for(lambda state: state.stop, timeout_s=10).stop
+        assert core_context.preempt.should_preempt() is True
+    assert fake.acks == [ALLOCATION_ID]
+
+
+class WithdrawingGateway(FakeGateway):
+    """Withdraws the stop as the trial acknowledges it (and then changes the
+    allocation by `after_withdrawal`): the acknowledgement arrives after the
+    withdrawal and is refused, as the gateway refuses it."""
+
+    def __init__(self, after_withdrawal: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.after_withdrawal = after_withdrawal or {}
+
+    def AcknowledgeStop(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.update(stop=False, reason="", **self.after_withdrawal)
+        return super().AcknowledgeStop(request, context)
+
+
+def test_a_stop_withdrawn_as_the_chief_acknowledges_it_is_not_acted_on(
+    gateway: Server, on_cluster: None
+) -> None:
+    gateway.stop()
+    gateway.gateway = withdrawing = WithdrawingGateway()
+    gateway.start()
+    with det.core.init() as core_context:
+        assert core_context.preempt.should_preempt() is False
+        watcher = core_context._watcher
+        assert watcher is not None
+        withdrawing.update(stop=True, reason="experiment paused")
+        assert watcher.wait_for(lambda state: state.stop, timeout_s=10).stop
+        assert core_context.preempt.should_preempt() is False  # its acknowledgement was refused
+        assert watcher.watching  # and the cluster is still watched
+    assert withdrawing.acks == []

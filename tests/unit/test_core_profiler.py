@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from core_gateway import FakeGateway, Server, set_trial_env, wait_for
+from support.core_gateway import FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 from determined.core import _profiler

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
-from core_gateway import FakeGateway, Server, set_trial_env, wait_for
+from support.core_gateway import FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 from determined import _client

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from core_gateway import TOKEN, Server, set_trial_env, wait_for
+from support.core_gateway import TOKEN, Server, set_trial_env, wait_for
 
 import determined as det
 from determined._client import TrialClient

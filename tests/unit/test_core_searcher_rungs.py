@@ -9,7 +9,8 @@ import threading
 from typing import Any
 
 import pytest
-from core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env
+from support.core_gateway import ALLOCATION_ID, TOKEN, FakeGateway, Server, set_trial_env
+from test_core_preempt import WithdrawingGateway
 
 import determined as det
 from determined._client import TrialClient
@@ -142,3 +143,18 @@ def test_a_slow_decision_is_logged_and_still_awaited(
     assert lengths == [58, 937]
     assert flushed.is_set()
     assert re.search(r"waiting \d+s so far for the searcher to decide on length 58", caplog.text)
+
+
+def test_a_stop_withdrawn_while_waiting_for_the_next_rung_is_no_stop(
+    gateway: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paused and activated again: the acknowledgement is refused, the operations go on."""
+    gateway.stop()
+    gateway.gateway = fake = WithdrawingGateway(after_withdrawal={"searcher_length": 234})
+    gateway.start()
+    on_cluster(monkeypatch, gateway, tmp_path, ASHA, DET_SEARCHER_LENGTH="58")
+    fake.update(searcher_length=58)
+    fake.decisions = {58: {"stop": True, "reason": "experiment paused"}, 234: {"searcher_stopped": True}}
+    with det.core.init() as core_context:
+        assert train_by_operations(core_context) == [58, 234]
+    assert fake.acks == []

@@ -154,6 +154,20 @@ def test_the_gateway_and_the_operator_read_everything() -> None:
         assert allows(publish, "$JS.API.DIRECT.GET.EVENTS.det.events.user.1")
 
 
+def test_only_the_scheduler_writes_the_job_queue_and_the_gateway_reads_it() -> None:
+    for user in ("gateway", "searcher", "checkpoint", "operator", agent_user("a1")):
+        publish = permissions(user).publish
+        assert not allows(publish, "$KV.job_queue.queue"), user
+        assert not allows(publish, "$JS.API.STREAM.CREATE.KV_job_queue"), user
+    scheduler = permissions("scheduler", "ns1").publish
+    assert allows(scheduler, "$KV.job_queue_ns1.queue")
+    assert allows(scheduler, "$JS.API.STREAM.CREATE.KV_job_queue_ns1")
+    assert not allows(scheduler, "$KV.job_queue.queue")
+    gateway = permissions("gateway").publish
+    assert allows(gateway, "$JS.API.STREAM.INFO.KV_job_queue")
+    assert allows(gateway, "$JS.API.DIRECT.GET.KV_job_queue.$KV.job_queue.queue")
+
+
 def test_an_agent_appends_as_itself_only() -> None:
     publish = permissions(agent_user("a.b")).publish
     assert allows(publish, "det.events.agent.a.b") and allows(publish, "det.heartbeats.a.b")

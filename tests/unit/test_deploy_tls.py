@@ -5,7 +5,7 @@ variables the services and trials get."""
 from pathlib import Path
 
 import pytest
-from self_signed import write_self_signed
+from support.self_signed import write_self_signed
 
 from deploy.local.cluster import ClusterOptions, ClusterRecord, master_url
 from deploy.local.control import ClusterReport

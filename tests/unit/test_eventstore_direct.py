@@ -1,4 +1,4 @@
-"""The replay's direct delivery (services/common/eventstore.py): the messages
+"""The replay's direct delivery (services/common/fast_delivery.py): the messages
 of a direct subscription reach its function whole, with their reply subject
 and without their headers, however the bytes are cut when they arrive; every
 other protocol line and message still reaches nats-py."""
@@ -7,7 +7,7 @@ import random
 
 from nats.aio.client import Client
 
-from services.common.eventstore import _DirectDelivery
+from services.common.fast_delivery import DirectDelivery
 
 DIRECT, OTHER = 7, 9
 HEADERS = b"NATS/1.0\r\nNats-Msg-Id: metrics-1-1-a-2\r\nNats-Expected-Last-Subject-Sequence: 12\r\n\r\n"
@@ -55,7 +55,7 @@ async def delivered(chunks: list[bytes]) -> tuple[list[tuple[bytes, bytes]], lis
         to_nats.append(data)
 
     nc._process_msg = nats_dispatch  # type: ignore[method-assign]  # stands for nats-py's
-    delivery = _DirectDelivery(nc)
+    delivery = DirectDelivery(nc)
     delivery._receivers[DIRECT] = lambda reply, data, subject: direct.append((reply, data))
     for chunk in chunks:
         await nc._ps.parse(chunk)

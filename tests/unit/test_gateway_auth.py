@@ -8,10 +8,11 @@ import pytest
 
 from services.common.envelope import Append, wrap
 from services.common.tokens import mint_allocation_token, mint_session_token
-from services.gateway import auth, users
-from services.gateway.commands import Unchanged
+from services.gateway import auth
 from services.gateway.errors import PermissionDeniedError, UnauthenticatedError
-from services.gateway.user_directory import UserDirectory
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.users import accounts as users
+from services.gateway.features.users.directory import UserDirectory
 
 SECRET = "s"
 HOUR_NS = 3600 * 10**9

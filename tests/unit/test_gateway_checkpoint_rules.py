@@ -8,16 +8,16 @@ import math
 import pytest
 
 from determined.proto import api_pb2, events_pb2
-from services.checkpoint.policy import GcPolicy
-from services.gateway import checkpoints as rules
-from services.gateway import models
-from services.gateway.commands import Unchanged
+from services.common.gc_policy import GcPolicy
 from services.gateway.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
 )
+from services.gateway.features.checkpoints import commands as rules
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.models import commands as models
 
 
 def checkpoint(

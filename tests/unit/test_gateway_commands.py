@@ -8,15 +8,20 @@ import pytest
 
 from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append
-from services.gateway import commands
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
-from services.gateway.queries import AllocationView
+from services.gateway.features.agents import commands as agent_commands
+from services.gateway.features.checkpoints import commands as checkpoint_commands
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.experiments import commands as experiment_commands
+from services.gateway.features.jobs import commands as job_commands
+from services.gateway.features.trials import commands as trial_commands
+from services.gateway.features.trials.queries import AllocationView
 
 CONFIG = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n"
 
 
-def validate(text: str) -> commands.ValidatedConfig:
-    return commands.validate_config(
+def validate(text: str) -> experiment_commands.ValidatedConfig:
+    return experiment_commands.validate_config(
         text, checkpoint_host_path="/ckpt", experiment_seed=7, name="Experiment (x)"
     )
 
@@ -42,58 +47,58 @@ def test_managed_experiments_need_an_entrypoint() -> None:
 
 
 def test_created_event_expects_a_new_aggregate() -> None:
-    append = commands.experiment_created(
+    append = experiment_commands.experiment_created(
         4, "req", validate(CONFIG), owner="determined", context_hash="h", context_size=3, activate=True
     )
     assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/4", "create-req", 0)
     assert append.payload.experiment_id == 4 and append.payload.activate
 
 
-def appended(decision: Append | commands.Unchanged) -> Append:
+def appended(decision: Append | Unchanged) -> Append:
     assert isinstance(decision, Append), decision
     return decision
 
 
 def test_a_kill_of_an_ended_or_killed_experiment_changes_nothing_and_says_so() -> None:
     for state in ("COMPLETED", "CANCELED", "ERROR", "STOPPING_KILLED"):
-        assert commands.kill_requested(3, state) == commands.Unchanged(
+        assert experiment_commands.kill_requested(3, state) == Unchanged(
             f"Experiment 3 is already {state}: nothing to kill"
         )
     for state in ("PAUSED", "ACTIVE", "STOPPING_COMPLETED"):
-        append = appended(commands.kill_requested(1, state))
+        append = appended(experiment_commands.kill_requested(1, state))
         assert (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
 
 
 def test_only_a_paused_experiment_is_activated_against_its_version() -> None:
-    append = appended(commands.activated(3, "PAUSED", version=17))
+    append = appended(experiment_commands.activated(3, "PAUSED", version=17))
     assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "activate-3-17", 17)
     assert append.payload.state == events_pb2.EXPERIMENT_STATE_ACTIVE
     for there in ("ACTIVE", "COMPLETED", "CANCELED"):
-        assert commands.activated(3, there, version=17) == commands.Unchanged(
+        assert experiment_commands.activated(3, there, version=17) == Unchanged(
             f"Experiment 3 is already {there}: nothing to activate"
         )
     with pytest.raises(FailedPreconditionError, match="is STOPPING_KILLED and cannot be activated"):
-        commands.activated(3, "STOPPING_KILLED", version=17)
+        experiment_commands.activated(3, "STOPPING_KILLED", version=17)
 
 
 def test_pause_is_decided_against_the_version_and_refused_once_stopping() -> None:
-    append = appended(commands.paused(3, "ACTIVE", version=4))
+    append = appended(experiment_commands.paused(3, "ACTIVE", version=4))
     assert (append.aggregate, append.msg_id, append.expected_version) == ("experiment/3", "pause-3-4", 4)
     assert append.payload.state == events_pb2.EXPERIMENT_STATE_PAUSED
     assert append.payload.reason == "paused by a user"
     for there in ("PAUSED", "ERROR"):
-        assert commands.paused(3, there, version=4) == commands.Unchanged(
+        assert experiment_commands.paused(3, there, version=4) == Unchanged(
             f"Experiment 3 is already {there}: nothing to pause"
         )
     with pytest.raises(FailedPreconditionError, match="is STOPPING_CANCELED and cannot be paused"):
-        commands.paused(3, "STOPPING_CANCELED", version=4)
+        experiment_commands.paused(3, "STOPPING_CANCELED", version=4)
 
 
 def test_a_trial_is_killed_once_and_not_after_it_ended() -> None:
-    append = appended(commands.trial_kill_requested(7, 2, "ACTIVE"))
+    append = appended(trial_commands.trial_kill_requested(7, 2, "ACTIVE"))
     assert (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7")
     assert (append.payload.trial_id, append.payload.experiment_id) == (7, 2)
-    assert commands.trial_kill_requested(7, 2, "CANCELED") == commands.Unchanged(
+    assert trial_commands.trial_kill_requested(7, 2, "CANCELED") == Unchanged(
         "Trial 7 is already CANCELED: nothing to kill"
     )
 
@@ -106,7 +111,7 @@ def metric_request(*reports: events_pb2.MetricReport) -> api_pb2.ReportMetricsRe
 
 def test_metrics_message_id_names_the_batch() -> None:
     report = events_pb2.MetricReport(group="training", steps_completed=1, metrics_json='{"loss": 1}')
-    [append] = commands.metrics_reported(metric_request(report), experiment_id=5)
+    [append] = trial_commands.metrics_reported(metric_request(report), experiment_id=5)
     assert (append.aggregate, append.msg_id) == ("metrics/3", "metrics-3-2-p1-9")
     assert append.payload.experiment_id == 5 and list(append.payload.reports) == [report]
 
@@ -117,7 +122,7 @@ def test_validations_are_appended_each_on_their_own_subject() -> None:
     validation = events_pb2.MetricReport(
         group="validation", steps_completed=10, metrics_json='{"loss": NaN}', reported_at_ns=4
     )
-    batch, first = commands.metrics_reported(metric_request(train, validation, custom), experiment_id=5)
+    batch, first = trial_commands.metrics_reported(metric_request(train, validation, custom), experiment_id=5)
     assert list(batch.payload.reports) == [train, custom]
     assert (first.aggregate, first.msg_id) == ("validation/3", "validation-3-2-p1-9-1")
     assert isinstance(first.payload, events_pb2.TrialValidationReported)
@@ -127,14 +132,14 @@ def test_validations_are_appended_each_on_their_own_subject() -> None:
         10,
     )
     assert json.loads(first.payload.metrics_json) == {"loss": "NaN"} and first.payload.reported_at_ns == 4
-    only = commands.metrics_reported(metric_request(validation, validation), experiment_id=5)
+    only = trial_commands.metrics_reported(metric_request(validation, validation), experiment_id=5)
     assert [append.msg_id for append in only] == ["validation-3-2-p1-9-0", "validation-3-2-p1-9-1"]
 
 
 def test_non_finite_metrics_become_strings() -> None:
     report = events_pb2.MetricReport(metrics_json='{"loss": NaN, "x": [Infinity, -Infinity], "y": 1}')
     request = api_pb2.ReportMetricsRequest(trial_id=1, reports=[report])
-    [append] = commands.metrics_reported(request, experiment_id=1)
+    [append] = trial_commands.metrics_reported(request, experiment_id=1)
     [stored] = append.payload.reports
     assert json.loads(stored.metrics_json) == {"loss": "NaN", "x": ["Infinity", "-Infinity"], "y": 1}
 
@@ -143,25 +148,38 @@ def test_non_finite_metrics_become_strings() -> None:
 def test_metrics_must_be_a_json_object(text: str) -> None:
     request = api_pb2.ReportMetricsRequest(trial_id=1, reports=[events_pb2.MetricReport(metrics_json=text)])
     with pytest.raises(InvalidArgumentError):
-        commands.metrics_reported(request, experiment_id=1)
+        trial_commands.metrics_reported(request, experiment_id=1)
 
 
 def test_progress_is_a_fraction() -> None:
     with pytest.raises(InvalidArgumentError):
-        commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=1, progress=1.5), experiment_id=1)
-    append = commands.progress_reported(
-        api_pb2.ReportProgressRequest(trial_id=1, progress=0.5), experiment_id=2
+        trial_commands.progress_reported(
+            api_pb2.ReportProgressRequest(trial_id=1, progress=1.5), experiment_id=1
+        )
+    append = trial_commands.progress_reported(
+        api_pb2.ReportProgressRequest(trial_id=1, progress=0.5, reporter_id="p1", seq=1), experiment_id=2
     )
     assert append.aggregate == "trial/1" and append.payload.experiment_id == 2
 
 
+def test_progress_is_stored_once_per_numbered_report_not_once_per_value() -> None:
+    def msg_id(seq: int, reporter_id: str = "p1") -> str:
+        request = api_pb2.ReportProgressRequest(trial_id=4, progress=0.5, reporter_id=reporter_id, seq=seq)
+        return trial_commands.progress_reported(request, experiment_id=2).msg_id
+
+    assert msg_id(3) == msg_id(3) == "progress-4-p1-3"
+    assert len({msg_id(3), msg_id(4), msg_id(3, "p2")}) == 3
+    with pytest.raises(InvalidArgumentError, match="seq"):
+        trial_commands.progress_reported(api_pb2.ReportProgressRequest(trial_id=4, progress=0.5), 2)
+
+
 def test_a_status_is_stored_once_per_numbered_report() -> None:
     request = api_pb2.ReportStatusRequest(trial_id=4, status="evaluating", reporter_id="p1", seq=3)
-    append = commands.status_reported(request, experiment_id=2, allocation_id="4.2")
+    append = trial_commands.status_reported(request, experiment_id=2, allocation_id="4.2")
     assert (append.aggregate, append.msg_id) == ("trial/4", "status-4-4.2-p1-3")
     assert (append.payload.experiment_id, append.payload.status) == (2, "evaluating")
     with pytest.raises(InvalidArgumentError, match="seq"):
-        commands.status_reported(api_pb2.ReportStatusRequest(trial_id=4, status="x"), 2, "4.2")
+        trial_commands.status_reported(api_pb2.ReportStatusRequest(trial_id=4, status="x"), 2, "4.2")
 
 
 def allocation(**changes: object) -> AllocationView:
@@ -192,59 +210,61 @@ def test_only_the_trials_current_open_allocation_may_report() -> None:
 
 
 def test_a_stop_is_acknowledged_only_when_one_was_requested() -> None:
-    append = commands.stop_acknowledged(allocation(stop_requested=True))
+    append = trial_commands.stop_acknowledged(allocation(stop_requested=True))
     assert (append.aggregate, append.msg_id) == ("allocation/12.1", "stop-ack-12.1")
     assert append.payload == events_pb2.AllocationStopAcknowledged(allocation_id="12.1", task_id="12")
     with pytest.raises(FailedPreconditionError, match="not asked to stop"):
-        commands.stop_acknowledged(allocation())
+        trial_commands.stop_acknowledged(allocation())
 
 
 def test_checkpoint_is_keyed_by_uuid() -> None:
     request = api_pb2.ReportCheckpointRequest(uuid="u1", trial_id=1, resources={"a": 1})
-    append = commands.checkpoint_reported(request, experiment_id=2, reported_at_ns=5)
+    append = checkpoint_commands.checkpoint_reported(request, experiment_id=2, reported_at_ns=5)
     assert (append.aggregate, append.msg_id) == ("checkpoint/u1", "checkpoint-u1")
     assert append.payload.reported_at_ns == 5 and dict(append.payload.resources) == {"a": 1}
     with pytest.raises(InvalidArgumentError):
-        commands.checkpoint_reported(api_pb2.ReportCheckpointRequest(trial_id=1), 2, 5)
+        checkpoint_commands.checkpoint_reported(api_pb2.ReportCheckpointRequest(trial_id=1), 2, 5)
 
 
 def test_contexts_over_95_mib_are_refused() -> None:
-    commands.check_context_size(commands.MAX_CONTEXT_BYTES)
+    experiment_commands.check_context_size(experiment_commands.MAX_CONTEXT_BYTES)
     with pytest.raises(InvalidArgumentError, match="is 95.0 MiB packed; at most 95 MiB"):
-        commands.check_context_size(commands.MAX_CONTEXT_BYTES + 1)
+        experiment_commands.check_context_size(experiment_commands.MAX_CONTEXT_BYTES + 1)
     with pytest.raises(InvalidArgumentError, match="is more than 95 MiB packed"):
-        commands.check_context_size(commands.MAX_CONTEXT_BYTES + 1, complete=False)
+        experiment_commands.check_context_size(experiment_commands.MAX_CONTEXT_BYTES + 1, complete=False)
 
 
 def test_a_context_hash_is_a_sha256() -> None:
     digest = "ab" * 32
-    assert commands.checked_context_hash(digest) == digest
+    assert experiment_commands.checked_context_hash(digest) == digest
     for bad in ("", "AB" * 32, "ab" * 31, "../" + "a" * 61):
         with pytest.raises(InvalidArgumentError, match="context_hash"):
-            commands.checked_context_hash(bad)
+            experiment_commands.checked_context_hash(bad)
 
 
 def test_an_early_exit_is_reported_once_per_trial_with_a_known_reason() -> None:
     request = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="INVALID_HP")
-    append = commands.early_exit_reported(request, experiment_id=2, reported=None)
+    append = trial_commands.early_exit_reported(request, experiment_id=2, reported=None)
     assert (append.aggregate, append.msg_id) == ("trial/4", "early-exit-4")
     assert append.payload == events_pb2.TrialEarlyExitReported(
         trial_id=4, experiment_id=2, reason="INVALID_HP"
     )
     stop = api_pb2.ReportEarlyExitRequest(trial_id=4, reason="USER_REQUESTED_STOP")
-    assert commands.early_exit_reported(stop, 2, None).msg_id == "early-exit-4"
+    assert trial_commands.early_exit_reported(stop, 2, None).msg_id == "early-exit-4"
     with pytest.raises(FailedPreconditionError, match=r"already reported \(INVALID_HP\)"):
-        commands.early_exit_reported(stop, 2, reported="INVALID_HP")
+        trial_commands.early_exit_reported(stop, 2, reported="INVALID_HP")
     for reason in ("", "EXITED_REASON_INVALID_HP", "ERRORED", "invalid_hp"):
         with pytest.raises(
             InvalidArgumentError, match="reason must be one of INVALID_HP, USER_REQUESTED_STOP"
         ):
-            commands.early_exit_reported(api_pb2.ReportEarlyExitRequest(trial_id=4, reason=reason), 2, None)
+            trial_commands.early_exit_reported(
+                api_pb2.ReportEarlyExitRequest(trial_id=4, reason=reason), 2, None
+            )
 
 
 def metadata(text: str, *, version: int = 9, current: str | None = "{}") -> Append | None:
     request = api_pb2.SetTrialMetadataRequest(trial_id=4, metadata_json=text)
-    return commands.metadata_set(request, 2, version=version, current=current)
+    return trial_commands.metadata_set(request, 2, version=version, current=current)
 
 
 def test_metadata_is_stored_compact_and_keyed_by_the_trials_version_and_content() -> None:
@@ -275,55 +295,57 @@ def test_metadata_must_be_a_json_object(text: str) -> None:
 
 def test_metadata_has_a_size_limit() -> None:
     with pytest.raises(InvalidArgumentError, match="at most"):
-        metadata(json.dumps({"x": "y" * commands.MAX_METADATA_BYTES}))
+        metadata(json.dumps({"x": "y" * trial_commands.MAX_METADATA_BYTES}))
 
 
 def test_an_upload_is_kept_only_when_its_last_request_names_what_arrived() -> None:
     digest = "ab" * 32
-    commands.check_uploaded(digest, digest)
+    experiment_commands.check_uploaded(digest, digest)
     with pytest.raises(InvalidArgumentError, match="cut short"):
-        commands.check_uploaded("", digest)
+        experiment_commands.check_uploaded("", digest)
     with pytest.raises(InvalidArgumentError, match="damaged"):
-        commands.check_uploaded("cd" * 32, digest)
+        experiment_commands.check_uploaded("cd" * 32, digest)
 
 
 def test_an_agent_is_enabled_or_disabled_unless_it_is_so_already() -> None:
-    enabled = commands.agent_enabled("a1", "DRAINING", "ann", 7)
+    enabled = agent_commands.agent_enabled("a1", "DRAINING", "ann", 7)
     assert isinstance(enabled, Append) and enabled.aggregate == "agent/a1" and enabled.expected_version == 7
     assert enabled.msg_id == "agent-enable-a1-7" and enabled.payload == events_pb2.AgentEnabled(
         agent_id="a1", owner="ann"
     )
-    assert commands.agent_enabled("a1", "ENABLED", "ann", 7) == commands.Unchanged(
+    assert agent_commands.agent_enabled("a1", "ENABLED", "ann", 7) == Unchanged(
         "Agent a1 is already enabled: nothing to do"
     )
-    drained = commands.agent_disabled("a1", "DISABLED", True, "ann", 8)
+    drained = agent_commands.agent_disabled("a1", "DISABLED", True, "ann", 8)
     assert isinstance(drained, Append) and drained.payload == events_pb2.AgentDisabled(
         agent_id="a1", drain=True, owner="ann"
     )
-    stopped = commands.agent_disabled("a1", "DRAINING", False, "ann", 9)  # its work is now asked to stop
+    stopped = agent_commands.agent_disabled(
+        "a1", "DRAINING", False, "ann", 9
+    )  # its work is now asked to stop
     assert isinstance(stopped, Append) and not stopped.payload.drain
-    assert commands.agent_disabled("a1", "DISABLED", False, "ann", 9) == commands.Unchanged(
+    assert agent_commands.agent_disabled("a1", "DISABLED", False, "ann", 9) == Unchanged(
         "Agent a1 is already disabled: nothing to do"
     )
 
 
 @pytest.mark.parametrize(("job_id", "experiment_id"), [("experiment/7", 7), ("7", 7), (" 12 ", 12)])
 def test_a_job_id_names_an_experiment(job_id: str, experiment_id: int) -> None:
-    assert commands.checked_job_id(job_id) == experiment_id
+    assert job_commands.checked_job_id(job_id) == experiment_id
 
 
 @pytest.mark.parametrize("job_id", ["", "trial/7", "experiment/", "experiment/0", "x", "7/"])
 def test_other_job_ids_are_refused(job_id: str) -> None:
     with pytest.raises(InvalidArgumentError, match="is not an experiment's job id"):
-        commands.checked_job_id(job_id)
+        job_commands.checked_job_id(job_id)
 
 
-CURRENT = commands.JobResources(priority=42, weight=1.0, max_slots=0)
+CURRENT = job_commands.JobResources(priority=42, weight=1.0, max_slots=0)
 
 
 def test_a_job_change_records_only_what_differs() -> None:
     request = api_pb2.UpdateJobRequest(job_id="7", priority=42, weight=2.0, max_slots=0)
-    append = commands.job_resources_changed(7, request, CURRENT, "ann", 5)
+    append = job_commands.job_resources_changed(7, request, CURRENT, "ann", 5)
     assert isinstance(append, Append) and append.aggregate == "experiment/7" and append.expected_version == 5
     payload = append.payload
     assert (payload.job_id, payload.HasField("priority"), payload.weight, payload.HasField("max_slots")) == (
@@ -333,8 +355,8 @@ def test_a_job_change_records_only_what_differs() -> None:
         False,
     )
     assert append.msg_id.startswith("job-resources-7-5-")
-    same = commands.job_resources_changed(7, api_pb2.UpdateJobRequest(priority=42), CURRENT, "ann", 5)
-    assert same == commands.Unchanged("Job experiment/7 has these values already: nothing to change")
+    same = job_commands.job_resources_changed(7, api_pb2.UpdateJobRequest(priority=42), CURRENT, "ann", 5)
+    assert same == Unchanged("Job experiment/7 has these values already: nothing to change")
 
 
 @pytest.mark.parametrize(
@@ -350,24 +372,26 @@ def test_a_job_change_records_only_what_differs() -> None:
 )
 def test_a_job_change_is_validated(request_fields: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        commands.job_resources_changed(
+        job_commands.job_resources_changed(
             7, api_pb2.UpdateJobRequest(job_id="7", **request_fields), CURRENT, "a", 1
         )
 
 
 def test_a_jobs_resources_are_read_from_its_config() -> None:
     config = json.dumps({"resources": {"priority": 10, "weight": 0.5, "max_slots": None}})
-    assert commands.job_resources(config, 42) == commands.JobResources(10, 0.5, 0)
-    assert commands.job_resources("{}", 42) == CURRENT
+    assert job_commands.job_resources(config, 42) == job_commands.JobResources(10, 0.5, 0)
+    assert job_commands.job_resources("{}", 42) == CURRENT
 
 
 def test_an_unknown_resource_pool_is_refused_naming_the_pools() -> None:
-    commands.checked_resource_pool(json.dumps({"resources": {"resource_pool": "gpu"}}), ["default", "gpu"])
-    commands.checked_resource_pool(json.dumps({"resources": {}}), ["default"])
+    experiment_commands.checked_resource_pool(
+        json.dumps({"resources": {"resource_pool": "gpu"}}), ["default", "gpu"]
+    )
+    experiment_commands.checked_resource_pool(json.dumps({"resources": {}}), ["default"])
     with pytest.raises(
         InvalidArgumentError,
         match="'tpu' is not a resource pool of this cluster; the pools are: default, gpu",
     ):
-        commands.checked_resource_pool(
+        experiment_commands.checked_resource_pool(
             json.dumps({"resources": {"resource_pool": "tpu"}}), ["default", "gpu"]
         )

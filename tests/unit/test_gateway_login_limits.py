@@ -2,8 +2,13 @@
 
 import pytest
 
-from services.gateway import login_limits
-from services.gateway.login_limits import FREE_FAILURES, MAX_DELAY_S, LoginThrottle, LoginThrottledError
+from services.gateway.features.users import login_limits
+from services.gateway.features.users.login_limits import (
+    FREE_FAILURES,
+    MAX_DELAY_S,
+    LoginThrottle,
+    LoginThrottledError,
+)
 
 
 class Clock:

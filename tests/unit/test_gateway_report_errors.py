@@ -8,15 +8,15 @@ import nats.js.errors
 import pytest
 
 from determined.proto import api_pb2, events_pb2
-from services.gateway import commands
 from services.gateway.errors import (
     EVENT_LOG_UNAVAILABLE,
     EventLogUnavailableError,
     InvalidArgumentError,
     NotFoundError,
     as_gateway_error,
-    status_for,
 )
+from services.gateway.features.trials import commands as trial_commands
+from services.gateway.grpc_status import status_for
 
 
 @pytest.mark.parametrize(
@@ -57,10 +57,10 @@ def test_a_batch_with_an_event_too_large_is_refused_whole_naming_the_limit() -> 
     request = api_pb2.ReportMetricsRequest(
         trial_id=1, trial_run_id=1, batch_seq=4, reporter_id="p", reports=reports
     )
-    appends = commands.metrics_reported(request, experiment_id=1)
-    commands.check_event_sizes(appends, 16 * 1024, "metrics batch 4")
+    appends = trial_commands.metrics_reported(request, experiment_id=1)
+    trial_commands.check_event_sizes(appends, 16 * 1024, "metrics batch 4")
     with pytest.raises(InvalidArgumentError) as refused:
-        commands.check_event_sizes(appends, 8 * 1024, "metrics batch 4")
+        trial_commands.check_event_sizes(appends, 8 * 1024, "metrics batch 4")
     assert str(refused.value).startswith("metrics batch 4 is too large for the event log: 50")
     assert "at most 4096 (nats-server's max_payload of 8192 bytes less 4096 for the envelope)" in str(
         refused.value

@@ -13,9 +13,10 @@ from services.common.tokens import (
     verify_allocation_token,
     verify_session_token,
 )
-from services.gateway import projection, users
-from services.gateway.commands import Unchanged
+from services.gateway import projection
 from services.gateway.errors import InvalidArgumentError, PermissionDeniedError
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.users import accounts as users
 
 
 def folded(*appends: Append) -> users.Directory:

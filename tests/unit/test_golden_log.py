@@ -10,7 +10,7 @@
 from typing import Any
 
 import pytest
-from golden_log import ReplayMismatch, golden_log, replay_decisions
+from support.golden_log import ReplayMismatch, golden_log, replay_decisions
 
 from services.agent.core import AgentCore
 from services.common.decider import Core
@@ -18,9 +18,9 @@ from services.scheduler.core import SchedulerCore
 from services.searcher.core import SearcherCore
 from services.searcher.lifecycle import TrialLifecycleCore
 
-ALL_LOGS = ["three_experiments.jsonl", "adaptive_pause_kill.jsonl"]
+ALL_LOGS = ["three_experiments.jsonl", "adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl"]
 # Logs in today's shapes (AllocationRequested, ...), replayed decision by decision.
-TODAYS_LOGS = ["adaptive_pause_kill.jsonl"]
+TODAYS_LOGS = ["adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl"]
 
 # Each decider: its core, the actor its decisions are appended as, and their types.
 DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
@@ -38,7 +38,13 @@ DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
     "lifecycle": (
         TrialLifecycleCore(),
         "service:searcher",
-        {"allocation_requested", "allocation_stop_requested", "allocation_kill_requested", "trial_ended"},
+        {
+            "allocation_requested",
+            "allocation_stop_requested",
+            "allocation_stop_withdrawn",
+            "allocation_kill_requested",
+            "trial_ended",
+        },
     ),
     "scheduler": (SchedulerCore(), "service:scheduler", {"allocation_assigned", "allocation_canceled"}),
 }

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from distributed_ranks import context, free_port_pair, run_ranks
+from support.distributed_ranks import context, free_port_pair, run_ranks
 
 import determined as det
 from determined.common.ports import PORT_BASE, PORT_SPAN, allocation_ports

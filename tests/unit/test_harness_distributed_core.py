@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from core_gateway import FakeGateway, Server, set_trial_env
-from distributed_ranks import context, free_port_pair, run_ranks
+from support.core_gateway import FakeGateway, Server, set_trial_env
+from support.distributed_ranks import context, free_port_pair, run_ranks
 
 import determined as det
 from determined.core._checkpoint import merge_metadata

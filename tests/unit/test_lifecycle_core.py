@@ -11,9 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import pure_core
 import pytest
 from google.protobuf.message import Message
+from support import pure_core
 
 from determined.proto import events_pb2 as ev
 from services.agent.core import AgentCore
@@ -300,6 +300,19 @@ def test_max_restarts_zero_errors_on_the_first_failure() -> None:
     assert ended(appends) == [
         (1, TS.TRIAL_STATE_ERROR, "allocation 1.1 exited with code 137 (restarted 0 of 0 times)")
     ]
+
+
+def test_a_failure_the_trial_says_a_restart_cannot_fix_errors_at_once() -> None:
+    why = "the cluster cannot store the trial's reports: ReportError: too large"
+    state, appends = settle(running(exited("1.1", 1, error=why, fatal=True), max_restarts=5))
+    assert ended(appends) == [
+        (
+            1,
+            TS.TRIAL_STATE_ERROR,
+            f"allocation 1.1 exited with code 1: {why} (not restarted: a restart would fail the same way)",
+        )
+    ]
+    assert state.trials == {}
 
 
 def test_an_unasked_kill_is_a_failure() -> None:
@@ -947,7 +960,9 @@ def check_invariants(cluster: Cluster) -> None:
             if experiment_.killed or t.kill_requested:
                 assert t.run.kill_requested, t
             elif experiment_.paused or t.searcher_stop is not None:
-                assert t.run.stop_requested or t.run.kill_requested, t
+                assert t.run.stops.requested or t.run.kill_requested, t
+            else:  # active again: a pause's stop was withdrawn
+                assert not t.run.stops.requested, t
 
 
 def random_history(seed: int, steps: int = 60) -> Cluster:

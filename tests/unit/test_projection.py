@@ -6,7 +6,9 @@ from typing import Any
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, wrap
-from services.gateway import projection
+from services.gateway import projection, watched
+from services.gateway.features.experiments.projection import experiment_row
+from services.gateway.features.trials.projection import allocation_row, trial_row
 
 Row = dict[str, Any]
 
@@ -33,17 +35,17 @@ def written(batch: projection.Plan, **stored: list[Row]) -> dict[str, dict[Any, 
 
 def experiment(**changes: Any) -> Row:
     created = ev.ExperimentCreated(experiment_id=1, name="e", owner="o", activate=True)
-    return {**projection.experiment_row(created, 1), **changes}
+    return {**experiment_row(created, 1), **changes}
 
 
 def trial(trial_id: int = 3, **changes: Any) -> Row:
-    return {**projection.trial_row(ev.TrialCreated(trial_id=trial_id, experiment_id=1), 1), **changes}
+    return {**trial_row(ev.TrialCreated(trial_id=trial_id, experiment_id=1), 1), **changes}
 
 
 def allocation(allocation_id: str = "1.1", **changes: Any) -> Row:
     trial_id, _, run_id = allocation_id.partition(".")
     launch = ev.TrialLaunch(trial_id=int(trial_id), trial_run_id=int(run_id))
-    return {**projection.allocation_row(allocation_id, launch, 1), **changes}
+    return {**allocation_row(allocation_id, launch, 1), **changes}
 
 
 def requested(trial_id: int, run_id: int, resumed_at: int = 0) -> ev.AllocationRequested:
@@ -262,6 +264,7 @@ def test_stop_requests_acknowledgements_and_cancels_of_an_allocation() -> None:
         "stop_requested": True,
         "stop_reason": "experiment paused",
         "stop_acknowledged": True,
+        "stop_requests": '["m"]',  # every event of plan() has the id "m"
     }
     assert rows["1.2"] == {**allocation("1.2"), "canceled": True}
 
@@ -363,17 +366,17 @@ def test_watched_aggregates_are_those_whose_stop_or_length_changed() -> None:
         training(5, 1, 10),
         ev.AllocationStarted(allocation_id="6.1"),
     ]
-    polled = projection.polled([envelope(payload) for payload in batch])
+    polled = watched.polled([envelope(payload) for payload in batch])
     assert polled == {"allocation/1.1", "allocation/2.1", "trial/3", "trial/4"}
-    assert projection.watched([envelope(payload) for payload in batch]) >= polled
+    assert watched.watched([envelope(payload) for payload in batch]) >= polled
 
 
 def test_the_pages_a_batch_changes_are_those_that_show_what_it_names() -> None:
     def shown(*payloads: object) -> set[str]:
-        return projection.shown([envelope(payload) for payload in payloads])
+        return watched.shown([envelope(payload) for payload in payloads])
 
-    experiment, trial = projection.shown_experiment, projection.shown_trial
-    listed, cluster = projection.SHOWN_EXPERIMENTS, projection.SHOWN_CLUSTER
+    experiment, trial = watched.shown_experiment, watched.shown_trial
+    listed, cluster = watched.SHOWN_EXPERIMENTS, watched.SHOWN_CLUSTER
     assert shown(ev.ExperimentCreated(experiment_id=1)) == {experiment(1), listed, cluster}
     assert shown(ev.TrialCreated(trial_id=3, experiment_id=1)) == {experiment(1), trial(3), listed}
     assert shown(training(3, 1, 10)) == {trial(3)}  # no experiment id in this batch's event: its trial's page

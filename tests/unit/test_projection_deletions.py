@@ -8,6 +8,8 @@ from typing import Any
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, wrap
 from services.gateway import projection
+from services.gateway.features.checkpoints.projection import checkpoint_row
+from services.gateway.features.experiments.projection import experiment_row
 
 Row = dict[str, Any]
 
@@ -28,14 +30,14 @@ def checkpoint(**changes: Any) -> Row:
     report = ev.CheckpointReported(
         uuid="c", trial_id=1, experiment_id=1, steps_completed=5, resources={"a": 1, "b": 2}
     )
-    return {**projection.checkpoint_row(report, 1), **changes}
+    return {**checkpoint_row(report, 1), **changes}
 
 
 def experiment(**changes: Any) -> Row:
     created = ev.ExperimentCreated(
         experiment_id=1, name="e", owner="o", config_json='{"checkpoint_storage": {}}'
     )
-    return {**projection.experiment_row(created, 1), **changes}
+    return {**experiment_row(created, 1), **changes}
 
 
 def requested(deletion_id: int) -> ev.Envelope:

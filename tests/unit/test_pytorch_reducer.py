@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from distributed_ranks import context, free_port_pair, run_ranks
+from support.distributed_ranks import context, free_port_pair, run_ranks
 
 from determined.core import DistributedContext, DummyDistributedContext
 from determined.pytorch import MetricReducer, Reducer

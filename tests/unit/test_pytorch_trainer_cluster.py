@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import torch
-from core_gateway import ALLOCATION_ID, FakeGateway, Server, set_trial_env, wait_for
 from pytorch_trials import TinyTrial
+from support.core_gateway import ALLOCATION_ID, FakeGateway, Server, set_trial_env, wait_for
 
 import determined as det
 import determined.pytorch as det_torch

@@ -7,8 +7,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from distributed_ranks import context, free_port_pair, run_ranks
 from pytorch_trials import BATCH_SIZE, TinyTrial, dataset
+from support.distributed_ranks import context, free_port_pair, run_ranks
 
 import determined.pytorch as det_torch
 from determined.pytorch import _state

@@ -6,8 +6,8 @@ trial is the lifecycle's (tests/unit/test_lifecycle_core.py).
 
 import itertools
 
-import pure_core
 from google.protobuf.message import Message
+from support import pure_core
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, Envelope, aggregate, payload_field, subject_kind, wrap

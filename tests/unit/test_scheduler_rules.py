@@ -7,8 +7,8 @@ Time is the log's: each `given` folds its events at `at` seconds.
 
 import itertools
 
-import pure_core
 from google.protobuf.message import Message
+from support import pure_core
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, aggregate, payload_field, subject_kind, wrap

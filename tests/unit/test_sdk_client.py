@@ -1,6 +1,6 @@
 """The SDK (`determined.experimental.client`): light to import, what its calls
 send, and what they give back, against an in-process gateway
-(checkpoint_gateway.py). tests/unit/test_sdk_gateway.py runs it against the
+(tests/support/checkpoint_gateway.py). tests/integration/test_sdk_gateway.py runs it against the
 real gateway."""
 
 import json
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from checkpoint_gateway import CheckpointGateway, Served
+from support.checkpoint_gateway import CheckpointGateway, Served
 
 from determined.experimental import client
 from determined.experimental._checkpoint import listing_request

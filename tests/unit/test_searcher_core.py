@@ -2,8 +2,8 @@
 
 import json
 
-import pure_core
 from google.protobuf.message import Message
+from support import pure_core
 
 from determined.proto import events_pb2 as ev
 from services.common.envelope import Append, wrap

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from determined.cli._client import CliError
 from determined.cli.deploy import add_parser, checkpoint_storage_setting, scheduler_settings
 from determined.common import expconf
-from services.gateway import commands
 from services.gateway.errors import InvalidArgumentError
+from services.gateway.features.experiments import commands as experiment_commands
 from services.gateway.settings import GatewaySettings
 
 S3_DEFAULT = {"type": "s3", "bucket": "team", "endpoint_url": "http://minio:9000", "save_trial_best": 2}
@@ -22,7 +22,7 @@ BASE = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss, max
 
 
 def stored_storage(config_yaml: str, default: dict[str, Any] | None) -> dict[str, Any]:
-    validated = commands.validate_config(
+    validated = experiment_commands.validate_config(
         config_yaml,
         checkpoint_host_path="/data/checkpoints",
         experiment_seed=1,

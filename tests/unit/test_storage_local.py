@@ -6,8 +6,8 @@ import importlib.util
 import pathlib
 
 import pytest
-from core_gateway import Server, set_trial_env
-from undeletable import undeletable
+from support.core_gateway import Server, set_trial_env
+from support.undeletable import undeletable
 
 import determined as det
 from determined.common import storage

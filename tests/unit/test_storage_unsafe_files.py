@@ -13,8 +13,8 @@ import pytest
 from determined.common import storage
 from determined.common.storage import UnsafeCheckpointFileError, check_relpath, open_checkpoint_file
 from determined.proto import api_pb2
-from services.gateway import commands
 from services.gateway.errors import InvalidArgumentError
+from services.gateway.features.checkpoints import commands as checkpoint_commands
 
 ID = "c-1"
 
@@ -165,12 +165,12 @@ def _reported(uuid: str, resources: dict[str, int]) -> api_pb2.ReportCheckpointR
 )
 def test_report_checkpoint_refuses_odd_names(uuid: str, resources: dict[str, int], expected: str) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
-        commands.checkpoint_reported(_reported(uuid, resources), experiment_id=1, reported_at_ns=1)
+        checkpoint_commands.checkpoint_reported(_reported(uuid, resources), experiment_id=1, reported_at_ns=1)
     assert expected in str(raised.value)
 
 
 def test_report_checkpoint_takes_ordinary_names() -> None:
-    append = commands.checkpoint_reported(
+    append = checkpoint_commands.checkpoint_reported(
         _reported("c-1", {"model.pt": 5, "sub/": 0, "sub/state.json": 2}), experiment_id=1, reported_at_ns=1
     )
     assert dict(append.payload.resources) == {"model.pt": 5, "sub/": 0, "sub/state.json": 2}

@@ -15,7 +15,7 @@ from deploy.local.logrotate import rotate_if_large
 from deploy.local.postgres_home import cluster_key, postgres_data_dir, prune_orphans, system_data_dir
 from deploy.local.status import ClusterStatus, PartStatus, disk_bytes, read_status, write_status
 from services.common.os_users import OsUser, closed_folder, may_enter
-from services.gateway.cluster_parts import cluster_parts
+from services.gateway.features.agents.cluster_parts import cluster_parts
 
 STATUS = ClusterStatus(
     supervisor_pid=12,

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from services.gateway.queries import run_message, run_outcome
+from services.gateway.features.trials.queries import run_message, run_outcome
 
 
 def row(**changes: Any) -> dict[str, Any]:

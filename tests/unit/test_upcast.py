@@ -4,8 +4,8 @@ hand-made events and on the recorded golden log."""
 import json
 
 import pytest
-from golden_log import golden_log
 from google.protobuf.message import Message
+from support.golden_log import golden_log
 
 from determined.proto import events_pb2 as ev
 from services.agent.core import AgentCore

@@ -2,20 +2,25 @@
 every reader of the log and every append uses it."""
 
 import pytest
-from golden_log import golden_log
+from support.golden_log import golden_log
 
+from determined.common.limits import MAX_EVENT_BYTES
 from determined.proto import events_pb2
 from services.common.envelope import SUBJECT_KINDS, Append, Envelope, subject_for, wrap
 from services.common.skips import Skips, read_report, report_path_of
 from services.common.wellformed import (
     AGGREGATE_ID,
-    MAX_EVENT_BYTES,
     MalformedEventError,
     decoded,
     problem,
 )
 
-GOLDEN = ("three_experiments.jsonl", "adaptive_pause_kill.jsonl", "must_fail_changed_stop.jsonl")
+GOLDEN = (
+    "three_experiments.jsonl",
+    "adaptive_pause_kill.jsonl",
+    "must_fail_changed_stop.jsonl",
+    "pause_withdrawn.jsonl",
+)
 
 
 def envelope(aggregate: str, payload: object, event_id: str = "e-1") -> Envelope:

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from determined.cli import _waiting
+from determined.common.limits import MAX_MESSAGE_BYTES
 
 DEFAULT_MASTER = "localhost:8080"
-MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 # Reconnect soon once a restarted gateway listens again (grpcio's default backoff grows to 120 s).
 RECONNECT_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from determined.cli._client import CliError, Gateway, MasterUnavailableError
+from determined.common.states import CheckpointState
 
 if TYPE_CHECKING:
     from determined.proto import api_pb2
@@ -63,7 +64,7 @@ def download(
 ) -> pathlib.Path:
     """Downloads `checkpoint`'s files (those `selector` accepts) into folder
     `dst` and returns it. `say` is told when auto falls back to the master."""
-    if checkpoint.state == "DELETED":
+    if checkpoint.state == CheckpointState.DELETED:
         raise CliError(f"checkpoint {checkpoint.uuid} was deleted: its files are gone from the storage")
     dst.mkdir(parents=True, exist_ok=True)
     if mode is DownloadMode.MASTER:

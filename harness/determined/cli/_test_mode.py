@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._client import CliError
-from determined.cli.experiment import TERMINAL_STATES, submit
+from determined.cli.experiment import submit
+from determined.common import states
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
@@ -186,7 +187,8 @@ def run_on_cluster(gateway: Gateway, config_yaml: str, context_hash: str) -> int
         )
         return 130
     state = found.experiment.state
-    if state == "COMPLETED" and all(t.state == "COMPLETED" for t in found.trials):
+    completed = states.ExperimentState.COMPLETED
+    if state == completed and all(t.state == completed for t in found.trials):
         _say(SUCCESS)
         return 0
     _show_trial_logs(gateway, found.trials)
@@ -214,7 +216,7 @@ def _wait_for_end(gateway: Gateway, experiment_id: int) -> Any:
             if trial.started_at_ns and trial.id not in announced:
                 announced.add(trial.id)
                 _say(f"Test mode: trial {trial.id} is running (one batch)...")
-        if found.experiment.state in TERMINAL_STATES:
+        if states.is_ended(found.experiment.state):
             return found
         time.sleep(POLL_INTERVAL_S)
 

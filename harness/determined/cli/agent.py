@@ -71,7 +71,7 @@ def agent_row(agent: Any) -> list[Any]:
         format_time(agent.registered_at_ns),
         len(agent.slots),
         len(running),
-        agent.resource_pool or "default",
+        agent.resource_pool,
         agent.state or "ENABLED",
         agent.address,
     ]
@@ -106,7 +106,7 @@ def slot_rows(agent: Any) -> list[list[Any]]:
         rows.append(
             [
                 agent.agent_id,
-                agent.resource_pool or "default",
+                agent.resource_pool,
                 slot.slot_id,
                 slot_state(agent.state, bool(allocation)),
                 allocation or "FREE",

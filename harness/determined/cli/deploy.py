@@ -560,7 +560,7 @@ def agent_up(args: argparse.Namespace) -> int:
         agent = control.agent_up(_data_dir(args), args.agent_id, args.cpu_slots, args.pool)
     except cluster.DeployError as failure:
         raise CliError(str(failure)) from None
-    print(f"Agent {agent.agent_id} is up (part {agent.part}, pool {agent.pool or 'default'})")
+    print(f"Agent {agent.agent_id} is up (part {agent.part}, pool {agent.pool_name})")
     return 0
 
 
@@ -736,7 +736,7 @@ def show_status(args: argparse.Namespace) -> int:
     print("\nAgents:")
     print_table(
         ["Part", "Agent ID", "CPU slots", "Resource Pool"],
-        [[a.part, a.agent_id, a.cpu_slots, a.pool or "default"] for a in report.record.agent_specs()],
+        [[a.part, a.agent_id, a.cpu_slots, a.pool_name] for a in report.record.agent_specs()],
     )
     notes = status.event_notes(report.events)
     if notes:

@@ -30,12 +30,12 @@ from determined.cli.checkpoint import (
     total_size,
 )
 from determined.cli.trial import outcome
+from determined.common import states
 
 if TYPE_CHECKING:
     from determined.common.context import ContextFiles
 
 POLL_INTERVAL_S = 0.2
-TERMINAL_STATES = {"COMPLETED", "CANCELED", "ERROR"}
 # How many of the context's notes (links followed or skipped) are printed before a count.
 MAX_CONTEXT_NOTES = 20
 
@@ -272,7 +272,7 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
         )
         if found.trials:
             break
-        if found.experiment.state in TERMINAL_STATES:
+        if states.is_ended(found.experiment.state):
             reason = f": {found.experiment.end_reason}" if found.experiment.end_reason else ""
             raise CliError(
                 f"experiment {experiment_id} ended {found.experiment.state} before a trial began{reason}"
@@ -283,7 +283,7 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
     follow_logs(gateway, trial_id, follow=True)
     print(f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}")
     state = trial_state(gateway, trial_id)
-    if state != "COMPLETED":
+    if state != states.TrialState.COMPLETED:
         print(f"Trial {trial_id} ended {state}", file=sys.stderr)
         return 1
     return 0
@@ -308,7 +308,7 @@ def list_experiments(args: argparse.Namespace) -> int:
                 f"{e.progress:.1%}" if e.progress else "",
                 format_time(e.started_at_ns),
                 format_time(e.ended_at_ns),
-                e.resource_pool or "default",
+                e.resource_pool,
             ]
             for e in response.experiments
         ],

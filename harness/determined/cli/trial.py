@@ -16,6 +16,7 @@ from determined.cli._output import (
     print_table,
 )
 from determined.cli.checkpoint import add_listing_arguments, list_trial_checkpoints
+from determined.common import states
 
 
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -59,15 +60,12 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     metrics.set_defaults(run=show_metrics)
 
 
-# What a trial's state says about why it stopped, when the system gave no reason.
-_STATE_OUTCOMES = {"COMPLETED": "completed", "CANCELED": "canceled", "ERROR": "error", "PAUSED": "paused"}
-
-
 def outcome(trial: Any) -> str:
     """Why a trial stopped or ended, for people: the reason the system gave
     ("cut at rung 0 (58 batches)", "killed by a user", "allocation 3.2 exited
     with code 1 ..."), else what its state says ("" while it trains)."""
-    return str(trial.end_reason or _STATE_OUTCOMES.get(trial.state, ""))
+    stopped = states.is_terminal(trial.state) or trial.state == states.TrialState.PAUSED
+    return str(trial.end_reason or (trial.state.lower() if stopped else ""))
 
 
 def _get_trial(gateway: Gateway, trial_id: int) -> Any:

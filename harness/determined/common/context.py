@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, cast
 
+from determined.common.limits import MAX_CONTEXT_BYTES
+
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-MAX_CONTEXT_SIZE = (128 * 1024 * 1024 // 8) * 6 - 1024 * 1024  # 95 MiB, as Determined
-MAX_EXTRACTED_SIZE = 4 * MAX_CONTEXT_SIZE
+MAX_EXTRACTED_SIZE = 4 * MAX_CONTEXT_BYTES
 MAX_MEMBERS = 100_000
 DETIGNORE = ".detignore"
 # Upload pieces and file reads: large enough for few gRPC messages, small
@@ -96,7 +97,7 @@ class ContextFiles:
 
 
 def context_files(
-    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_SIZE
+    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_BYTES
 ) -> ContextFiles:
     """The files of ``folder`` that are not ignored, plus each of ``includes``
     (a file or a folder, as Determined's ``-i/--include``) under its own name
@@ -115,7 +116,7 @@ def context_files(
 
 
 def pack_context(
-    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_SIZE
+    folder: Path | str | None, *, includes: Sequence[Path | str] = (), max_size: int = MAX_CONTEXT_BYTES
 ) -> bytes:
     """The whole tar.gz of `context_files` in memory (small contexts, tests)."""
     return b"".join(context_files(folder, includes=includes, max_size=max_size).archive_chunks())

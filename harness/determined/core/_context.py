@@ -13,6 +13,7 @@ from determined.core import _checkpoint
 from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP, ReportError
+from determined.core._fatal import report_fatal
 from determined.core._metrics import MetricsShipper
 from determined.core._preempt import (
     DummyPreemptContext,
@@ -83,10 +84,14 @@ class Context:
     ) -> None:
         if isinstance(exc, InvalidHP):
             self._report_invalid_hp()
+        if isinstance(exc, ReportError):
+            _cannot_report(exc)
         try:
             self.close()
-        except Exception:
+        except Exception as error:
             if exc_type is None:
+                if isinstance(error, ReportError):
+                    _cannot_report(error)
                 raise
             logger.exception("closing the core context failed")
         if isinstance(exc, InvalidHP):
@@ -130,6 +135,11 @@ class Context:
             if self._client is not None:
                 self._client.close()
             self.distributed.close()
+
+
+def _cannot_report(error: ReportError) -> None:
+    """An uncaught ReportError: the same code would make the same report again."""
+    report_fatal(f"the cluster cannot store the trial's reports: ReportError: {error}")
 
 
 def init(

@@ -5,6 +5,11 @@ and holds the latest answer, so should_preempt() costs no call and turns true as
 gateway answers the poll (at once on a change). The same answer carries the searcher's length
 for the trial and whether the searcher is done with it (see `_searcher`). Off-cluster, and on
 workers that get the chief's answer, nothing is watched and no stop ever comes.
+
+A pause's stop is withdrawn when the experiment is activated again before the trial
+acknowledged it: the answer turns back to "no stop". So the chief acknowledges a stop before
+should_preempt() says so, and a stop whose acknowledgement the gateway refuses because it was
+withdrawn meanwhile is no stop: the trial trains on.
 """
 
 import enum
@@ -35,7 +40,7 @@ class StopSignal(Protocol):
 
     def state(self) -> AllocationState: ...
 
-    def acknowledge(self) -> None: ...
+    def acknowledge(self) -> bool: ...
 
 
 class NeverStopped:
@@ -44,8 +49,9 @@ class NeverStopped:
     def state(self) -> AllocationState:
         return AllocationState()
 
-    def acknowledge(self) -> None:
+    def acknowledge(self) -> bool:
         """Nothing was asked, so there is nothing to acknowledge."""
+        return False
 
 
 class PreemptionWatcher:
@@ -54,11 +60,12 @@ class PreemptionWatcher:
     The first poll asks for an answer at once (timeout 0), so the first state() returns the
     cluster's answer rather than a guess; later polls pass what the watcher knows and wait up
     to `poll_timeout_s`, so the gateway answers the moment a decision changes it. Polling ends
-    once the allocation is asked to stop or the searcher is done with the trial (neither is
-    taken back), or when the gateway refuses the allocation (FAILED_PRECONDITION: it is closed,
-    which reads as a stop). An unavailable gateway (restarting, or PostgreSQL down) is polled
-    again with back-off for as long as the trial runs: a stop decided meanwhile arrives
-    when the outage ends, and the answer known before it stands until then.
+    once the trial acknowledged a stop or the searcher is done with the trial (neither is taken
+    back; a stop not acknowledged yet may be), or when the gateway refuses the allocation
+    (FAILED_PRECONDITION: it is closed, which reads as a stop). An unavailable gateway
+    (restarting, or PostgreSQL down) is polled again with back-off for as long as the trial
+    runs: a stop decided meanwhile arrives when the outage ends, and the answer known before
+    it stands until then.
     """
 
     def __init__(
@@ -112,32 +119,45 @@ class PreemptionWatcher:
         with self._changed:
             return not self._ended
 
-    def acknowledge(self) -> None:
+    def acknowledge(self) -> bool:
         """Tell the gateway (once) that the trial will exit to be resumed: its exit 0 then
-        means stopped, not completed. Nothing is sent when the searcher stopped the trial (it
-        ends completed either way), the allocation is closed, or no stop was asked for (the
-        gateway would refuse it)."""
+        means stopped, not completed. Whether the trial should stop: false when no stop is
+        asked, or when the stop was withdrawn before the acknowledgement reached the gateway.
+        Nothing is sent when the searcher stopped the trial (it ends completed either way),
+        the allocation is closed, or no stop was asked for (the gateway would refuse it)."""
         with self._ack_lock:
             if self._acknowledged:
-                return
+                return True
             state = self.state()
             if not (state.stop or state.searcher_stopped):
                 logger.warning("the cluster did not ask this trial to stop: there is nothing to acknowledge")
-                return
-            if not (state.searcher_stopped or self._closed_allocation):
-                self._send_acknowledgement()
+                return False
+            if not (state.searcher_stopped or self._closed_allocation) and not self._send_acknowledgement():
+                return False
             self._acknowledged = True
+            return True
 
-    def _send_acknowledgement(self) -> None:
+    def _send_acknowledgement(self) -> bool:
+        """Whether the stop stands: acknowledged, or refused for an allocation that is closed."""
         try:
             self._client.acknowledge_stop(self._allocation_id)
         except Exception as error:
             refusal = self._client.refusal(error)
             if refusal is None:
                 raise
-            logger.warning("the gateway refused the stop acknowledgement: %s", refusal)
-            return
+            return self._stop_stands_after(refusal)
         logger.info("preemption acknowledged: the trial will exit to be resumed later")
+        return True
+
+    def _stop_stands_after(self, refusal: str) -> bool:
+        """The gateway refused the acknowledgement: the stop was withdrawn (the watch soon
+        answers "no stop", the experiment was activated again), or the allocation closed."""
+        state = self.wait_for(lambda state: not state.stop, WATCH_TIMEOUT_S)
+        if state.stop:
+            logger.warning("the gateway refused the stop acknowledgement: %s", refusal)
+            return True
+        logger.info("the stop was withdrawn before the trial acknowledged it: training goes on")
+        return False
 
     def _run(self) -> None:
         try:
@@ -166,7 +186,7 @@ class PreemptionWatcher:
             timeout_s, delay, self._failure = self._poll_timeout_s, _BACKOFF_FIRST_S, None
 
     def _final(self) -> bool:
-        return self._answered and (self._state.stop or self._state.searcher_stopped)
+        return self._answered and (self._acknowledged or self._state.searcher_stopped)
 
     def _back_off(self, error: Exception, delay: float) -> float:
         """Wait before polling again; the next delay. The client logs an outage once; an
@@ -231,16 +251,19 @@ class PreemptContext:
         if self._mode is PreemptMode.ChiefOnly and not is_chief:
             raise RuntimeError("should_preempt() may only be called by the chief in PreemptMode.ChiefOnly")
         if self._mode is PreemptMode.WorkersAskChief:
-            preempt = bool(self._distributed.broadcast(self._stopping() if is_chief else None))
-        else:
-            preempt = self._stopping()
-        if preempt and auto_ack and is_chief:
-            self.acknowledge_preemption_signal()
-        return preempt
+            return bool(self._distributed.broadcast(self._chief_answer(auto_ack) if is_chief else None))
+        return self._chief_answer(auto_ack) if is_chief else self._stopping()
 
     def acknowledge_preemption_signal(self) -> None:
         """Tell the cluster the trial will exit to be resumed (an exit 0 then means preempted)."""
         self._watcher.acknowledge()
+
+    def _chief_answer(self, auto_ack: bool) -> bool:
+        """With `auto_ack` a stop is acknowledged before it is answered: one withdrawn before
+        the acknowledgement reached the cluster is no stop."""
+        if not self._stopping():
+            return False
+        return self._watcher.acknowledge() if auto_ack else True
 
     def _stopping(self) -> bool:
         state = self._watcher.state()

@@ -196,18 +196,21 @@ class RungSearcherContext(SearcherContext):
         return state.searcher_length or self._length()
 
     def _next_length(self, completed: int, auto_ack: bool) -> int | None:
-        """The next operation's length once the searcher decided, or None when there is none."""
+        """The next operation's length once the searcher decided, or None when there is none
+        (a stop withdrawn before `auto_ack` acknowledged it is no stop: the wait goes on)."""
         self._flush()
-        state = self._decision(completed)
-        if state.searcher_stopped:
-            logger.info("the searcher is done with the trial after length %d", completed)
-            return None
-        if state.stop:
-            logger.info("the allocation was asked to stop (%s): no more searcher operations", state.reason)
-            if auto_ack:
-                self._chiefs_watcher().acknowledge()
-            return None
-        return state.searcher_length
+        while True:
+            state = self._decision(completed)
+            if state.searcher_stopped:
+                logger.info("the searcher is done with the trial after length %d", completed)
+                return None
+            if not state.stop:
+                return state.searcher_length
+            if not auto_ack or self._chiefs_watcher().acknowledge():
+                logger.info(
+                    "the allocation was asked to stop (%s): no more searcher operations", state.reason
+                )
+                return None
 
     def _decision(self, completed: int) -> AllocationState:
         """Wait for the searcher's decision on the rung of length `completed`, logging waits

@@ -12,21 +12,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._download import DownloadMode, download
+from determined.common.states import CheckpointState
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
     from determined.proto import api_pb2
 
 logger = logging.getLogger("determined.experimental")
-
-
-class CheckpointState(enum.Enum):
-    COMPLETED = "COMPLETED"
-    # A deletion is requested; the files are going.
-    DELETING = "DELETING"
-    DELETED = "DELETED"
-    # Some files are left: those globs spared, or those the storage refused to delete.
-    PARTIALLY_DELETED = "PARTIALLY_DELETED"
 
 
 class CheckpointSortBy(enum.Enum):

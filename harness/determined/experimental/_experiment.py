@@ -2,43 +2,17 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from determined.common.states import ExperimentState, is_ended
 from determined.experimental._checkpoint import Checkpoint, CheckpointSortBy, OrderBy, listing_request
 from determined.experimental._trial import Trial
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
     from determined.proto import api_pb2
-
-
-class ExperimentState(enum.Enum):
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    STOPPING_COMPLETED = "STOPPING_COMPLETED"
-    STOPPING_CANCELED = "STOPPING_CANCELED"
-    STOPPING_KILLED = "STOPPING_KILLED"
-    STOPPING_ERROR = "STOPPING_ERROR"
-    COMPLETED = "COMPLETED"
-    CANCELED = "CANCELED"
-    ERROR = "ERROR"
-    DELETING = "DELETING"
-    DELETE_FAILED = "DELETE_FAILED"
-    DELETED = "DELETED"
-
-
-# Where wait() stops: the experiment will not train again.
-ENDED_STATES = frozenset(ExperimentState) - {
-    ExperimentState.ACTIVE,
-    ExperimentState.PAUSED,
-    ExperimentState.STOPPING_COMPLETED,
-    ExperimentState.STOPPING_CANCELED,
-    ExperimentState.STOPPING_KILLED,
-    ExperimentState.STOPPING_ERROR,
-}
 
 
 def get_experiment_message(gateway: Gateway, experiment_id: int) -> api_pb2.GetExperimentResponse:
@@ -59,8 +33,11 @@ def top_order(
     if sort_by is None:
         return None
     if smaller_is_better is None:
+        from determined.common.expconf import SearcherConfig
+
         config = json.loads(get_experiment_message(gateway, experiment_id).experiment.config_json or "{}")
-        smaller_is_better = bool(config.get("searcher", {}).get("smaller_is_better", True))
+        default = SearcherConfig.model_fields["smaller_is_better"].default
+        smaller_is_better = bool(config.get("searcher", {}).get("smaller_is_better", default))
     return OrderBy.ASC if smaller_is_better else OrderBy.DESC
 
 
@@ -143,7 +120,7 @@ class Experiment:
         (COMPLETED, CANCELED, ERROR, or being deleted); returns that state."""
         while True:
             self.reload()
-            if self.state in ENDED_STATES:
+            if is_ended(self.state):
                 return self.state
             time.sleep(interval)
 
@@ -163,7 +140,7 @@ class Experiment:
             self._message = response.experiment
             if response.trials:
                 return Trial(self._gateway, min(response.trials, key=lambda t: t.id))
-            if self.state in ENDED_STATES:
+            if is_ended(self.state):
                 reason = f": {self._message.end_reason}" if self._message.end_reason else ""
                 raise RuntimeError(
                     f"experiment {self.id} ended {self.state.value} before a trial began{reason}"

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from determined.common.states import TrialState
 from determined.experimental._checkpoint import Checkpoint, CheckpointSortBy, OrderBy, listing_request
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
     from determined.proto import api_pb2
-
-
-class TrialState(enum.Enum):
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    STOPPING_COMPLETED = "STOPPING_COMPLETED"
-    STOPPING_CANCELED = "STOPPING_CANCELED"
-    STOPPING_KILLED = "STOPPING_KILLED"
-    STOPPING_ERROR = "STOPPING_ERROR"
-    COMPLETED = "COMPLETED"
-    CANCELED = "CANCELED"
-    ERROR = "ERROR"
 
 
 @dataclass(frozen=True)

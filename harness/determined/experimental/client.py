@@ -25,17 +25,17 @@ from typing import Any
 
 from determined.cli._client import CliError as APIError
 from determined.cli._download import DownloadMode
+from determined.common.states import CheckpointState, ExperimentState, TrialState
 from determined.experimental._checkpoint import (
     Checkpoint,
     CheckpointSortBy,
-    CheckpointState,
     CheckpointTraining,
     OrderBy,
 )
 from determined.experimental._determined import Determined
-from determined.experimental._experiment import Experiment, ExperimentState
+from determined.experimental._experiment import Experiment
 from determined.experimental._model import Model, ModelVersion
-from determined.experimental._trial import Trial, TrialMetrics, TrialState
+from determined.experimental._trial import Trial, TrialMetrics
 
 __all__ = [
     "APIError",

@@ -443,12 +443,16 @@ class ReportMetricsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ReportProgressRequest(_message.Message):
-    __slots__ = ("trial_id", "progress")
+    __slots__ = ("trial_id", "progress", "reporter_id", "seq")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    REPORTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     progress: float
-    def __init__(self, trial_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
+    reporter_id: str
+    seq: int
+    def __init__(self, trial_id: _Optional[int] = ..., progress: _Optional[float] = ..., reporter_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class ReportProgressResponse(_message.Message):
     __slots__ = ()

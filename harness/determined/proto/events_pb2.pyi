@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class Envelope(_message.Message):
     ALLOCATION_STOP_ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_CANCELED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_RESOURCES_EXITED_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_STOP_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETE_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +143,7 @@ class Envelope(_message.Message):
     allocation_stop_acknowledged: AllocationStopAcknowledged
     allocation_canceled: AllocationCanceled
     allocation_resources_exited: AllocationResourcesExited
+    allocation_stop_withdrawn: AllocationStopWithdrawn
     experiment_delete_requested: ExperimentDeleteRequested
     experiment_deleted: ExperimentDeleted
     experiment_delete_failed: ExperimentDeleteFailed
@@ -157,7 +159,7 @@ class Envelope(_message.Message):
     user_password_changed: UserPasswordChanged
     user_session_started: UserSessionStarted
     user_session_revoked: UserSessionRevoked
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -570,6 +572,18 @@ class AllocationStopRequested(_message.Message):
     reason: str
     def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class AllocationStopWithdrawn(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "reason", "stop_event_id")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    reason: str
+    stop_event_id: str
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., reason: _Optional[str] = ..., stop_event_id: _Optional[str] = ...) -> None: ...
+
 class AllocationStopAcknowledged(_message.Message):
     __slots__ = ("allocation_id", "task_id")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -589,7 +603,7 @@ class AllocationCanceled(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocationExited(_message.Message):
-    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "exit_code", "killed", "error", "task_id", "agent_lost")
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "exit_code", "killed", "error", "task_id", "agent_lost", "fatal")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -599,6 +613,7 @@ class AllocationExited(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_LOST_FIELD_NUMBER: _ClassVar[int]
+    FATAL_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     trial_id: int
     experiment_id: int
@@ -608,10 +623,11 @@ class AllocationExited(_message.Message):
     error: str
     task_id: str
     agent_lost: bool
-    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_lost: _Optional[bool] = ...) -> None: ...
+    fatal: bool
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_lost: _Optional[bool] = ..., fatal: _Optional[bool] = ...) -> None: ...
 
 class AllocationResourcesExited(_message.Message):
-    __slots__ = ("allocation_id", "task_id", "agent_id", "exit_code", "killed", "error", "trial_id", "experiment_id")
+    __slots__ = ("allocation_id", "task_id", "agent_id", "exit_code", "killed", "error", "trial_id", "experiment_id", "fatal")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -620,6 +636,7 @@ class AllocationResourcesExited(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FATAL_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     task_id: str
     agent_id: str
@@ -628,7 +645,8 @@ class AllocationResourcesExited(_message.Message):
     error: str
     trial_id: int
     experiment_id: int
-    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
+    fatal: bool
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., exit_code: _Optional[int] = ..., killed: _Optional[bool] = ..., error: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., fatal: _Optional[bool] = ...) -> None: ...
 
 class LogLine(_message.Message):
     __slots__ = ("timestamp_ns", "stdtype", "log", "rank")

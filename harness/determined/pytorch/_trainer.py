@@ -17,6 +17,7 @@ import torch.distributed
 import determined as det
 from determined import core
 from determined.common.entrypoint import TEST_MODE_VARIABLE
+from determined.common.expconf import SearcherConfig
 from determined.core._searcher import ASHA_SEARCHERS
 from determined.pytorch._controller import Settings, TrialController
 from determined.pytorch._pytorch_context import PyTorchTrialContext
@@ -26,6 +27,8 @@ from determined.pytorch._units import Batch, Epoch, Record, TrainUnit
 logger = logging.getLogger("determined.pytorch")
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
+# Off-cluster there is no config: the config model's default.
+SMALLER_IS_BETTER: bool = SearcherConfig.model_fields["smaller_is_better"].default
 _TIME_METRIC_UNITS: dict[str, type[TrainUnit]] = {"batches": Batch, "epochs": Epoch, "records": Record}
 
 
@@ -179,7 +182,7 @@ class Trainer:
             step_zero_validation=step_zero_validation,
             test_mode=test_mode,
             searcher_metric=searcher.get("metric"),
-            smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+            smaller_is_better=bool(searcher.get("smaller_is_better", SMALLER_IS_BETTER)),
             code_folder=pathlib.Path.cwd() if info is not None else _trial_folder(self._trial),
         )
         if profiling_enabled:

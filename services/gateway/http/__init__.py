@@ -2,7 +2,7 @@
 REST paths and field names under /api/v1, plus /info and /health.
 
     app      authentication and errors as JSON (the gRPC interceptor's rules)
-    routes   the routes, over the servicer's own handlers and queries
+    routes   the routes, over the features' functions (api.py), as the gRPC servicer
     params   query parameters as Determined spells them
     live     server-sent events that tell a web UI page what it shows has changed
     shapes   the API's messages in Determined's JSON shapes
@@ -12,10 +12,10 @@ REST paths and field names under /api/v1, plus /info and /health.
 
 from starlette.applications import Starlette
 
+from services.gateway.api import Api
 from services.gateway.http.app import Authenticate, application
 from services.gateway.http.routes import Routes
-from services.gateway.servicer import Servicer
 
 
-def http_api(servicer: Servicer, authenticate: Authenticate) -> Starlette:
-    return application(Routes(servicer, authenticate).routes())
+def http_api(api: Api, authenticate: Authenticate) -> Starlette:
+    return application(Routes(api, authenticate).routes())

@@ -17,7 +17,6 @@ one sent as a bearer token is no session token (401).
 
 from collections.abc import Awaitable, Callable, Mapping
 
-import grpc
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -27,32 +26,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.common.connection import limit_outage_wait
 from services.gateway.auth import ALLOCATION_TOKEN, EVENT_LOG_WAIT_S, Principal, acting_as
-from services.gateway.errors import GatewayError, PermissionDeniedError, as_gateway_error
+from services.gateway.errors import Code, GatewayError, PermissionDeniedError, as_gateway_error
 
 # Checks a call's credentials (the header names of gRPC metadata, lower case):
 # Authenticator.authenticate, which raises UnauthenticatedError.
 Authenticate = Callable[[Mapping[str, str]], Awaitable[Principal]]
 Handler = Callable[[Request], Awaitable[Response]]
 
-# grpc-gateway's mapping of gRPC codes to HTTP statuses.
+# The HTTP edge of the domain errors (errors.py): the HTTP status of each kind,
+# as grpc-gateway maps the gRPC code of the same number; 500 for any other.
 HTTP_STATUS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.FAILED_PRECONDITION: 400,
-    grpc.StatusCode.OUT_OF_RANGE: 400,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-    grpc.StatusCode.UNIMPLEMENTED: 501,
-    grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    Code.INVALID_ARGUMENT: 400,
+    Code.FAILED_PRECONDITION: 400,
+    Code.UNAUTHENTICATED: 401,
+    Code.PERMISSION_DENIED: 403,
+    Code.NOT_FOUND: 404,
+    Code.ALREADY_EXISTS: 409,
+    Code.RESOURCE_EXHAUSTED: 429,
+    Code.UNAVAILABLE: 503,
 }
 
 
 def error_body(error: GatewayError) -> dict[str, object]:
-    return {"code": error.code.value[0], "message": str(error), "details": []}
+    return {"code": int(error.code), "message": str(error), "details": []}
 
 
 def error_response(error: GatewayError) -> JSONResponse:
@@ -98,9 +94,9 @@ def unauthenticated(handler: Handler) -> Handler:
 async def _http_error(request: Request, error: Exception) -> Response:
     """Starlette's own refusals (no such route, wrong method) in the same JSON shape."""
     assert isinstance(error, HTTPException)
-    code = grpc.StatusCode.NOT_FOUND if error.status_code == 404 else grpc.StatusCode.INVALID_ARGUMENT
+    code = Code.NOT_FOUND if error.status_code == 404 else Code.INVALID_ARGUMENT
     return JSONResponse(
-        {"code": code.value[0], "message": str(error.detail), "details": []}, status_code=error.status_code
+        {"code": int(code), "message": str(error.detail), "details": []}, status_code=error.status_code
     )
 
 

@@ -2,7 +2,7 @@
 changed, so that it fetches it again instead of polling.
 
 One mechanism for every page: the projector wakes what waits on the names
-(`projection.shown`) of the pages a committed batch changed
+(`watched.shown`) of the pages a committed batch changed
 (Projector.watching, as it wakes WatchAllocation's long polls), and a page's
 stream sends `event: changed` for it. Notices are coalesced: at most one per
 NOTICE_INTERVAL_S, however many batches a busy cluster commits; a change

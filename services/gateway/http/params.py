@@ -10,7 +10,7 @@ from typing import Any
 from starlette.requests import Request
 
 from services.gateway.errors import InvalidArgumentError
-from services.gateway.queries import EXPERIMENT_SORTS, ExperimentListing
+from services.gateway.features.experiments.queries import EXPERIMENT_SORTS, ExperimentListing
 
 # Determined's sortBy names that differ from ours.
 _SORT_NAMES = {"user": "owner"}

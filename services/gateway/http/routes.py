@@ -1,8 +1,8 @@
-"""The routes: Determined's REST paths and parameters over the servicer's own
-handlers and queries (one service layer: nothing here reads the read models
-or decides on its own). Each handler turns the HTTP request into the RPC's
-request, calls the servicer as the gRPC server would, and shows the answer
-in Determined's shapes (shapes.py).
+"""The HTTP edge: Determined's REST paths and parameters over the features'
+functions (api.py), the same ones the gRPC servicer calls (nothing here reads
+the read models or decides on its own). Each handler turns the HTTP request
+into the RPC's request, calls the feature as the gRPC servicer would, and
+shows the answer in Determined's shapes (shapes.py).
 """
 
 import asyncio
@@ -11,10 +11,9 @@ import json
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote
 
-import grpc
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -22,15 +21,16 @@ from starlette.staticfiles import StaticFiles
 
 from determined.proto import api_pb2
 from services.common.connection import NatsUnavailableError
-from services.gateway import projection
+from services.gateway import watched
+from services.gateway.api import Api
 from services.gateway.auth import Principal, acting_as, current_principal
 from services.gateway.downsample import lttb
 from services.gateway.errors import (
     InvalidArgumentError,
-    NotFoundError,
     ReadModelsUnavailableError,
     as_gateway_error,
 )
+from services.gateway.features.experiments.queries import ExperimentListing
 from services.gateway.http import live, shapes
 from services.gateway.http.app import Authenticate, authenticated, error_body, unauthenticated
 from services.gateway.http.model_definition import context_archive
@@ -43,11 +43,7 @@ from services.gateway.http.params import (
     optional_number,
     order_by,
 )
-from services.gateway.queries import ExperimentListing
-from services.gateway.servicer import Servicer
 
-# The servicer's handlers never read their gRPC context: called from here they get none.
-NO_GRPC_CONTEXT = cast(grpc.aio.ServicerContext, None)
 # A chart's points when the request names no max_points, and the most it may ask for.
 CHART_POINTS = 1000
 MAX_CHART_POINTS = 100_000
@@ -66,8 +62,8 @@ CHECKPOINT_SORTS = {
 
 
 class Routes:
-    def __init__(self, servicer: Servicer, authenticate: Authenticate) -> None:
-        self.servicer = servicer
+    def __init__(self, api: Api, authenticate: Authenticate) -> None:
+        self.api = api
         self.authenticate = authenticate
 
     def routes(self) -> list[BaseRoute]:
@@ -113,7 +109,7 @@ class Routes:
     # -- open to anyone --------------------------------------------------------------
 
     async def info(self, request: Request) -> Response:
-        master = await self.servicer.GetMaster(api_pb2.GetMasterRequest(), NO_GRPC_CONTEXT)
+        master = await self.api.agents.get_master(api_pb2.GetMasterRequest())
         return JSONResponse(
             {
                 "version": master.version,
@@ -130,20 +126,20 @@ class Routes:
         or the projector is stuck behind the log ("stuck"). `projector` says
         how far it is, `skippedEvents` which events the gateway could not
         read or apply (services/common/skips.py)."""
-        event_log = self.servicer.store.nc.is_connected
+        event_log = self.api.parts.store.nc.is_connected
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
-                read_models = await self.servicer.queries.pool.fetchval("SELECT true") is True
+                read_models = await self.api.parts.queries.pool.fetchval("SELECT true") is True
         except (TimeoutError, ReadModelsUnavailableError):
             read_models = False
-        projector = self.servicer.projector
+        projector = self.api.parts.projector
         with contextlib.suppress(TimeoutError, NatsUnavailableError):
             async with asyncio.timeout(HEALTH_TIMEOUT_S):
                 await projector.look_at_log()
         progress = projector.progress()
         healthy = event_log and read_models
         status = "unavailable" if not healthy else "stuck" if progress["state"] == "stuck" else "ok"
-        skips = self.servicer.store.skips
+        skips = self.api.parts.store.skips
         return JSONResponse(
             {
                 "status": status,
@@ -168,7 +164,7 @@ class Routes:
 
     async def login(self, request: Request) -> Response:
         body = await json_body(request)
-        answer = await self.servicer.login(
+        answer = await self.api.users.login(
             api_pb2.LoginRequest(
                 username=str(body.get("username", "")),
                 password=str(body.get("password", "")),
@@ -187,11 +183,11 @@ class Routes:
     # -- users -----------------------------------------------------------------------
 
     async def logout(self, request: Request) -> Response:
-        await self.servicer.Logout(api_pb2.LogoutRequest(), NO_GRPC_CONTEXT)
+        await self.api.users.logout(api_pb2.LogoutRequest())
         return JSONResponse({})
 
     async def me(self, request: Request) -> Response:
-        answer = await self.servicer.GetMe(api_pb2.GetMeRequest(), NO_GRPC_CONTEXT)
+        answer = await self.api.users.get_me(api_pb2.GetMeRequest())
         return JSONResponse({"user": shapes.user(answer.user)})
 
     # -- experiments -----------------------------------------------------------------
@@ -201,9 +197,7 @@ class Routes:
         listing: ExperimentListing = experiment_listing(request)
         offset = number(request, "offset", 0, least=0)
         limit = number(request, "limit", 0, least=0)
-        queries = self.servicer.queries
-        found = await queries.experiments(limit, offset, listing)
-        total = await queries.count_experiments(listing)
+        found, total = await self.api.experiments.listed(listing, limit, offset)
         return JSONResponse(
             {
                 "experiments": [shapes.experiment(e) for e in found],
@@ -226,15 +220,14 @@ class Routes:
         if not isinstance(config, str) or not config.strip():
             raise InvalidArgumentError("config is required: the experiment configuration as YAML text")
         validate_only = body_flag(body, "validateOnly", False)
-        created = await self.servicer.CreateExperiment(
+        created = await self.api.experiments.create(
             api_pb2.CreateExperimentRequest(
                 config_yaml=config,
                 context_tgz=context_archive(body.get("modelDefinition")),
                 activate=body_flag(body, "activate", False),
                 validate_only=validate_only,
                 request_id=str(body.get("requestId") or ""),
-            ),
-            NO_GRPC_CONTEXT,
+            )
         )
         answer: dict[str, Any] = {
             "config": json.loads(created.config_json),
@@ -242,14 +235,14 @@ class Routes:
         }
         if validate_only:
             return JSONResponse({"experiment": None, **answer})
-        shown = await self.servicer.GetExperiment(
-            api_pb2.GetExperimentRequest(experiment_id=created.experiment_id), NO_GRPC_CONTEXT
+        shown = await self.api.experiments.get_experiment(
+            api_pb2.GetExperimentRequest(experiment_id=created.experiment_id)
         )
         return JSONResponse({"experiment": shapes.experiment(shown.experiment), **answer})
 
     async def experiment(self, request: Request) -> Response:
-        answer = await self.servicer.GetExperiment(
-            api_pb2.GetExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        answer = await self.api.experiments.get_experiment(
+            api_pb2.GetExperimentRequest(experiment_id=request.path_params["experiment_id"])
         )
         return JSONResponse(
             {
@@ -259,59 +252,54 @@ class Routes:
         )
 
     async def kill(self, request: Request) -> Response:
-        answer = await self.servicer.KillExperiment(
-            api_pb2.KillExperimentRequest(experiment_id=request.path_params["experiment_id"]), NO_GRPC_CONTEXT
+        answer = await self.api.experiments.kill_experiment(
+            api_pb2.KillExperimentRequest(experiment_id=request.path_params["experiment_id"])
         )
         return JSONResponse({"unchangedReason": answer.unchanged_reason})
 
     async def pause(self, request: Request) -> Response:
-        answer = await self.servicer.PauseExperiment(
-            api_pb2.PauseExperimentRequest(experiment_id=request.path_params["experiment_id"]),
-            NO_GRPC_CONTEXT,
+        answer = await self.api.experiments.pause_experiment(
+            api_pb2.PauseExperimentRequest(experiment_id=request.path_params["experiment_id"])
         )
         return JSONResponse({"unchangedReason": answer.unchanged_reason})
 
     async def activate(self, request: Request) -> Response:
-        answer = await self.servicer.ActivateExperiment(
-            api_pb2.ActivateExperimentRequest(experiment_id=request.path_params["experiment_id"]),
-            NO_GRPC_CONTEXT,
+        answer = await self.api.experiments.activate_experiment(
+            api_pb2.ActivateExperimentRequest(experiment_id=request.path_params["experiment_id"])
         )
         return JSONResponse({"unchangedReason": answer.unchanged_reason})
 
     async def experiment_trials(self, request: Request) -> Response:
-        answer = await self.servicer.GetExperimentTrials(
-            api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"]),
-            NO_GRPC_CONTEXT,
+        answer = await self.api.experiments.get_experiment_trials(
+            api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"])
         )
         return JSONResponse({"trials": [shapes.trial(t) for t in answer.trials]})
 
     async def experiment_checkpoints(self, request: Request) -> Response:
         """Determined's sortByAttr (SORT_BY_END_TIME, SORT_BY_BATCH_NUMBER,
         SORT_BY_SEARCHER_METRIC) or sortByMetric (a validation metric's name), orderBy, limit."""
-        answer = await self.servicer.GetExperimentCheckpoints(
+        answer = await self.api.checkpoints.get_experiment_checkpoints(
             api_pb2.GetExperimentCheckpointsRequest(
                 experiment_id=request.path_params["experiment_id"], **_checkpoint_listing(request)
-            ),
-            NO_GRPC_CONTEXT,
+            )
         )
         return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
 
     # -- trials ----------------------------------------------------------------------
 
     async def trial(self, request: Request) -> Response:
-        answer = await self.servicer.GetTrial(
-            api_pb2.GetTrialRequest(trial_id=request.path_params["trial_id"]), NO_GRPC_CONTEXT
+        answer = await self.api.trials.get_trial(
+            api_pb2.GetTrialRequest(trial_id=request.path_params["trial_id"])
         )
         return JSONResponse(
             {"trial": shapes.trial(answer.trial), "runs": [shapes.trial_run(r) for r in answer.runs]}
         )
 
     async def trial_checkpoints(self, request: Request) -> Response:
-        answer = await self.servicer.GetTrialCheckpoints(
+        answer = await self.api.checkpoints.get_trial_checkpoints(
             api_pb2.GetTrialCheckpointsRequest(
                 trial_id=request.path_params["trial_id"], **_checkpoint_listing(request)
-            ),
-            NO_GRPC_CONTEXT,
+            )
         )
         return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
 
@@ -326,8 +314,7 @@ class Routes:
         if not metric:
             raise InvalidArgumentError("name the metric: ?metric=<name> (e.g. loss)")
         max_points = number(request, "max_points", CHART_POINTS, least=3, most=MAX_CHART_POINTS)
-        await self.servicer.trial_status(trial_id)  # NOT_FOUND for an unknown trial
-        total, chosen = await self.servicer.queries.metric_chart(trial_id, group, metric, 2 * max_points)
+        total, chosen = await self.api.trials.metric_chart(trial_id, group, metric, 2 * max_points)
         kept = lttb(chosen, max_points)
         return JSONResponse(
             {
@@ -347,7 +334,7 @@ class Routes:
         trial_id = request.path_params["trial_id"]
         follow = flag(request, "follow")
         rank = optional_number(request, "rankIds")
-        await self.servicer.trial_status(trial_id)  # NOT_FOUND before the stream starts
+        await self.api.trials.trial_status(trial_id)  # NOT_FOUND before the stream starts
         logs_request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
         # The stream is sent after this handler returned: it acts as the caller on its own.
         lines = self._log_lines(logs_request, current_principal())
@@ -356,7 +343,7 @@ class Routes:
     async def _log_lines(self, request: api_pb2.TrialLogsRequest, caller: Principal) -> AsyncIterator[bytes]:
         with acting_as(caller):
             try:
-                async for response in self.servicer.TrialLogs(request, NO_GRPC_CONTEXT):
+                async for response in self.api.logs.trial_logs(request):
                     yield b"".join(
                         json.dumps({"result": shapes.log_line(response, line)}).encode() + b"\n"
                         for line in response.lines
@@ -370,39 +357,37 @@ class Routes:
     # -- live pages: server-sent events (live.py) ------------------------------------------
 
     async def experiments_stream(self, request: Request) -> Response:
-        return self._notices({projection.SHOWN_EXPERIMENTS})
+        return self._notices({watched.SHOWN_EXPERIMENTS})
 
     async def experiment_stream(self, request: Request) -> Response:
         """The experiment's page: its row and its trials'; the trials are asked
         again after each notice, as the searcher creates more."""
         experiment_id = request.path_params["experiment_id"]
-        queries = self.servicer.queries
-        if await queries.experiment_state(experiment_id) is None:
-            raise NotFoundError(f"experiment {experiment_id} not found")
+        await self.api.experiments.known(experiment_id)
 
         async def names() -> set[str]:
-            trials = await queries.trial_ids(experiment_id)
-            return {projection.shown_experiment(experiment_id), *map(projection.shown_trial, trials)}
+            trials = await self.api.trials.trial_ids(experiment_id)
+            return {watched.shown_experiment(experiment_id), *map(watched.shown_trial, trials)}
 
         return self._notices(await names(), names)
 
     async def trial_stream(self, request: Request) -> Response:
         trial_id = request.path_params["trial_id"]
-        await self.servicer.trial_status(trial_id)  # NOT_FOUND for an unknown trial
-        return self._notices({projection.shown_trial(trial_id)})
+        await self.api.trials.trial_status(trial_id)  # NOT_FOUND for an unknown trial
+        return self._notices({watched.shown_trial(trial_id)})
 
     async def cluster_stream(self, request: Request) -> Response:
-        return self._notices({projection.SHOWN_CLUSTER})
+        return self._notices({watched.SHOWN_CLUSTER})
 
     def _notices(self, names: set[str], renamed: live.Names | None = None) -> Response:
-        changes = live.notices(self.servicer.projector, names, renamed)
+        changes = live.notices(self.api.parts.projector, names, renamed)
         return StreamingResponse(changes, media_type=live.MEDIA_TYPE, headers=live.HEADERS)
 
     # -- checkpoints and the cluster ---------------------------------------------------
 
     async def checkpoint(self, request: Request) -> Response:
-        answer = await self.servicer.GetCheckpoint(
-            api_pb2.GetCheckpointRequest(uuid=request.path_params["uuid"]), NO_GRPC_CONTEXT
+        answer = await self.api.checkpoints.get_checkpoint(
+            api_pb2.GetCheckpointRequest(uuid=request.path_params["uuid"])
         )
         return JSONResponse({"checkpoint": shapes.checkpoint(answer.checkpoint)})
 
@@ -410,9 +395,8 @@ class Routes:
         """One of the checkpoint's recorded files, streamed from its storage as
         DownloadCheckpointFile reads it (a path not recorded is NOT_FOUND)."""
         path = request.path_params["path"]
-        download = self.servicer.DownloadCheckpointFile(
-            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path),
-            NO_GRPC_CONTEXT,
+        download = self.api.checkpoints.download_checkpoint_file(
+            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path)
         )
         first = await anext(
             download
@@ -434,13 +418,12 @@ class Routes:
         )
 
     async def agents(self, request: Request) -> Response:
-        answer = await self.servicer.GetAgents(api_pb2.GetAgentsRequest(), NO_GRPC_CONTEXT)
+        answer = await self.api.agents.get_agents(api_pb2.GetAgentsRequest())
         return JSONResponse({"agents": [shapes.agent(a) for a in answer.agents]})
 
     async def job_queues(self, request: Request) -> Response:
-        answer = await self.servicer.GetJobs(
-            api_pb2.GetJobsRequest(resource_pool=request.query_params.get("resourcePool", "")),
-            NO_GRPC_CONTEXT,
+        answer = await self.api.jobs.get_jobs(
+            api_pb2.GetJobsRequest(resource_pool=request.query_params.get("resourcePool", ""))
         )
         return JSONResponse(
             {"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)}

@@ -6,6 +6,9 @@ import pathlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+# The chunks `read` yields unless asked otherwise.
+READ_CHUNK_BYTES = 1 << 20
+
 # relpath -> bool: which files of a checkpoint to download or upload.
 Selector = Callable[[str], bool]
 
@@ -47,7 +50,7 @@ class StorageManager(abc.ABC):
 
     @abc.abstractmethod
     def read(
-        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = 1 << 20
+        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = READ_CHUNK_BYTES
     ) -> Iterator[bytes]:
         """One file's bytes from `offset` on, in chunks of at most `chunk_bytes` (the gateway's
         download stream; nothing past the end). Raised by the call itself, before any chunk:

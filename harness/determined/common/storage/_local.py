@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from determined.common.storage._base import DeleteResult, Selector, StorageManager
+from determined.common.storage._base import READ_CHUNK_BYTES, DeleteResult, Selector, StorageManager
 from determined.common.storage._paths import (
     check_range,
     check_relpath,
@@ -80,7 +80,7 @@ class LocalStorageManager(StorageManager):
         return local_resources(folder) if folder.is_dir() else {}
 
     def read(
-        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = 1 << 20
+        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = READ_CHUNK_BYTES
     ) -> Iterator[bytes]:
         check_range(offset, chunk_bytes)
         if check_relpath(relpath).endswith("/"):

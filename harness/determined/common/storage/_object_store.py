@@ -10,7 +10,7 @@ import concurrent.futures
 import pathlib
 from collections.abc import Callable, Iterable, Iterator
 
-from determined.common.storage._base import DeleteResult, Selector, StorageManager
+from determined.common.storage._base import READ_CHUNK_BYTES, DeleteResult, Selector, StorageManager
 from determined.common.storage._paths import (
     check_range,
     check_relpath,
@@ -112,7 +112,7 @@ class ObjectStorageManager(StorageManager):
         return {key[len(folder) :]: size for key, size in self.store.list_objects(folder).items()}
 
     def read(
-        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = 1 << 20
+        self, storage_id: str, relpath: str, offset: int = 0, chunk_bytes: int = READ_CHUNK_BYTES
     ) -> Iterator[bytes]:
         check_range(offset, chunk_bytes)
         if check_relpath(relpath).endswith("/"):

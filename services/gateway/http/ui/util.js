@@ -90,8 +90,6 @@ export function stateName(state) {
   return (state || "").replace(/^STATE_/, "");
 }
 
-export const TERMINAL = new Set(["COMPLETED", "CANCELED", "ERROR", "DELETED"]);
-
 export function duration(start, end) {
   if (!start) return "";
   const seconds = Math.max(0, ((end ? Date.parse(end) : Date.now()) - Date.parse(start)) / 1000);

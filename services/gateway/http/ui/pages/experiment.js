@@ -6,8 +6,9 @@ import { get, post, watch } from "../api.js";
 import { color, lineChart, parallelCoordinates, scatterPlot } from "../charts.js";
 import {
   bytes, coalesced, duration, el, errorBox, FALLBACK_POLL_MS, latestMetric, metricNames, number, poll, progressBar,
-  setProgress, setText, stateName, syncRows, TERMINAL, toYaml, when,
+  setProgress, setText, stateName, syncRows, toYaml, when,
 } from "../util.js";
+import { canTransition, EXPERIMENT_TRANSITIONS, TERMINAL_STATES } from "../states.js";
 
 export function experimentPage(view, id) {
   const state = el("span#experiment-state.state");
@@ -68,8 +69,9 @@ export function experimentPage(view, id) {
       showMetricChoices();
       showTrials();
       await Promise.all([showCurves(), showCheckpoints()]);
-      // A finished experiment changes no more: one last refresh drew it.
-      finished = TERMINAL.has(stateName(experiment.state));
+      // A finished experiment changes no more (but for a deletion): one last refresh drew it.
+      const name = stateName(experiment.state);
+      finished = TERMINAL_STATES.has(name) || EXPERIMENT_TRANSITIONS[name]?.length === 0;
     } catch (error) {
       message.replaceChildren(errorBox(error));
     }
@@ -81,9 +83,9 @@ export function experimentPage(view, id) {
     setText(state, name);
     state.dataset.state = name;
     setProgress(progress, name === "COMPLETED" ? 1 : experiment.progress);
-    pause.disabled = name !== "ACTIVE";
-    activate.disabled = name !== "PAUSED";
-    kill.disabled = TERMINAL.has(name) || name === "STOPPING_KILLED";
+    pause.disabled = !canTransition(EXPERIMENT_TRANSITIONS, name, "PAUSED");
+    activate.disabled = !canTransition(EXPERIMENT_TRANSITIONS, name, "ACTIVE");
+    kill.disabled = !canTransition(EXPERIMENT_TRANSITIONS, name, "STOPPING_KILLED");
     const rows = [
       ["Description", experiment.description], ["Owner", experiment.username],
       ["Searcher", `${experiment.searcherType} (${experiment.searcherMetric})`],

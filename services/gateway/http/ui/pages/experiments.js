@@ -4,10 +4,12 @@
 import { get, post, watch } from "../api.js";
 import {
   coalesced, duration, el, errorBox, FALLBACK_POLL_MS, number, poll, progressBar, setProgress, setText, stateName,
-  syncRows, TERMINAL, when,
+  syncRows, when,
 } from "../util.js";
+import { canTransition, EXPERIMENT_DELETION_STATES, EXPERIMENT_STATES, EXPERIMENT_TRANSITIONS } from "../states.js";
 
-const STATES = ["ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "COMPLETED", "CANCELED", "ERROR"];
+// Deleted experiments are not listed; one being deleted shows under "All states".
+const STATES = EXPERIMENT_STATES.filter((s) => !EXPERIMENT_DELETION_STATES.has(s));
 const COLUMNS = [  // [title, sortBy or null]
   ["ID", "SORT_BY_ID"], ["Name", "SORT_BY_NAME"], ["Owner", "SORT_BY_USER"], ["State", "SORT_BY_STATE"],
   ["Progress", "SORT_BY_PROGRESS"], ["Searcher", null], ["Searcher metric", null],
@@ -107,9 +109,9 @@ export function experimentsPage(view) {
     setText(cells[9], when(e.startTime));
     setText(cells[10], duration(e.startTime, e.endTime));
     const [pause, activate, kill] = cells[11].children;
-    pause.disabled = state !== "ACTIVE";
-    activate.disabled = state !== "PAUSED";
-    kill.disabled = TERMINAL.has(state) || state === "STOPPING_KILLED";
+    pause.disabled = !canTransition(EXPERIMENT_TRANSITIONS, state, "PAUSED");
+    activate.disabled = !canTransition(EXPERIMENT_TRANSITIONS, state, "ACTIVE");
+    kill.disabled = !canTransition(EXPERIMENT_TRANSITIONS, state, "STOPPING_KILLED");
   }
 
   function sortOn(sortBy) {

@@ -6,8 +6,9 @@ import { download, get, stream, watch } from "../api.js";
 import { color, lineChart } from "../charts.js";
 import {
   bytes, coalesced, duration, el, errorBox, FALLBACK_POLL_MS, metricNames, number, poll, setText, stateName,
-  syncRows, TERMINAL, when,
+  syncRows, when,
 } from "../util.js";
+import { TERMINAL_STATES } from "../states.js";
 
 const MAX_LOG_LINES = 20000;
 
@@ -58,7 +59,7 @@ export function trialPage(view, id) {
       message.replaceChildren();
       showTrial();
       await Promise.all([showChart(), showCheckpoints()]);
-      finished = TERMINAL.has(stateName(trial.state));
+      finished = TERMINAL_STATES.has(stateName(trial.state));
     } catch (error) {
       message.replaceChildren(errorBox(error));
     }

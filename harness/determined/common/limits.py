@@ -1,0 +1,21 @@
+"""The sizes the cluster's parts must agree on: the one place they are written.
+
+The CLI, the SDK and the harness check them before sending; the gateway and
+the services again on receipt. An experiment config's own limits (its size,
+depth and values) stay with the config model, in expconf/_limits.py, which
+checks them while it parses.
+
+=====================  =========  =================================================
+limit                  value      what it bounds
+=====================  =========  =================================================
+MAX_MESSAGE_BYTES      128 MiB    one gRPC message, either way (Determined's)
+MAX_CONTEXT_BYTES      95 MiB     a model-definition context, packed (Determined's)
+MAX_EVENT_BYTES        8 MiB      one event: a local cluster's nats-server max_payload
+=====================  =========  =================================================
+"""
+
+MIB = 1024 * 1024
+MAX_MESSAGE_BYTES = 128 * MIB
+# Determined's rule: what a message holds once base64-encoded, less 1 MiB of room.
+MAX_CONTEXT_BYTES = (MAX_MESSAGE_BYTES // 8) * 6 - MIB
+MAX_EVENT_BYTES = 8 * MIB

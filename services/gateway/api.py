@@ -1,0 +1,28 @@
+"""The gateway's feature functions, one object per feature: the one
+implementation behind both edges, the gRPC servicer (servicer.py) and the
+HTTP routes (http/routes.py). A new feature's functions get one line here."""
+
+from services.gateway.features.agents.service import Agents
+from services.gateway.features.checkpoints.service import Checkpoints
+from services.gateway.features.experiments.service import Experiments
+from services.gateway.features.jobs.service import Jobs
+from services.gateway.features.logs.service import Logs
+from services.gateway.features.models.service import Models
+from services.gateway.features.parts import Parts
+from services.gateway.features.trials.reports import Reports
+from services.gateway.features.trials.service import Trials
+from services.gateway.features.users.service import Users
+
+
+class Api:
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.agents = Agents(parts)
+        self.jobs = Jobs(parts)
+        self.experiments = Experiments(parts)
+        self.trials = Trials(parts)
+        self.reports = Reports(parts)
+        self.logs = Logs(parts)
+        self.checkpoints = Checkpoints(parts, self.reports)
+        self.models = Models(parts, self.checkpoints)
+        self.users = Users(parts)

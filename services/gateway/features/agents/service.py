@@ -1,0 +1,78 @@
+"""The cluster's and the agents' functions (det master info, det agent
+list|enable|disable), which the gRPC servicer and the HTTP routes call."""
+
+from collections.abc import Callable
+from importlib import metadata
+
+from determined.proto import api_pb2
+from services.common.envelope import Append, aggregate
+from services.common.eventlog import ConflictError
+from services.gateway.auth import current_principal, require_admin
+from services.gateway.errors import FailedPreconditionError, NotFoundError
+from services.gateway.features.agents import commands
+from services.gateway.features.agents.cluster_parts import cluster_parts
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.parts import FeatureService
+
+
+class Agents(FeatureService):
+    async def get_master(self, request: api_pb2.GetMasterRequest) -> api_pb2.GetMasterResponse:
+        return api_pb2.GetMasterResponse(
+            version=_version(),
+            cluster_id=self.settings.cluster_id,
+            cluster_name=self.settings.cluster_name,
+            parts=cluster_parts(self.settings.status_file),
+            nats_url=self.settings.advertised_nats_url or self.settings.nats_url,
+            namespace=self.settings.namespace,
+        )
+
+    async def get_agents(self, request: api_pb2.GetAgentsRequest) -> api_pb2.GetAgentsResponse:
+        return api_pb2.GetAgentsResponse(agents=await self.queries.agents.agents())
+
+    async def enable_agent(self, request: api_pb2.EnableAgentRequest) -> api_pb2.EnableAgentResponse:
+        def decide(state: str, owner: str, version: int) -> Append | Unchanged:
+            return commands.agent_enabled(request.agent_id, state, owner, version)
+
+        return api_pb2.EnableAgentResponse(
+            unchanged_reason=await self._change_agent(request.agent_id, decide)
+        )
+
+    async def disable_agent(self, request: api_pb2.DisableAgentRequest) -> api_pb2.DisableAgentResponse:
+        def decide(state: str, owner: str, version: int) -> Append | Unchanged:
+            return commands.agent_disabled(request.agent_id, state, request.drain, owner, version)
+
+        return api_pb2.DisableAgentResponse(
+            unchanged_reason=await self._change_agent(request.agent_id, decide)
+        )
+
+    async def _change_agent(
+        self, agent_id: str, decide: Callable[[str, str, int], Append | Unchanged]
+    ) -> str:
+        """Appends what `decide` makes of the agent's state (against the agent's
+        version: a change meanwhile fails the append); why nothing changed, else "".
+        An admin's only."""
+        require_admin("enabling or disabling an agent")
+        stored = await self.store.last_event(aggregate("agent", agent_id)) if agent_id else None
+        if stored is None:
+            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
+        await self.projector.wait_for(stored.sequence)
+        state = await self.queries.agents.agent_state(agent_id)
+        if state is None:
+            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
+        principal = current_principal()
+        decision = decide(state, principal.actor.partition(":")[2], stored.sequence)
+        if isinstance(decision, Unchanged):
+            return decision.reason
+        try:
+            sequence, _ = await self.store.append(decision, actor=principal.actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(f"agent {agent_id} changed meanwhile; try again") from error
+        await self.projector.wait_for(sequence)  # det agent list shows it at once
+        return ""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("determined-es")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"

@@ -1,0 +1,5 @@
+"""The experiments feature."""
+
+from services.gateway.features.experiments.projection import FEATURE
+
+__all__ = ["FEATURE"]

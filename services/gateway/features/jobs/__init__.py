@@ -1,0 +1,1 @@
+"""The jobs feature: the queue the scheduler publishes, and changes of a job's resources."""

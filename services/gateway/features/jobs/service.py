@@ -1,0 +1,99 @@
+"""The jobs' functions (det job list|update), which the gRPC servicer and the
+HTTP routes call: the queue as the scheduler publishes it (queue.py), with
+what the read models know of each job (name, owner)."""
+
+from determined.common import states
+from determined.proto import api_pb2
+from services.common.envelope import aggregate
+from services.common.eventlog import ConflictError
+from services.gateway.auth import current_principal
+from services.gateway.errors import FailedPreconditionError, NotFoundError
+from services.gateway.features.commands import Unchanged
+from services.gateway.features.jobs import commands
+from services.gateway.features.jobs.queue import JobQueue
+from services.gateway.features.parts import FeatureService, Parts
+
+
+class Jobs(FeatureService):
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self._job_queue = JobQueue(parts.store)
+
+    async def get_jobs(self, request: api_pb2.GetJobsRequest) -> api_pb2.GetJobsResponse:
+        """The scheduler's queue, pool by pool, with what the read models know
+        of each job (name, owner)."""
+        queue = await self._job_queue.latest()
+        views = [
+            view
+            for view in queue.jobs
+            if not request.resource_pool or view.resource_pool == request.resource_pool
+        ]
+        experiment_ids = [
+            commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)
+        ]
+        experiments = await self.queries.experiments.experiment_jobs(experiment_ids)
+        if len(experiments) < len(set(experiment_ids)) and await self.projector.catch_up():
+            experiments = await self.queries.experiments.experiment_jobs(
+                experiment_ids
+            )  # one created a moment ago
+        response = api_pb2.GetJobsResponse()
+        for view in views:
+            job = response.jobs.add(
+                job_id=view.job_id,
+                type="EXPERIMENT" if _is_experiment_job(view.job_id) else "TASK",
+                resource_pool=view.resource_pool,
+                priority=view.priority,
+                weight=view.weight,
+                max_slots=view.max_slots,
+                submitted_at_ns=view.submitted_at_ns,
+                slots_needed=view.slots_needed,
+                slots_acquired=view.slots_acquired,
+                state=view.state,
+                position=view.position,
+                waiting_reason=view.waiting_reason,
+            )
+            if _is_experiment_job(view.job_id):
+                job.experiment_id = commands.checked_job_id(view.job_id)
+                known = experiments.get(job.experiment_id)
+                if known is not None:
+                    job.name, job.owner = known.name, known.owner
+        pools = {job.resource_pool for job in response.jobs} | set(await self.queries.agents.resource_pools())
+        for pool in sorted(pools):
+            if not request.resource_pool or pool == request.resource_pool:
+                response.schedulers[pool] = queue.scheduler_of(pool)
+        return response
+
+    async def update_job(self, request: api_pb2.UpdateJobRequest) -> api_pb2.UpdateJobResponse:
+        """Changes a running or queued experiment's priority, weight or
+        max_slots (JobResourcesChanged on its aggregate); NOT_FOUND for an
+        unknown or ended one."""
+        experiment_id = commands.checked_job_id(request.job_id)
+        stored = await self.store.last_event(aggregate("experiment", experiment_id))
+        if stored is None:
+            raise NotFoundError(f"job experiment/{experiment_id} not found")
+        await self.projector.wait_for(stored.sequence)
+        experiment = await self._found(self.queries.experiments.experiment, experiment_id, "experiment")
+        if experiment.state in states.EXPERIMENT_ENDED_STATES:
+            raise NotFoundError(
+                f"job experiment/{experiment_id} not found: the experiment is {experiment.state}"
+            )
+        default_priority = (await self._job_queue.published()).default_priority
+        current = commands.job_resources(experiment.config_json, default_priority)
+        principal = current_principal()
+        decision = commands.job_resources_changed(
+            experiment_id, request, current, principal.actor.partition(":")[2], stored.sequence
+        )
+        if isinstance(decision, Unchanged):
+            return api_pb2.UpdateJobResponse(unchanged_reason=decision.reason)
+        try:
+            sequence, _ = await self.store.append(decision, actor=principal.actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(
+                f"experiment {experiment_id} changed meanwhile; try again"
+            ) from error
+        await self.projector.wait_for(sequence)
+        return api_pb2.UpdateJobResponse()
+
+
+def _is_experiment_job(job_id: str) -> bool:
+    return job_id.startswith("experiment/")

@@ -1,0 +1,5 @@
+"""The models feature."""
+
+from services.gateway.features.models.projection import FEATURE
+
+__all__ = ["FEATURE"]

@@ -1,0 +1,214 @@
+"""Helpers shared by the end-to-end tests: a local cluster started with the
+real `det deploy local cluster-up`, and the `det` CLI run as a subprocess.
+cluster-up logs the operator in as admin: every `det` of a Cluster acts as
+admin, through the token cache in its own DET_CONFIG_DIR.
+The session-scoped `cluster` fixture is in conftest.py; test_restarts.py
+starts its own with `started_cluster`."""
+
+import asyncio
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+from pydantic import SecretStr
+
+from deploy.local.credentials import credentials
+from deploy.local.servers import free_port
+from deploy.local.trial_home import DEFAULT_TRIAL_USER
+from determined.proto import events_pb2
+from services.common.connection import Connection
+from services.common.envelope import payload_of
+from services.common.eventstore import EventStore
+from services.common.settings import NatsCredentials
+from support.ports import free_port_run
+
+T = TypeVar("T")
+
+
+class Cluster:
+    def __init__(self, data_dir: Path, up_args: Sequence[str] = ()) -> None:
+        """`up_args`: more `cluster-up` flags (e.g. --checkpoint-storage FILE)."""
+        self.data_dir = data_dir
+        self.up_args = tuple(up_args)
+        self.master_port = free_port_run(2)  # the web UI and HTTP API listen on the next port
+        self.nats_port = free_port()
+        self.postgres_port = free_port()
+        self.cli_config = data_dir.with_name(f"{data_dir.name}-cli")
+        self.env = {key: value for key, value in os.environ.items() if key not in ("DET_USER", "DET_PASS")}
+        self.env.update(DET_MASTER=f"localhost:{self.master_port}", DET_CONFIG_DIR=str(self.cli_config))
+        # The built-in users' password, as the last up() showed it ("" until then).
+        self.password = ""
+
+    def up(self) -> subprocess.CompletedProcess[str]:
+        started = det(
+            self.env,
+            "deploy",
+            "local",
+            "cluster-up",
+            "--data-dir",
+            str(self.data_dir),
+            "--no-gpu",
+            "--cpu-slots",
+            "2",
+            "--master-port",
+            str(self.master_port),
+            "--nats-port",
+            str(self.nats_port),
+            "--postgres-port",
+            str(self.postgres_port),
+            *self.up_args,
+        )
+        self.password = shown_password(started.stdout) or self.password
+        return started
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return det(self.env, "deploy", "local", "cluster-down", "--data-dir", str(self.data_dir))
+
+    def storage_folder(self, name: str) -> Path:
+        """A new folder for shared_fs checkpoint storage that trials may write: not under a
+        test's tmp_path (closed to other users), and the trial user's when trials run as one
+        (deploy/local/trial_home.py). Removed with the cluster."""
+        folder = storage_home(self.data_dir) / f"{name}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        if os.geteuid() == 0:
+            user = pwd.getpwnam(DEFAULT_TRIAL_USER)
+            os.chown(folder, user.pw_uid, user.pw_gid)
+        return folder
+
+    def det(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = det(self.env, *args)
+        if check:
+            assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+        return result
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.det(*args, "--json").stdout)
+
+    def create(self, context: Path, config_text: str) -> int:
+        """Writes the config into the context folder and creates the experiment."""
+        (context / "config.yaml").write_text(config_text)
+        return created_id(self.det("experiment", "create", str(context / "config.yaml"), str(context)).stdout)
+
+    def trials(self, experiment_id: int) -> list[dict[str, Any]]:
+        return list(self.json("experiment", "list-trials", str(experiment_id)))
+
+    def experiment_state(self, experiment_id: int) -> str:
+        return str(self.json("experiment", "describe", str(experiment_id))["experiment"]["state"])
+
+    def logs(self, trial_id: int) -> str:
+        return self.det("trial", "logs", str(trial_id)).stdout
+
+    def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Rows of the cluster's read models."""
+
+        async def fetch() -> list[asyncpg.Record]:
+            connection = await asyncpg.connect(self.superuser_url("determined"))
+            try:
+                return list(await connection.fetch(sql, *args))
+            finally:
+                await connection.close()
+
+        return asyncio.run(fetch())
+
+    def superuser_url(self, database: str) -> str:
+        """The cluster's PostgreSQL as its superuser, with the password cluster-up made."""
+        password = credentials(self.data_dir).postgres_password
+        return f"postgresql://postgres:{password}@127.0.0.1:{self.postgres_port}/{database}"
+
+    def nats_login(self, user: str) -> NatsCredentials:
+        """One of the cluster's nats-server users (deploy/local/credentials.py)."""
+        return NatsCredentials(user=user, password=SecretStr(credentials(self.data_dir).nats[user].password))
+
+    def permission_violations(self) -> list[str]:
+        """nats-server's log lines about a publish or subscription a user may not make."""
+        lines = (self.data_dir / "logs" / "nats-server.log").read_text(errors="replace").splitlines()
+        return [line for line in lines if "Violation" in line]
+
+    def metric_events(self, trial_id: int) -> list[events_pb2.TrialMetricsReported]:
+        """The trial's TrialMetricsReported events, read from the log itself."""
+
+        async def read() -> list[events_pb2.TrialMetricsReported]:
+            operator = self.nats_login("operator")
+            connection = await Connection.open(f"nats://127.0.0.1:{self.nats_port}", "e2e", operator)
+            store = EventStore(connection, "det")  # operator may read, not make streams
+            try:
+                payloads = [payload_of(s.envelope) async for s in store.read(["metrics"], follow=False)]
+            finally:
+                await store.close()
+            return [
+                p
+                for p in payloads
+                if isinstance(p, events_pb2.TrialMetricsReported) and p.trial_id == trial_id
+            ]
+
+        return asyncio.run(read())
+
+
+@contextmanager
+def started_cluster(prefix: str, up_args: Sequence[str] = (), attacker: str = "") -> Iterator[Cluster]:
+    """A cluster up for the block, then down and its data folder removed. At the end nats-server
+    must have refused nothing, but the `attacker` NATS user's tries (a test's own)."""
+    # Not under the home folder: PostgreSQL runs as its own user and must reach it.
+    data_dir = Path("/tmp") / f"{prefix}-{uuid.uuid4().hex[:8]}"
+    running = Cluster(data_dir, up_args)
+    started = running.up()
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield running
+        refused = [
+            line
+            for line in running.permission_violations()
+            if not attacker or f'/user:{attacker}"' not in line
+        ]
+        assert not refused, "nats-server refused a part of the cluster:\n" + "\n".join(refused)
+    finally:
+        running.down()
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(storage_home(data_dir), ignore_errors=True)
+        shutil.rmtree(running.cli_config, ignore_errors=True)
+
+
+def storage_home(data_dir: Path) -> Path:
+    return data_dir.with_name(f"{data_dir.name}-storage")
+
+
+def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`stdin`: what det reads (passwords, one a line); nothing else reaches it."""
+    command = [sys.executable, "-m", "determined.cli", *args]
+    return subprocess.run(
+        command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=300
+    )
+
+
+def shown_password(output: str) -> str:
+    """The generated password cluster-up shows once ("" when it showed none)."""
+    marker = "admin and determined have the password: "
+    line = next((line for line in output.splitlines() if line.startswith(marker)), "")
+    return line[len(marker) :].split(" ", 1)[0]
+
+
+def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 60.0) -> T:
+    """Polls `condition` until it returns something truthy, which it returns."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline_s:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def created_id(output: str) -> int:
+    line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
+    return int(line.split()[-1])
