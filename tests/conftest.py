@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from services.gateway.server import Gateway
 
 
-# Under pytest-xdist (`-n 2`; pyproject's addopts give `--dist loadfile --no-loadscope-reorder`) a
+# Under pytest-xdist (`-n 4`; pyproject's addopts give `--dist loadfile --no-loadscope-reorder`) a
 # worker takes the next whole file when it is nearly done with its own: files with a test marked
 # so go first, in this order, so that no long file starts near the end and leaves one worker alone.
 FIRST = ("chaos", "slow", "e2e")

@@ -28,6 +28,9 @@ S = TypeVar("S", bound=CommonSettings)
 
 log = structlog.get_logger()
 
+# How often a signalled service is cancelled again while it has not stopped.
+RECANCEL_S = 5.0
+
 
 async def write_ready(path: Path | None) -> None:
     """Says the service is ready: in its log, and in DET_READY_FILE when set."""
@@ -117,10 +120,26 @@ def serve(name: str, settings: S, run: Callable[[S], Awaitable[None]]) -> None:
 
 
 async def _until_signalled(run: Awaitable[None]) -> None:
+    """Runs `run` until SIGTERM or SIGINT, then cancels it, again every
+    RECANCEL_S while it runs: on Python 3.11 `asyncio.wait_for` (nats-py's
+    requests use it) drops a cancellation that lands as its inner future
+    completes, and under load that left a signalled service running."""
     task = asyncio.ensure_future(run)
+    signalled = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(signum, task.cancel)
+        asyncio.get_running_loop().add_signal_handler(signum, signalled.set)
+    watcher = asyncio.create_task(_cancel_when_signalled(task, signalled))
     try:
         await task
     except asyncio.CancelledError:
         log.info("stopped")
+    finally:
+        watcher.cancel()
+
+
+async def _cancel_when_signalled(task: asyncio.Future[None], signalled: asyncio.Event) -> None:
+    await signalled.wait()
+    log.info("stopping")
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL_S)
