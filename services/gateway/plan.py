@@ -83,12 +83,12 @@ class Plan:
 @dataclass(frozen=True)
 class PlannedBatch:
     """The plan of the events `first` to `last` (made by the replay helper:
-    replay.py), and the aggregates whose watched state they change."""
+    replay.py). Not what they wake: a replayed batch wakes every waiter
+    (Projector._apply_planned), which costs less than finding out."""
 
     first: int
     last: int
     plan: Plan
-    watched: set[str]
 
 
 def _copy(row: Row | None) -> Row | None:

@@ -25,7 +25,8 @@ Long polls (WatchAllocation) wait on the aggregates they care about
 (`watching`): after each batch is committed, the projector wakes those whose
 aggregates the batch's events changed (`watched.watched`), so an answer
 leaves as soon as the rows say so, without polling PostgreSQL. It wakes them
-for every batch it read, also when another gateway's projector stored it.
+for every batch it read, also when another gateway's projector stored it; a
+batch the replay helper planned wakes every waiter.
 
 An event it cannot apply never stops it: one the store cannot read arrives
 as an empty envelope (it applies nothing); one the projection raises on
@@ -379,7 +380,9 @@ class Projector:
             log.info("replayed_batch_refused", first=batch.first, last=batch.last, error=described(error))
             return False
         log.debug("projected", first=batch.first, sequence=position)
-        await self._advance(position, batch.watched)
+        # A long replay is a start or a catch-up: few wait meanwhile, and a
+        # waiter woken for nothing looks at its rows again, no more.
+        await self._advance(position, set(self._watchers))
         return position >= batch.last
 
     @contextlib.asynccontextmanager

@@ -34,7 +34,6 @@ from typing import BinaryIO, cast
 from services.common.envelope import subject_for
 from services.common.eventstore import EventStore, Raw
 from services.common.skips import Skips
-from services.gateway import watched
 from services.gateway.plan import PlannedBatch
 from services.gateway.planning import planned_readable
 
@@ -152,12 +151,10 @@ def _planned(store: EventStore, events: list[Raw]) -> Replayed:
     ]
     envelopes = [s.envelope for s in stored]
     plan, unplannable = planned_readable(envelopes)
-    left_out = {index for index, _ in unplannable}
     for index, reason in unplannable:
         subject = subject_for(store.namespace, envelopes[index].aggregate)
         skipped.append((stored[index].sequence, subject, reason, "projector"))
-    woken = watched.watched(e for i, e in enumerate(envelopes) if i not in left_out)
-    return PlannedBatch(events[0][0], events[-1][0], plan, woken), skipped
+    return PlannedBatch(events[0][0], events[-1][0], plan), skipped
 
 
 def _write(out: BinaryIO, frame: bytes) -> None:

@@ -248,7 +248,7 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
             ),
         )
         # The queue serves the high one first from the moment it asks for slots.
-        jobs = wait_for(lambda: prio_jobs(cluster, high), "the high one in the queue", 30)
+        jobs = wait_for(lambda: prio_jobs(cluster, high), "the high one in the queue", 60)
         assert jobs and jobs[f"experiment/{high}"]["position"] < jobs[f"experiment/{low}"]["position"], jobs
         assert cluster.json("job", "list")["schedulers"][PRIORITY_POOL] == "priority"
         wait_until_completed(cluster, high, low)

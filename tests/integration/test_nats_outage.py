@@ -172,7 +172,7 @@ def _text(path: Path) -> str:
 
 
 def _wait_for(condition: Callable[[], bool], process: subprocess.Popen[bytes], what: str) -> None:
-    end = time.monotonic() + 30
+    end = time.monotonic() + 60  # a bound against a hang (the machine may be loaded), not a speed check
     while not condition():
         assert process.poll() is None, f"the service exited ({process.returncode}) before {what}"
         assert time.monotonic() < end, f"no {what} before the deadline"
