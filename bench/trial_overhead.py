@@ -10,8 +10,10 @@ assigned -> started (agent: unpack the context, spawn), started -> exited (the t
 Python start, `import determined`, 10 reports, close), exited -> trial ended (lifecycle), and
 trial ended -> the next trial's allocation requested (searcher + lifecycle).
 
-Starts its own cluster (2 CPU slots) in a temporary folder and stops it afterwards.
-Usage: python bench/trial_overhead.py [--reps 1] [--trials 64]
+Starts its own cluster (2 CPU slots) in a temporary folder and stops it afterwards. Trials start
+as cluster-up starts them by default (forked from the agent's warm fork server); --no-fork-trials:
+each a new process; --runtime docker --image IMAGE: each in a container.
+Usage: python bench/trial_overhead.py [--reps 1] [--trials 64] [--no-fork-trials | --runtime docker --image I]
 """
 
 import argparse
@@ -40,9 +42,10 @@ TRAIN_PY = textwrap.dedent(
 )
 
 
-def config(trials: int) -> str:
+def config(trials: int, image: str = "") -> str:
     return json.dumps(
         {
+            **({"environment": {"image": image}} if image else {}),
             "name": "trial-overhead",
             "entrypoint": "python3 train.py",
             "hyperparameters": {"lr": {"type": "const", "val": 0.01}},
@@ -145,17 +148,28 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument(
         "--fork-trials",
-        action="store_true",
-        help="cluster-up --fork-trials: trials start from the agent's warm fork server",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="trials start from the agent's warm fork server (cluster-up's default); "
+        "--no-fork-trials: each a new process",
     )
+    parser.add_argument(
+        "--runtime",
+        choices=("process", "docker"),
+        default="process",
+        help="cluster-up --runtime: docker runs each trial in a container of --image",
+    )
+    parser.add_argument("--image", default="", help="with --runtime docker: the trials' image")
     parser.add_argument("--trials", type=int, default=64)
     args = parser.parse_args()
     runs = []
-    up_args = ["--fork-trials"] if args.fork_trials else []
+    up_args = [] if args.fork_trials else ["--no-fork-trials"]
+    if args.runtime == "docker":
+        up_args = ["--runtime", "docker"]
     with local_cluster(cpu_slots=2, up_args=up_args) as cluster, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "train.py").write_text(TRAIN_PY)
-        (folder / "config.yaml").write_text(config(args.trials))
+        (folder / "config.yaml").write_text(config(args.trials, args.image))
         for rep in range(args.reps):
             run = one_rep(cluster, folder, args.trials)
             log(f"rep {rep + 1}/{args.reps}: {json.dumps(run)}")

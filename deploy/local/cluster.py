@@ -146,7 +146,7 @@ class ClusterOptions:
     agent_id: str = ""
     # The agent forks plain `python3 script.py` trials from a warm process
     # that has imported determined, grpc and the `preload` modules.
-    fork_trials: bool = False
+    fork_trials: bool = True
     preload: str = ""
     agents: int = 1
     # The address other machines reach this one by: nats-server then listens on
@@ -179,7 +179,7 @@ class ClusterRecord:
     gpu: bool = True
     json_logs: bool = False
     agent_id: str = ""
-    fork_trials: bool = False
+    fork_trials: bool = True
     preload: str = ""
     supervisor_pid: int = 0
     # Field 22 of /proc/<pid>/stat of each pid above, by part name ("supervisor" too).
@@ -449,10 +449,43 @@ def cluster_trial_home(data_dir: Path) -> Path:
 
 def _agent_options(environment: dict[str, str], options: ClusterOptions) -> None:
     environment[TRIAL_USER_SETTING] = trial_user_name(options.settings, euid=os.geteuid())
+    if options.settings.get("DET_AGENT_RUNTIME") == "docker":
+        environment.update(container_settings(options.data_dir, options.settings))
     if not options.gpu:
         environment["DET_AGENT_GPUS"] = "0"
-    if options.fork_trials:
-        environment.update(DET_AGENT_FORK_SERVER="1", DET_AGENT_PRELOAD=options.preload)
+    environment.update(
+        DET_AGENT_FORK_SERVER="1" if options.fork_trials else "0", DET_AGENT_PRELOAD=options.preload
+    )
+
+
+# What in a data folder no trial container may mount: secrets, the servers' files, the
+# parts' state and logs. Its default checkpoint storage stays mountable.
+PROTECTED_IN_DATA_DIR = (
+    "cluster.secret",
+    "credentials.json",
+    "initial-user-password",
+    "agent-secrets",
+    "compose",
+    "postgres",
+    "nats",
+    "run",
+    "logs",
+)
+
+
+def container_settings(data_dir: Path, settings: dict[str, str]) -> dict[str, str]:
+    """What an agent that runs trials in containers gets: the image of a config that names
+    none (this version's CPU trial image, deploy/docker/) and the host paths no trial's bind
+    mount may reach (DET_AGENT_DEFAULT_IMAGE and DET_AGENT_PROTECTED_PATHS given to
+    cluster-up win)."""
+    from deploy.docker.images import image_name
+
+    protected = ",".join(str(data_dir / name) for name in PROTECTED_IN_DATA_DIR)
+    given = settings.get("DET_AGENT_PROTECTED_PATHS")
+    return {
+        "DET_AGENT_DEFAULT_IMAGE": settings.get("DET_AGENT_DEFAULT_IMAGE") or image_name("cpu"),
+        "DET_AGENT_PROTECTED_PATHS": f"{protected},{given}" if given else protected,
+    }
 
 
 def agent_environment(base: dict[str, str], agent: AgentSpec, data_dir: Path, address: str) -> dict[str, str]:

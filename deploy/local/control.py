@@ -389,6 +389,8 @@ class ClusterReport:
     supervisor_alive: bool
     # Part -> its report of skipped events and (the gateway's) projector progress (status.py).
     events: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The Docker Compose project running it (deploy/compose/); "": the supervisor runs it.
+    compose_project: str = ""
 
 
 def cluster_report(data_dir: Path) -> ClusterReport:

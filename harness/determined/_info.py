@@ -83,10 +83,12 @@ class ClusterInfo:
         container_addrs: list[str] | None = None,
         container_rank: int = 0,
         container_slot_counts: list[int] | None = None,
+        gpu_uuids: list[str] | None = None,
     ) -> None:
         """The container_* fields describe the task's gang, one "container" per agent that runs
         a part of it, in placement order (the first is the chief's); they default to one
-        container on this machine holding all of `slot_ids`."""
+        container on this machine holding all of `slot_ids`. `gpu_uuids`: the "GPU-<uuid>" of
+        this container's GPUs, the only ones it sees (none for CPU slots)."""
         self.master_url = _canonical_master_url(master_url)
         self.cluster_id = cluster_id
         self.agent_id = agent_id
@@ -100,6 +102,7 @@ class ClusterInfo:
         self.container_addrs = container_addrs or ["127.0.0.1"]
         self.container_rank = container_rank
         self.container_slot_counts = container_slot_counts or [len(slot_ids)]
+        self.gpu_uuids = gpu_uuids or []
 
     @property
     def trial(self) -> TrialInfo:
@@ -135,6 +138,7 @@ class ClusterInfo:
             container_addrs=[str(a) for a in json.loads(env.get("DET_CONTAINER_ADDRS") or "[]")],
             container_rank=int(env.get("DET_CONTAINER_RANK") or "0"),
             container_slot_counts=[int(n) for n in json.loads(env.get("DET_CONTAINER_SLOT_COUNTS") or "[]")],
+            gpu_uuids=[str(u) for u in json.loads(env.get("DET_GPU_UUIDS") or "[]")],
         )
 
 

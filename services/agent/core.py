@@ -39,6 +39,7 @@ from determined.proto import events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
 from services.common.stops import NO_STOP, Stops
+from services.common.trial_runtime import PROCESS
 
 AGENT_RESTARTED = "agent restarted"
 AGENT_RESTARTED_EXIT_CODE = -1
@@ -138,13 +139,15 @@ AGENT_FOLDS = (
 
 class AgentCore(PureCore[AgentState]):
     """The core of one run of agent `agent_id`, whose registration was
-    appended with `boot_id` (none: a replay that is no run's own)."""
+    appended with `boot_id` (none: a replay that is no run's own). `adopted`:
+    the allocations whose containers an earlier run left running; those still
+    open when this run registers are this run's (reattached), not orphaned."""
 
-    def __init__(self, agent_id: str, boot_id: str = "") -> None:
+    def __init__(self, agent_id: str, boot_id: str = "", adopted: frozenset[str] = frozenset()) -> None:
         super().__init__(
             AGENT_FOLDS,
             AgentState,
-            functools.partial(evolve, agent_id, boot_id),
+            functools.partial(evolve, agent_id, boot_id, adopted),
             functools.partial(decide, agent_id, boot_id),
         )
         self.agent_id = agent_id
@@ -156,7 +159,9 @@ def run_boot_id(boot_id: str, registrations: int) -> str:
     return boot_id if registrations == 0 else f"{boot_id}-{registrations}"
 
 
-def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -> AgentState:
+def evolve(
+    agent_id: str, boot_id: str, adopted: frozenset[str], state: AgentState, envelope: Envelope
+) -> AgentState:
     event = payload_of(envelope)
     match event:
         case events_pb2.AgentRegistered():
@@ -169,6 +174,9 @@ def evolve(agent_id: str, boot_id: str, state: AgentState, envelope: Envelope) -
             own = registration_id(agent_id, run_boot_id(boot_id, state.registrations))
             if not boot_id or envelope.event_id != own:
                 return state
+            if state.registrations == 0:  # this run's first: what it reattaches stays open
+                kept = {k: replace(v, orphaned=k not in adopted) for k, v in state.allocations.items()}
+                state = replace(state, allocations=kept)
             return replace(
                 state,
                 registered=True,
@@ -348,10 +356,17 @@ def agent_registered(
     *,
     resource_pool: str = "",
     address: str = "",
+    runtime: str = PROCESS,
 ) -> Append:
-    """A registration per start of the agent: `boot_id` is new each start."""
+    """A registration per start of the agent: `boot_id` is new each start.
+    `runtime`: how it runs allocations, "process" or "docker"."""
     event = events_pb2.AgentRegistered(
-        agent_id=agent_id, hostname=hostname, slots=slots, resource_pool=resource_pool, address=address
+        agent_id=agent_id,
+        hostname=hostname,
+        slots=slots,
+        resource_pool=resource_pool,
+        address=address,
+        runtime=runtime,
     )
     return Append(aggregate("agent", agent_id), event, registration_id(agent_id, boot_id))
 

@@ -64,10 +64,21 @@ def groups_to_kill(agent_id: str, folders: Sequence[AllocationFolder]) -> tuple[
 
 
 def plan_start_up(
-    agent_id: str, folders: Sequence[AllocationFolder], *, now: float, keep_failed_s: float
+    agent_id: str,
+    folders: Sequence[AllocationFolder],
+    *,
+    now: float,
+    keep_failed_s: float,
+    keep: Collection[str] = (),
 ) -> StartUpPlan:
-    """What to do with the work dir before this run of the agent starts anything."""
-    mine = [folder for folder in folders if folder.agent_id in (None, agent_id)]
+    """What to do with the work dir before this run of the agent starts
+    anything. `keep`: allocations whose containers an earlier run left
+    running (they may be reattached): their folders are left as they are."""
+    mine = [
+        folder
+        for folder in folders
+        if folder.agent_id in (None, agent_id) and folder.allocation_id not in keep
+    ]
     kill = groups_to_kill(agent_id, folders)
     ended = [folder if folder.failed_at is not None else replace(folder, failed_at=now) for folder in mine]
     remove = folders_to_remove(agent_id, ended, running=(), now=now, keep_failed_s=keep_failed_s)

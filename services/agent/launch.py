@@ -19,7 +19,9 @@ from typing import Any
 from determined.common import entrypoint as shared
 from determined.common.entrypoint import STARTUP_HOOK, configured_variables
 from determined.common.ports import allocation_ports
+from determined.proto import events_pb2
 from services.agent.core import AgentAllocation
+from services.agent.gpus import gpu_variables
 from services.common.os_users import OsUser
 
 # STARTUP_HOOK is re-exported for runner.py.
@@ -112,6 +114,8 @@ class AgentIdentity:
     # DET_MASTER_CERT_NAME, see determined._client.master_channel); "": none given.
     master_cert_file: str = ""
     master_cert_name: str = ""
+    # The slots it registered: which GPU each CUDA slot is (services/agent/gpus.py).
+    slots: tuple[events_pb2.Slot, ...] = ()
 
 
 def entrypoint_argv(config: dict[str, Any], *, startup_hook: bool) -> list[str]:
@@ -218,6 +222,7 @@ def trial_environment(
         PYTHONUNBUFFERED="1",
     )
     env.update(_master_tls(identity, folder))
+    env.update(gpu_variables(allocation.slot_ids, identity.slots))  # its slots' GPUs, and no other
     if launch.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
     return env

@@ -17,16 +17,29 @@ place. The last batch of an allocation says so (`allocation_ended`).
 A line a distributed trial's worker wrote through `determined.launch.wrap_rank`
 starts with `[rank=N] `: the prefix goes, and N becomes the line's `rank`
 (what `det trial logs --rank` filters on).
+
+A container's lines come led by the daemon's timestamp (`follow(...,
+timestamped=True)`): it becomes the line's time. With a `progress_path`, the
+shipper notes before each batch how many batches it shipped, the newest time
+of each stream they hold, and the batch in flight (`ShippedProgress`); once
+the batch is acknowledged, that it is no longer in flight. A restarted agent
+that reattaches the container sends the batch in flight again under its msg
+id (stored once either way), then ships from there on under the next batch
+numbers: nothing lost, nothing twice.
 """
 
 import asyncio
+import base64
 import contextlib
+import json
 import os
 import re
 import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
@@ -57,6 +70,46 @@ _LENGTH = struct.Struct(">I")
 _FRAMING = 6
 
 log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class ShippedProgress:
+    """What a shipper shipped: its batches, the newest line time of each stream,
+    and the batch it had in flight (base64 of the LogBatch; "": none), which
+    those count."""
+
+    batches: int = 0
+    stdout_ns: int = 0
+    stderr_ns: int = 0
+    pending: str = ""
+
+    def since(self) -> dict[str, int]:
+        return {"stdout": self.stdout_ns, "stderr": self.stderr_ns}
+
+
+def read_progress(path: Path) -> ShippedProgress:
+    """The progress noted at `path` (none: nothing shipped)."""
+    try:
+        found = json.loads(path.read_text())
+        return ShippedProgress(
+            int(found["batches"]),
+            int(found["stdout_ns"]),
+            int(found["stderr_ns"]),
+            str(found.get("pending", "")),
+        )
+    except (OSError, ValueError, TypeError, KeyError):
+        return ShippedProgress()
+
+
+def timestamp_ns(stamp: str) -> int:
+    """An RFC 3339 UTC time (Docker's, to the nanosecond) in ns since the epoch (0: not one)."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    try:
+        seconds = datetime.strptime(whole, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return 0
+    digits = fraction[:9].ljust(9, "0")
+    return int(seconds) * 1_000_000_000 + int(digits) if digits.isdigit() else 0
 
 
 class LogBuffer:
@@ -203,24 +256,28 @@ class LogShipper:
         spill_path: Path | None = None,
         memory_bytes: int = MEMORY_BYTES,
         spill_bytes: int = SPILL_BYTES,
+        progress_path: Path | None = None,
     ) -> None:
         self._publish = publish
+        self._progress_path = progress_path
+        self._progress = read_progress(progress_path) if progress_path is not None else ShippedProgress()
         self._template = events_pb2.LogBatch(
             trial_id=trial_id, allocation_id=allocation_id, agent_id=agent_id
         )
         self._buffer = LogBuffer(spill_path, memory_bytes=memory_bytes, spill_bytes=spill_bytes)
-        self._batches = 0
+        self._batches = self._progress.batches
         self._closing = False
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
 
-    def add(self, stdtype: str, text: str) -> None:
-        self._buffer.add(log_line(stdtype, text, time.time_ns()))
+    def add(self, stdtype: str, text: str, timestamp_ns: int = 0) -> None:
+        self._buffer.add(log_line(stdtype, text, timestamp_ns or time.time_ns()))
         if len(self._buffer) >= MAX_BATCH_LINES:
             self._wake.set()
 
-    async def follow(self, stream: asyncio.StreamReader, stdtype: str) -> None:
-        """Reads one of the process's pipes until it closes."""
+    async def follow(self, stream: asyncio.StreamReader, stdtype: str, *, timestamped: bool = False) -> None:
+        """Reads one of the process's pipes until it closes (`timestamped`: each
+        line led by its time and a space, as Docker's logs give them)."""
         while True:
             try:
                 line = await stream.readuntil(b"\n")
@@ -230,7 +287,12 @@ class LogShipper:
                 line = await stream.readexactly(error.consumed)
             if not line:
                 return
-            self.add(stdtype, line.decode(errors="replace").rstrip("\n"))
+            text = line.decode(errors="replace").rstrip("\n")
+            if timestamped:
+                stamp, _, text = text.partition(" ")
+                self.add(stdtype, text, timestamp_ns(stamp))
+            else:
+                self.add(stdtype, text)
 
     def start(self) -> None:
         """Starts shipping; `close` ends it."""
@@ -255,6 +317,7 @@ class LogShipper:
 
     async def _send(self) -> None:
         try:
+            await self._resend_pending()
             while True:
                 await self._ready()
                 lines = self._buffer.peek(MAX_BATCH_LINES, MAX_BATCH_BYTES)
@@ -281,8 +344,23 @@ class LogShipper:
         batch.CopyFrom(self._template)
         batch.lines.extend(lines)
         batch.allocation_ended = ended
-        msg_id = f"logs-{batch.allocation_id}-{batch.agent_id}-{self._batches}"
+        number = self._batches
         self._batches += 1
+        self._note_progress(lines, pending=batch)  # shipped, or in flight: sent again if need be
+        await self._publish_batch(batch, number)
+        self._note_progress([], pending=None)
+
+    async def _resend_pending(self) -> None:
+        """The batch an earlier run of the agent had in flight, sent again under its
+        own msg id: stored once, whether or not that run's send arrived."""
+        if not self._progress.pending:
+            return
+        batch = events_pb2.LogBatch.FromString(base64.b64decode(self._progress.pending))
+        await self._publish_batch(batch, self._batches - 1)
+        self._note_progress([], pending=None)
+
+    async def _publish_batch(self, batch: events_pb2.LogBatch, number: int) -> None:
+        msg_id = f"logs-{batch.allocation_id}-{batch.agent_id}-{number}"
         delay, stalled_at = RETRY_MIN_S, 0.0
         while True:
             try:
@@ -295,7 +373,7 @@ class LogShipper:
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
             except Exception as error:  # noqa: BLE001 - a bad batch must not stop the shipping, nor the trial
-                log.warning("log_batch_refused", lines=len(lines), error=repr(error))
+                log.warning("log_batch_refused", lines=len(batch.lines), error=repr(error))
                 return
             if stalled_at:
                 log.info(
@@ -304,6 +382,24 @@ class LogShipper:
                     waiting_lines=len(self._buffer),
                 )
             return
+
+    def _note_progress(self, lines: list[events_pb2.LogLine], *, pending: events_pb2.LogBatch | None) -> None:
+        """Notes (atomically) what was shipped or is in flight (`pending`), for an
+        agent that reattaches the container."""
+        if self._progress_path is None:
+            return
+        newest = {"stdout": self._progress.stdout_ns, "stderr": self._progress.stderr_ns}
+        for line in lines:
+            if line.stdtype in newest:
+                newest[line.stdtype] = max(newest[line.stdtype], line.timestamp_ns)
+        in_flight = base64.b64encode(pending.SerializeToString()).decode() if pending is not None else ""
+        self._progress = ShippedProgress(self._batches, newest["stdout"], newest["stderr"], in_flight)
+        staging = self._progress_path.with_name(f".{self._progress_path.name}.tmp")
+        try:
+            staging.write_text(json.dumps(asdict(self._progress)))
+            staging.replace(self._progress_path)
+        except OSError as error:
+            log.warning("log_progress_not_noted", path=str(self._progress_path), error=str(error))
 
 
 def log_line(stdtype: str, text: str, timestamp_ns: int) -> events_pb2.LogLine:

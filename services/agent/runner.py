@@ -39,7 +39,16 @@ started in its group ends with it. When the agent starts, it kills what an
 earlier run left and sweeps old folders (`recover`, `folders.py`); it starts
 nothing until its own registration is folded (`AgentState.registered`).
 
-With a `ForkServer` (opt-in, DET_AGENT_FORK_SERVER), an allocation whose
+With `containers` (DET_AGENT_RUNTIME=docker, `containers/`), each allocation
+runs as a Docker container instead: the same folder (mounted inside), the
+same environment, watching, log shipping, stop and fencing (signals go to the
+container), its exit appended the same way; the container is removed once
+its output is shipped. Containers do not die with the agent: a restarted
+agent reattaches those of allocations still open in the log (`recover`
+lists them, the core keeps their allocations as this run's, and their output
+is followed again from the last line shipped) and removes the rest.
+
+With a `ForkServer` (DET_AGENT_FORK_SERVER, on unless set to 0), an allocation whose
 entrypoint is a plain `python3 script.py ...` (`forkable_argv`) runs in a
 child forked from a warm helper (`determined.exec.forkserver`) instead of a
 fresh interpreter; `ForkedProcess` gives it the surface of an
@@ -67,8 +76,12 @@ from typing import Any, Protocol
 import structlog
 
 from determined.common.context import ContextError, extract_context
+from determined.exec import private_tmp
 from determined.proto import events_pb2
 from services.agent import workdir
+from services.agent.containers.launcher import Containers
+from services.agent.containers.runtime import ContainerProcess
+from services.agent.containers.spec import ContainerConfigError
 from services.agent.context_fetch import fetch_context
 from services.agent.core import AgentAllocation, AgentState, allocation_started, part_ended
 from services.agent.folders import ended_well
@@ -85,8 +98,10 @@ from services.agent.launch import (
     passed_on,
     trial_environment,
 )
-from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper
+from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper, read_progress
 from services.agent.logs import MEMORY_BYTES as LOG_MEMORY_BYTES
+from services.agent.notices import runtime_notices
+from services.agent.private_tmp import TrialTmp
 from services.common.config import experiment_config
 from services.common.envelope import Append
 from services.common.eventlog import EventStoreError
@@ -112,6 +127,8 @@ OUTPUT_DRAIN_S = 1.0
 EXIT_POLL_S = 0.1
 SWEEP_MAX_INTERVAL_S = 600.0
 REAPER_EXIT_TIMEOUT_S = 10.0
+# In a container's allocation folder: what its shipper shipped (`logs.ShippedProgress`).
+LOGS_SHIPPED_FILE = "logs-shipped.json"
 
 
 log = structlog.get_logger()
@@ -196,14 +213,19 @@ class ForkServer:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def spawn(
-        self, argv: list[str], cwd: Path, env: Mapping[str, str], record: Mapping[str, str] | None = None
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: Mapping[str, str],
+        record: Mapping[str, str] | None = None,
+        tmp: Mapping[str, object] | None = None,
     ) -> ForkedProcess:
         """Forks a child running `python3 argv...` in cwd with exactly env;
         with `record` ({"path", "agent_id", "allocation_id"}), the child
         writes its process record there before it runs anything (as the fork
         server's user: the runner, whose allocation folders a trial user may
-        not write, writes its records itself). ForkServerUnavailable: nothing
-        was started."""
+        not write, writes its records itself); with `tmp` (`TrialTmp.request`),
+        its own /tmp. ForkServerUnavailable: nothing was started."""
         path = await self._ensure_started()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -211,6 +233,8 @@ class ForkServer:
             message: dict[str, object] = {"argv": argv, "cwd": str(cwd), "env": dict(env)}
             if record is not None:
                 message["record"] = dict(record)
+            if tmp is not None:
+                message["tmp"] = dict(tmp)
             request = json.dumps(message).encode()
             # The thread closes the write ends: a cancelled wait must not close them under it.
             status, pid, ticks = await asyncio.to_thread(_fork_request, path, request, out_w, err_w)
@@ -357,10 +381,15 @@ class Runner:
     # How much of an allocation's output waits in memory while NATS is
     # unreachable, before the rest waits in a file in its folder.
     log_memory_bytes: int = LOG_MEMORY_BYTES
-    # Forks plain `python3 script.py` trials from a warm process (opt-in).
+    # Forks plain `python3 script.py` trials from a warm process.
     fork_server: ForkServer | None = None
     # Who trials run as (None: the agent's own user).
     trial_user: OsUser | None = None
+    # Runs allocations as Docker containers (None: as processes).
+    containers: Containers | None = None
+    # Containers an earlier run left, by allocation id, until this run's
+    # registration is folded: those of open allocations are reattached.
+    left_running: dict[str, Any] = field(default_factory=dict)
     table: dict[str, Running] = field(default_factory=dict)
     # Kills what this run started once it is gone (`reaper.py`).
     reaper: asyncio.subprocess.Process | None = None
@@ -371,13 +400,19 @@ class Runner:
 
     async def recover(self) -> None:
         """Before this run of the agent starts anything (and registers): kills
-        what earlier runs left running, sweeps their folders (`folders.py`)."""
+        what earlier runs left running, sweeps their folders (`folders.py`),
+        and finds the containers they left (kept, with their folders, until
+        the log says whose allocations are still open)."""
+        if self.containers is not None:
+            self.left_running = await self.containers.left_running(self.identity.agent_id)
+            await self.containers.prepare()
         await asyncio.to_thread(
             workdir.recover,
             self.work_dir,
             self.identity.agent_id,
             now=time.time(),
             keep_failed_s=self.keep_failed_s,
+            keep=set(self.left_running),
         )
 
     async def start_reaper(self) -> None:
@@ -428,6 +463,7 @@ class Runner:
         if state.lost:  # the cluster gave up on this run: its allocations run elsewhere
             self._fence_all()
             return []  # until registered again (the core decides it)
+        await self._remove_closed_containers(state)
         for allocation_id, allocation in state.allocations.items():
             running = self.table.get(allocation_id)
             if allocation.orphaned:
@@ -450,12 +486,29 @@ class Runner:
             self._fence(self.table.pop(allocation_id))
         return []
 
+    async def _remove_closed_containers(self, state: AgentState) -> None:
+        """Once this run's registration is folded: the containers an earlier
+        run left whose allocations the log closed go (the others are reattached)."""
+        if not self.left_running or self.containers is None:
+            return
+        closed = [
+            c for allocation_id, c in self.left_running.items() if allocation_id not in state.allocations
+        ]
+        self.left_running = {k: c for k, c in self.left_running.items() if k in state.allocations}
+        if closed:
+            log.info("closed_allocation_containers_removed", count=len(closed))
+            await self.containers.remove(closed)
+
     async def stop(self) -> None:
         """Kills every process (the agent is going away); their allocations are
-        closed as "agent restarted" when the agent starts again."""
+        closed as "agent restarted" when the agent starts again. Containers
+        run on, to be reattached by the next run."""
         for running in self.table.values():
-            if running.process is not None and running.process.returncode is None:
-                _signal_group(running.process.pid, signal.SIGKILL)
+            process = running.process
+            if isinstance(process, ContainerProcess):
+                process.abandon()
+            elif process is not None and process.returncode is None:
+                _signal_group(process.pid, signal.SIGKILL)
             for task in (running.task, running.stop_timer):
                 if task is not None:
                     task.cancel()
@@ -482,7 +535,16 @@ class Runner:
             agent_id=self.identity.agent_id,
             spill_path=folder / SPILL_FILE,
             memory_bytes=self.log_memory_bytes,
+            progress_path=folder / LOGS_SHIPPED_FILE if self.containers is not None else None,
         )
+        left = self.left_running.pop(allocation.allocation_id, None)
+        if left is not None and self.containers is not None:
+            await self._reattach(running, shipper, folder, left)
+            return
+        if self.containers is None:  # what the config asks that a process cannot have
+            config = json.loads(running.launch.config_json or "{}")
+            for notice in runtime_notices(config, "process"):
+                shipper.add("stderr", f"determined agent: {notice}")
         try:
             argv, script = await self._prepare(running.launch, folder)
             if running.kill_requested:  # asked before it could start
@@ -492,9 +554,35 @@ class Runner:
             running.process = await self._spawn(running, folder, argv, script)
         # EventStoreError: the context is not stored, or damaged.
         except (AgentError, ContextError, EventStoreError, OSError, SubprocessError) as error:
-            await self._fail(running, shipper, str(error) or repr(error))
+            # A container the config asks for that this agent refuses: a restart cannot help.
+            await self._fail(
+                running, shipper, str(error) or repr(error), fatal=isinstance(error, ContainerConfigError)
+            )
             return
+        await self._finish(running, shipper, folder)
+
+    async def _reattach(self, running: Running, shipper: LogShipper, folder: Path, container: Any) -> None:
+        """Follows the container an earlier run of the agent started for this
+        allocation, from the last line that run shipped."""
+        assert self.containers is not None
+        since = await asyncio.to_thread(read_progress, folder / LOGS_SHIPPED_FILE)
+        try:
+            running.process = self.containers.attach(container, since.since())
+        except AgentError as error:
+            await self._fail(running, shipper, str(error))
+            return
+        log.info(
+            "allocation_reattached", allocation_id=running.allocation.allocation_id, pid=running.process.pid
+        )
+        await self._finish(running, shipper, folder)
+
+    async def _finish(self, running: Running, shipper: LogShipper, folder: Path) -> None:
+        """Watches the started process to its end, then appends that end."""
+        allocation = running.allocation
+        assert running.process is not None
         exit_code = await self._watch(running, running.process, shipper, folder)
+        if isinstance(running.process, ContainerProcess):
+            await running.process.remove()
         failed = exit_code != 0 and not running.kill_requested
         fatal = await asyncio.to_thread(fatal_error, folder) if failed else ""
         log.info(
@@ -506,13 +594,13 @@ class Runner:
         )
         await self._end(running, exit_code, killed=running.kill_requested, error=fatal, fatal=bool(fatal))
 
-    async def _fail(self, running: Running, shipper: LogShipper, error: str) -> None:
+    async def _fail(self, running: Running, shipper: LogShipper, error: str, *, fatal: bool = False) -> None:
         """The allocation could not start: the user reads why in the trial's logs."""
         allocation = running.allocation
         log.warning("allocation_setup_failed", allocation_id=allocation.allocation_id, error=error)
         shipper.add("stderr", f"determined agent: {error}")
         await shipper.close()
-        await self._end(running, SETUP_FAILED_EXIT_CODE, error=error)
+        await self._end(running, SETUP_FAILED_EXIT_CODE, error=error, fatal=fatal)
 
     async def _end(
         self, running: Running, exit_code: int, *, killed: bool = False, error: str = "", fatal: bool = False
@@ -555,14 +643,15 @@ class Runner:
         if launch.context_hash:
             contexts, connection = self.store.contexts, self.store.connection
             data = await fetch_context(contexts, connection, launch.context_hash, allocation_id=folder.name)
+        user = self.containers.user if self.containers is not None else self.trial_user
         await asyncio.to_thread(
-            make_folders, folder, self.trial_user, data, launch.config_json, self.identity.master_cert_file
+            make_folders, folder, user, data, launch.config_json, self.identity.master_cert_file
         )
         config = json.loads(launch.config_json or "{}")
         startup_hook = (folder / TRIAL_FOLDER / STARTUP_HOOK).is_file()
         argv = entrypoint_argv(config, startup_hook=startup_hook)
         script = None
-        if self.fork_server is not None:
+        if self.fork_server is not None and self.containers is None:
             script = forkable_argv(config, startup_hook=startup_hook, slot_type=self.slot_type)
         return argv, script
 
@@ -584,11 +673,15 @@ class Runner:
             folder=folder,
             user=self.trial_user,
         )
+        if self.containers is not None:
+            return await self._spawn_container(running, folder, argv, env)
         record = workdir.record_path(folder)
+        config = json.loads(running.launch.config_json or "{}")
+        tmp = TrialTmp.of(folder, self.work_dir, self.identity.python_bin_dir, config)
         process: TrialProcess | None = None
         if script is not None and self.fork_server is not None:
             try:
-                process = await self.fork_server.spawn(script, cwd, env)
+                process = await self.fork_server.spawn(script, cwd, env, tmp=tmp.request())
             except ForkServerUnavailable as error:
                 log.warning(
                     "fork_server_unavailable", allocation_id=allocation.allocation_id, error=str(error)
@@ -599,12 +692,15 @@ class Runner:
                 )
                 await asyncio.to_thread(write_process_record, record, forked)
         if process is None:
+            enter_tmp, note = await tmp.for_new_process(env)
+            if note and running.shipper is not None:
+                running.shipper.add("stderr", note)
             preexec = allocation_preexec(
                 os.getpid(),
                 record,
                 self.identity.agent_id,
                 allocation.allocation_id,
-                as_user(self.trial_user),
+                _then(enter_tmp, as_user(self.trial_user)),  # its /tmp while it may still mount
             )
             process = await self._exec(cwd, argv, env, preexec)
         log.info(
@@ -616,6 +712,16 @@ class Runner:
         )
         await self._answer(running, allocation_started(allocation, process.pid))
         return process
+
+    async def _spawn_container(
+        self, running: Running, folder: Path, argv: list[str], env: dict[str, str]
+    ) -> ContainerProcess:
+        assert self.containers is not None
+        allocation = running.allocation
+        container = await self.containers.start(allocation, self.identity, folder, argv, env, self.slot_type)
+        log.info("allocation_started", allocation_id=allocation.allocation_id, pid=container.pid, argv=argv)
+        await self._answer(running, allocation_started(allocation, container.pid))
+        return container
 
     async def _exec(
         self, folder: Path, argv: list[str], env: dict[str, str], preexec: Callable[[], None]
@@ -642,8 +748,10 @@ class Runner:
             self._kill(running)
         shipper.start()
         assert process.stdout is not None and process.stderr is not None
+        stamped = isinstance(process, ContainerProcess)  # Docker's lines lead with their time
         output = asyncio.gather(
-            shipper.follow(process.stdout, "stdout"), shipper.follow(process.stderr, "stderr")
+            shipper.follow(process.stdout, "stdout", timestamped=stamped),
+            shipper.follow(process.stderr, "stderr", timestamped=stamped),
         )
         exit_code = await _exit_of(process, output)
         if not output.done():
@@ -675,7 +783,7 @@ class Runner:
         if process is None or process.returncode is not None:
             return  # not started (it will not be), or gone: its group may be another's now
         if running.fenced:
-            _signal_group(process.pid, signal.SIGKILL)
+            _signal_process(process, signal.SIGKILL)
         elif running.killer is None:
             running.killer = asyncio.create_task(self._terminate(process))
 
@@ -691,12 +799,12 @@ class Runner:
 
     async def _terminate(self, process: TrialProcess) -> None:
         """SIGTERM to the process group; SIGKILL after the grace period."""
-        _signal_group(process.pid, signal.SIGTERM)
+        _signal_process(process, signal.SIGTERM)
         try:
             async with asyncio.timeout(self.kill_grace_s):
                 await asyncio.shield(process.wait())
         except TimeoutError:
-            _signal_group(process.pid, signal.SIGKILL)
+            _signal_process(process, signal.SIGKILL)
 
     async def _answer(self, running: Running, append: Append) -> None:
         """Appends an event about an allocation, as an answer to its assignment
@@ -726,8 +834,9 @@ def make_folders(
     """The allocation's folder (the agent's, 0711) with its config (0600, the
     trial user's: it may hold storage credentials), its empty FATAL_ERROR_FILE
     (0600, the trial user's to write), a copy of the master's certificate
-    (0644), and its trial folder (0700, the trial user's) holding the
-    extracted context. Blocking: run in a thread."""
+    (0644), its trial folder (0700, the trial user's) holding the
+    extracted context, and the folder that is the trial's /tmp (0700, the
+    trial user's). Blocking: run in a thread."""
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o711)
     for name, text in ((CONFIG_FILE, config_json or "{}"), (FATAL_ERROR_FILE, "")):
@@ -742,8 +851,11 @@ def make_folders(
     trial.mkdir(mode=0o700, exist_ok=True)
     if context is not None:
         extract_context(context, trial)
+    tmp = folder / private_tmp.FOLDER  # the trial's own /tmp (`private_tmp.py`)
+    tmp.mkdir(mode=0o700, exist_ok=True)
     if user is not None:
         _give(trial, user)
+        os.chown(tmp, user.uid, user.gid)
 
 
 def fatal_error(folder: Path) -> str:
@@ -787,6 +899,14 @@ def _then(first: Callable[[], None], second: Callable[[], None]) -> Callable[[],
         second()
 
     return both
+
+
+def _signal_process(process: TrialProcess, signum: int) -> None:
+    """Signals a trial: its container, or its process group."""
+    if isinstance(process, ContainerProcess):
+        process.send_signal(signum)
+    else:
+        _signal_group(process.pid, signum)
 
 
 def _signal_group(pid: int, signum: int) -> None:

@@ -1,4 +1,4 @@
-"""The slots this machine offers: one per GPU that NVML sees, else CPU slots."""
+"""The slots this machine offers: one per GPU that NVML sees (named by its UUID), else CPU slots."""
 
 import warnings
 
@@ -30,7 +30,11 @@ def _cuda_slots() -> list[events_pb2.Slot]:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name, uuid = _text(pynvml.nvmlDeviceGetName(handle)), _text(pynvml.nvmlDeviceGetUUID(handle))
-            slots.append(events_pb2.Slot(slot_id=index, type="cuda", device=f"{name} ({uuid})"))
+            # slot_id is NVML's index (PCI bus order); gpu_uuid is "GPU-<uuid>", which
+            # CUDA_VISIBLE_DEVICES and Docker's device requests accept (services/agent/gpus.py).
+            slots.append(
+                events_pb2.Slot(slot_id=index, type="cuda", device=f"{name} ({uuid})", gpu_uuid=uuid)
+            )
         return slots
     finally:
         pynvml.nvmlShutdown()

@@ -4,7 +4,7 @@ in a thread."""
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,10 +59,12 @@ def read_folders(work_dir: Path) -> list[AllocationFolder]:
     return [_read_folder(path) for path in sorted(work_dir.iterdir()) if path.is_dir()]
 
 
-def recover(work_dir: Path, agent_id: str, *, now: float, keep_failed_s: float) -> StartUpPlan:
+def recover(
+    work_dir: Path, agent_id: str, *, now: float, keep_failed_s: float, keep: Collection[str] = ()
+) -> StartUpPlan:
     """Before this run of the agent starts anything: kills what earlier runs
-    left running, notes their folders as ended, sweeps the old ones."""
-    plan = plan_start_up(agent_id, read_folders(work_dir), now=now, keep_failed_s=keep_failed_s)
+    left running, notes their folders as ended, sweeps the old ones (but those in `keep`)."""
+    plan = plan_start_up(agent_id, read_folders(work_dir), now=now, keep_failed_s=keep_failed_s, keep=keep)
     killed = kill_groups(work_dir, plan.kill)
     if killed:
         log.warning("leftover_process_groups_killed", allocation_ids=killed)

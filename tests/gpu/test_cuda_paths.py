@@ -1,6 +1,8 @@
 """The CUDA paths, on a real GPU: what CI (no GPU) can never run.
 
 - the agent's slot detection (pynvml) offers the GPU as a `cuda` slot named by its name and uuid;
+- a process trial of one slot sees that slot's GPU and no other (CUDA_VISIBLE_DEVICES by UUID),
+  as torch and `det.get_cluster_info().gpu_uuids` say; a zero-slot trial sees none;
 - a PyTorchTrial trains through the Trainer off-cluster in mixed precision (autocast in float16
   and a wrapped GradScaler, as `_pytorch_context` documents), its loss falls, and its
   checkpoint loads back onto the GPU, both by resuming and by `load_trial_from_checkpoint_path`;
@@ -137,6 +139,61 @@ def test_the_agent_offers_the_gpu_as_a_cuda_slot() -> None:
         assert properties.name in slot.device
         assert str(properties.uuid).removeprefix("GPU-") in slot.device
         print(f"slot {slot.slot_id}: {slot.device}, {properties.total_memory / 2**30:.1f} GiB")
+
+
+# Run as a trial: which GPUs it sees, by torch and by `det.get_cluster_info().gpu_uuids`.
+SEEN_GPUS = """
+import json, torch, determined as det
+names = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+uuids = ["GPU-" + name.removeprefix("GPU-") for name in names]
+print(json.dumps({"torch": uuids, "cluster_info": det.get_cluster_info().gpu_uuids}))
+"""
+
+
+def gpus_a_trial_sees(slot_ids: list[int], slots: list[Any], folder: Path) -> dict[str, list[str]]:
+    """Starts a process with the environment the agent gives a trial of `slot_ids` (its process
+    runtime) and returns the GPUs it sees."""
+    from determined.proto import events_pb2
+    from services.agent.core import AgentAllocation
+    from services.agent.launch import CONFIG_FILE, AgentIdentity, trial_environment
+
+    request = events_pb2.AllocationRequested(
+        allocation_id="1.1", task_id="1", task_type="TRIAL", trial=events_pb2.TrialLaunch(trial_id=1)
+    )
+    identity = AgentIdentity(
+        "gpu-check", "gpu-check", "127.0.0.1:1", str(Path(sys.executable).parent), slots=tuple(slots)
+    )
+    folder.mkdir()
+    (folder / CONFIG_FILE).write_text("{}")
+    env = trial_environment(
+        AgentAllocation(request, "gpu-check", tuple(slot_ids)),
+        identity,
+        session_token="",
+        slot_type="cuda",
+        inherited=os.environ,
+        folder=folder,
+    )
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # where this run finds torch (bench/gpu_check.sh)
+    done = subprocess.run(
+        [sys.executable, "-c", SEEN_GPUS], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@needs_cuda
+def test_each_one_slot_trial_sees_its_own_gpu_and_a_zero_slot_trial_none(tmp_path: Path) -> None:
+    """On a 2-GPU agent, the trials of slots 0 and 1 see one different GPU each (on a 1-GPU
+    machine, the one trial sees its GPU: tests/unit/test_agent_gpus.py checks the mapping for
+    more)."""
+    from services.agent.slots import detect_slots
+
+    slots = detect_slots(cpu_slots=1)
+    seen = [gpus_a_trial_sees([slot.slot_id], slots, tmp_path / f"slot-{slot.slot_id}") for slot in slots]
+    assert seen == [{"torch": [slot.gpu_uuid], "cluster_info": [slot.gpu_uuid]} for slot in slots]
+    assert len({tuple(trial["torch"]) for trial in seen}) == len(slots) == torch.cuda.device_count()
+    print(f"{len(slots)} one-slot trials, each on its own GPU: {[trial['torch'] for trial in seen]}")
+    assert gpus_a_trial_sees([], slots, tmp_path / "zero-slot") == {"torch": [], "cluster_info": []}
 
 
 @needs_cuda_or_dry_run

@@ -16,7 +16,9 @@ and the trials' when they gained theirs: their other columns still hash to the
 digests recorded before. The allocations' were recorded again when they gained
 stop_requests (issue 18: a pause's stop can be withdrawn); their other columns
 still hash to the digests recorded before. `pause_withdrawn.jsonl` (issue 18) was
-recorded with the code of its day, projected in one batch.
+recorded with the code of its day, projected in one batch. The agents' were
+recorded again when they gained runtime (issue 19: "process" for these logs'
+registrations, which predate runtimes).
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -36,7 +38,7 @@ from services.gateway.schema import SCHEMA, create_schema, drop_schema, metadata
 # table -> (rows, md5 of the rows' text in order), per log.
 EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
     "three_experiments.jsonl": {
-        "agents": (1, "edea389c2065221bd44ecd206df00fde"),
+        "agents": (1, "239b9f3a2704178304cd7da0ee3c626a"),
         "allocations": (4, "307f6249089503a72053cb8e81cb7c60"),
         "checkpoints": (1, "40072548bae3bdd4db8e2365914b45c1"),
         "experiments": (3, "652f335fcdb479bd9323e3e91055ffee"),
@@ -49,7 +51,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "trials": (3, "6cf08c660b0364f0abdc1218091b69ef"),
     },
     "adaptive_pause_kill.jsonl": {
-        "agents": (1, "e14a4ea1ef27af99f64f731ea3c7472f"),
+        "agents": (1, "c6959ec8a4620736da571936fd59ee4d"),
         "allocations": (8, "0ce3e64aac4ae233b86c29497948eda9"),
         "checkpoints": (2, "cbb1d41b28266f09185d7765ec8ecd7e"),
         "experiments": (3, "c6bd7d10ed4d494ade82b49cf4ecb84e"),
@@ -62,7 +64,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "trials": (7, "710cb06a12f20c24ed4d29b88d6f45ce"),
     },
     "generated_cluster.jsonl.gz": {
-        "agents": (4, "2dc6b8851a7b4ef1f81f5335f4ca6d09"),
+        "agents": (4, "0cd474fae007a253f0f6c9e417b19338"),
         "allocations": (164, "388fffd6323c5eac10e14279263ce42d"),
         "checkpoints": (130, "b6a831b6e9b00c09f4919f01f2149a97"),
         "experiments": (8, "5db5de84df998dfd7dc74e9a316285c1"),
@@ -75,7 +77,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "trials": (134, "4081942308b8a073f621aff40e9c8f16"),
     },
     "pause_withdrawn.jsonl": {
-        "agents": (1, "1888d8bea5f893fce6cea26739aafa6a"),
+        "agents": (1, "6125758d02fcb038973f117843d9572c"),
         "allocations": (1, "8ab712dcb37c98e334151f63a9abfaec"),
         "checkpoints": (0, None),
         "experiments": (1, "cba25318ae5805922ce3b94401753d13"),

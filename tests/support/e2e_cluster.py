@@ -179,7 +179,8 @@ def started_cluster(prefix: str, up_args: Sequence[str] = (), attacker: str = ""
 
 
 def storage_home(data_dir: Path) -> Path:
-    return data_dir.with_name(f"{data_dir.name}-storage")
+    # In the data folder's tree: a process trial's private /tmp still shows that tree.
+    return data_dir / "test-storage"
 
 
 def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -426,9 +426,12 @@ def test_a_registration_per_start_of_the_agent() -> None:
         "agent-registered-a-boot-1",
         "agent-registered-a-boot-2",
     )
-    assert first.payload == ev.AgentRegistered(agent_id="a", hostname="host", slots=slots)
-    pooled = agent_registered("a", "host", slots, "boot-1", resource_pool="gpu", address="10.0.0.1")
+    assert first.payload == ev.AgentRegistered(agent_id="a", hostname="host", slots=slots, runtime="process")
+    pooled = agent_registered(
+        "a", "host", slots, "boot-1", resource_pool="gpu", address="10.0.0.1", runtime="docker"
+    )
     assert (pooled.payload.resource_pool, pooled.payload.address) == ("gpu", "10.0.0.1")
+    assert pooled.payload.runtime == "docker"
 
 
 # -- allocations on several agents ----------------------------------------------------------
@@ -538,7 +541,7 @@ def test_a_run_knows_its_current_registration() -> None:
     state = fold(this, boot("boot-1"), boot("boot-2"))
     assert (state.registration_event_id, state.registrations) == ("agent-registered-a-boot-2", 1)
     assert state.registration == ev.AgentRegistered(
-        agent_id="a", hostname="a", slots=[ev.Slot(slot_id=0, type="cpu")]
+        agent_id="a", hostname="a", slots=[ev.Slot(slot_id=0, type="cpu")], runtime="process"
     )
     assert fold(AgentCore("a"), boot("boot-1")).registration_event_id == ""
 

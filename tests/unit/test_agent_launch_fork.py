@@ -77,8 +77,9 @@ def test_a_startup_hook_or_an_interpreter_variable_rules_forking_out() -> None:
 def test_cluster_up_fork_trials_reaches_the_agents_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plain = service_environment(ClusterOptions(tmp_path), tmp_path, "nats://x")
-    assert "DET_AGENT_FORK_SERVER" not in plain
+    assert ClusterOptions(tmp_path).fork_trials and AgentSettings().agent_fork_server  # on by default
+    off = service_environment(ClusterOptions(tmp_path, fork_trials=False), tmp_path, "nats://x")
+    assert off["DET_AGENT_FORK_SERVER"] == "0"  # --no-fork-trials
     options = ClusterOptions(tmp_path, fork_trials=True, preload="torch,sklearn.datasets")
     environment = service_environment(options, tmp_path, "nats://x")
     for key, value in environment.items():

@@ -72,6 +72,7 @@ def agent(state: str = "ENABLED", **uses: tuple[str, int, int]) -> api_pb2.Agent
         resource_pool="default",
         address="10.0.0.1",
         state=state,
+        runtime="docker",
     )
     for slot_id in range(3):
         message.slots.add(slot_id=slot_id, type="cpu", device=f"cpu{slot_id}")
@@ -84,7 +85,11 @@ def agent(state: str = "ENABLED", **uses: tuple[str, int, int]) -> api_pb2.Agent
 
 def test_agent_and_slot_rows_say_what_runs_where() -> None:
     busy = agent(s0=("3.1", 3, 2), s1=("3.1", 3, 2))
-    assert agent_row(busy) == ["agent-1", "h", "2001-09-09 01:46:40", 3, 1, "default", "ENABLED", "10.0.0.1"]
+    assert agent_row(busy) == [
+        "agent-1", "h", "2001-09-09 01:46:40", 3, 1, "default", "ENABLED", "10.0.0.1", "docker"
+    ]  # fmt: skip
+    busy.runtime = ""  # registered before runtimes
+    assert agent_row(busy)[-1] == "process"
     assert slot_rows(busy) == [
         ["agent-1", "default", 0, "RUNNING", "3.1", "trial 3 (experiment 2)", "cpu", "cpu0"],
         ["agent-1", "default", 1, "RUNNING", "3.1", "trial 3 (experiment 2)", "cpu", "cpu1"],

@@ -286,6 +286,7 @@ def agent(**changes: Any) -> Row:
         "registered_at_ns": 1,
         "resource_pool": "",
         "address": "",
+        "runtime": "process",
         "state": "ENABLED",
         "registration_event_id": "reg-1",
         "lost": False,
@@ -310,6 +311,7 @@ def test_an_agent_registered_again_is_replaced_but_for_what_an_operator_made_of_
         "registered_at_ns": 5,
         "resource_pool": "gpu",
         "address": "10.0.0.2",
+        "runtime": "process",  # registered before runtimes: it ran trials as processes
         "state": "DRAINING",
         "registration_event_id": event.event_id,
         "lost": False,
@@ -410,6 +412,7 @@ def test_every_table_is_written_whole_in_one_statement() -> None:
         [1],
         [""],
         [""],
+        ["process"],
         ["ENABLED"],
         ["reg-1"],
         [False],

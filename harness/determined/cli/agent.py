@@ -16,6 +16,7 @@ AGENT_HEADERS = [
     "Resource Pool",
     "State",
     "Address",
+    "Runtime",
 ]
 SLOT_HEADERS = ["Agent ID", "Resource Pool", "Slot ID", "State", "Allocation ID", "Task", "Type", "Device"]
 
@@ -74,6 +75,7 @@ def agent_row(agent: Any) -> list[Any]:
         agent.resource_pool,
         agent.state or "ENABLED",
         agent.address,
+        agent.runtime or "process",
     ]
 
 

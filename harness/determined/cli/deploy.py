@@ -1,6 +1,6 @@
 """`det deploy local cluster-up | cluster-down | status | restart-service |
-stop-service | start-service | agent-up | agent-down | agent-credentials`: a
-local cluster run by its supervisor (deploy/local/supervisor.py).
+stop-service | start-service | agent-up | agent-down | agent-credentials |
+build-images`: a local cluster run by its supervisor (deploy/local/supervisor.py).
 
 Agents: cluster-up --agents 1 runs the part "agent" (agent id: --agent-name or
 the host name); --agents N > 1 runs parts agent-1 .. agent-N with agent ids
@@ -17,6 +17,11 @@ cluster-up logs whoever ran it in as admin (a token in their CLI cache). The
 master listens on 127.0.0.1 unless --listen says otherwise; with --tls-cert and
 --tls-key it serves TLS (deploy/local/tls.py), and warns when it listens beyond
 loopback without.
+
+Docker: build-images builds the cluster and trial images (deploy/docker/);
+cluster-up --docker runs the same cluster under Docker Compose (deploy/compose/),
+whose agent runs trials in containers; cluster-down --docker and status act on it.
+cluster-up --runtime docker makes a process cluster's agents run trials in containers.
 """
 
 import argparse
@@ -31,7 +36,7 @@ from determined.cli._client import CliError
 from determined.cli._output import print_json, print_table
 
 if TYPE_CHECKING:
-    from deploy.local.cluster import ClusterRecord
+    from deploy.local.cluster import ClusterOptions, ClusterRecord
     from deploy.local.control import ClusterReport, UpResult
     from deploy.local.status import PartStatus
 
@@ -64,7 +69,29 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     down = verbs.add_parser("cluster-down", help="stop everything cluster-up started, trials included")
     _add_data_dir(down)
+    down.add_argument(
+        "--docker", action="store_true", help="the cluster cluster-up --docker started (its volumes are kept)"
+    )
     down.set_defaults(run=cluster_down)
+
+    build = verbs.add_parser(
+        "build-images", help="build the cluster image and the trial images (deploy/docker/) from this package"
+    )
+    build.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where the wheels and build folders are kept between builds (default: $XDG_CACHE_HOME or "
+        "~/.cache, determined-es/images)",
+    )
+    build.add_argument(
+        "--only",
+        action="append",
+        choices=("cluster", "cpu", "cuda"),
+        default=None,
+        help="build only these (repeatable)",
+    )
+    build.set_defaults(run=build_images)
 
     status = verbs.add_parser("status", help="every part: state, pid, restarts, uptime, disk use, last error")
     _add_data_dir(status)
@@ -219,9 +246,10 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
     )
     up.add_argument(
         "--fork-trials",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="start plain `python3 script.py` trials from a warm process that has already "
-        "imported determined and grpc (and the --preload modules)",
+        "imported determined and grpc (and the --preload modules); on by default",
     )
     up.add_argument(
         "--preload",
@@ -237,7 +265,19 @@ def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]"
         help="the cluster's default checkpoint_storage section (YAML, e.g. type: s3, bucket: ...); "
         "an experiment's own section overrides it (default: shared_fs in <data dir>/checkpoints)",
     )
-    up.add_argument("--docker", action="store_true", help="run the services as Docker containers")
+    up.add_argument(
+        "--docker",
+        action="store_true",
+        help="run NATS, PostgreSQL, the services and the agent as Docker containers under Docker Compose "
+        "(deploy/compose/; the images from build-images)",
+    )
+    up.add_argument(
+        "--runtime",
+        choices=("docker", "process"),
+        default=None,
+        help="how the agents run trials: as containers or as processes (default: docker with --docker, "
+        "else process; DET_AGENT_RUNTIME)",
+    )
     up.add_argument(
         "--initial-user-password",
         default=None,
@@ -295,8 +335,6 @@ def _data_dir(args: argparse.Namespace) -> Path:
 def cluster_up(args: argparse.Namespace) -> int:
     from deploy.local import cluster, control
 
-    if args.docker:
-        raise CliError("--docker is not available yet: the cluster runs as processes for now")
     if args.cpu_slots < 1:
         raise CliError(f"--cpu-slots must be at least 1, got {args.cpu_slots}")
     if args.preload and not args.fork_trials:
@@ -308,6 +346,8 @@ def cluster_up(args: argparse.Namespace) -> int:
     settings = scheduler_settings(args)
     if args.allow_blank_password:
         settings["DET_ALLOW_BLANK_PASSWORD"] = "1"
+    if args.runtime and not args.docker:
+        settings["DET_AGENT_RUNTIME"] = args.runtime
     options = cluster.ClusterOptions(
         data_dir=data_dir,
         master_port=args.master_port,
@@ -327,6 +367,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         tls_key=_absolute(args.tls_key),
     )
     print(f"Local cluster with its data in {data_dir} ...", flush=True)
+    if args.docker:
+        return _compose_cluster_up(args, options)
     try:
         control.check_tls(options)
         _keep_initial_password(args, data_dir)
@@ -338,7 +380,46 @@ def cluster_up(args: argparse.Namespace) -> int:
     return int(result.outcome)
 
 
-def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str]) -> str:
+def _compose_cluster_up(args: argparse.Namespace, options: "ClusterOptions") -> int:
+    """cluster-up --docker: the same cluster under Docker Compose (deploy/compose/)."""
+    from deploy.compose import cluster as compose
+    from deploy.docker.images import image_name
+    from deploy.local import cluster, control
+    from deploy.local.decisions import UpOutcome
+
+    try:
+        control.check_tls(options)
+        _keep_initial_password(args, options.data_dir)
+        record = compose.cluster_up(options, image_name("cluster"), args.runtime or "docker")
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    result = control.UpResult(UpOutcome.STARTED, "", record)
+    master = _announce(result, options.data_dir, options.settings, compose.logs_hint(options.data_dir))
+    _log_in_operator(options.data_dir, master, _certificate_environment(record))
+    return int(result.outcome)
+
+
+def build_images(args: argparse.Namespace) -> int:
+    from deploy.docker import images
+
+    work = args.work_dir or images.default_work_dir()
+    try:
+        built = images.build_images(
+            work.expanduser().resolve(), tuple(args.only or ("cluster", "cpu", "cuda"))
+        )
+    except images.BuildError as failure:
+        raise CliError(str(failure)) from None
+    print_table(
+        ["Image", "Size"],
+        [
+            [image.name, f"skipped: {image.skipped}" if image.skipped else format_bytes(image.size_bytes)]
+            for image in built
+        ],
+    )
+    return 0
+
+
+def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str], logs: str = "") -> str:
     """Says what cluster-up did and where the cluster is; returns the master's address
     (https://host:port with TLS: that tells the CLI to use it, see determined._client)."""
     from deploy.local.cluster import http_port
@@ -350,6 +431,8 @@ def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str]) -> s
     where = (
         f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
         f"PostgreSQL data in {record.postgres_folder(data_dir)}"
+        if not logs
+        else f"master at {master}; HTTP API at {web}; {logs}"
     )
     if result.outcome == UpOutcome.STARTED:
         print(f"Cluster is up: {where}")
@@ -694,9 +777,21 @@ def agent_down(args: argparse.Namespace) -> int:
 
 
 def cluster_down(args: argparse.Namespace) -> int:
-    from deploy.local import control
+    from deploy.compose import cluster as compose
+    from deploy.local import cluster, control
 
     data_dir = _data_dir(args)
+    if args.docker:
+        try:
+            stopped = compose.cluster_down(data_dir)
+        except cluster.DeployError as failure:
+            raise CliError(str(failure)) from None
+        print(
+            "Cluster stopped (its volumes are kept)"
+            if stopped
+            else f"No compose cluster was started from {data_dir}"
+        )
+        return 0
     if not control.cluster_down(data_dir):
         print(f"No cluster is running from {data_dir}")
         return 0
@@ -717,10 +812,16 @@ def change_part(args: argparse.Namespace) -> int:
 
 
 def show_status(args: argparse.Namespace) -> int:
+    from deploy.compose import cluster as compose
     from deploy.local import cluster, control, status
 
+    data_dir = _data_dir(args)
     try:
-        report = control.cluster_report(_data_dir(args))
+        report = (
+            compose.cluster_report(data_dir)
+            if compose.is_compose_cluster(data_dir)
+            else control.cluster_report(data_dir)
+        )
     except cluster.DeployError as failure:
         raise CliError(str(failure)) from None
     if args.json:
@@ -765,6 +866,8 @@ def status_heading(report: "ClusterReport") -> str:
         f"Cluster in {report.data_dir}: master at {report.record.master_address()}; "
         f"PostgreSQL data in {report.record.postgres_folder(report.data_dir)}"
     )
+    if report.compose_project:
+        return f"Cluster in {report.data_dir}: master at {report.record.master_address()}; Docker Compose project {report.compose_project}"
     if report.supervisor_alive:
         return f"{where}\nSupervisor pid {report.record.supervisor_pid}"
     return (

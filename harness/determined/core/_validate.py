@@ -25,6 +25,8 @@ from determined.core._errors import ReportTooLargeError, UnserializableValueErro
 from determined.core._searcher import ASHA_SEARCHERS
 
 MAX_REPORT_BYTES = 1024 * 1024
+# How deep lists and dicts may nest in a metric value (far beyond any real metric).
+MAX_NESTING = 100
 # One encoder for every report: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
@@ -52,23 +54,9 @@ def check_group(group: Any) -> str:
 
 def check_metrics(metrics: Any, *, argument: str = "metrics", allow_none: bool = True) -> dict[str, Any]:
     """A JSON-safe copy of `metrics`; TypeError/ValueError naming the bad entry
-    (UnserializableValueError for a value or key with no JSON form)."""
-    try:
-        return _checked_dict(metrics, argument, allow_none)
-    except RecursionError:
-        key = next((k for k, v in metrics.items() if _too_deep(v)), None)
-        where = argument if key is None else f"{argument}[{key!r}]"
-        raise UnserializableValueError(f"{where} is nested too deeply for JSON (or holds itself)") from None
-
-
-def _too_deep(value: Any) -> bool:
-    try:
-        _json_value(value, "", "")
-    except RecursionError:
-        return True
-    except (TypeError, ValueError):
-        pass  # another problem, named by the check itself
-    return False
+    (UnserializableValueError for a value or key with no JSON form, or one
+    nested deeper than MAX_NESTING: a list that holds itself is one)."""
+    return _checked_dict(metrics, argument, allow_none)
 
 
 def metrics_json(metrics: dict[str, Any], group: str, steps_completed: int) -> str:
@@ -128,7 +116,7 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:.1f} MiB".replace(".0 MiB", " MiB")
 
 
-def _checked_dict(metrics: Any, argument: str, allow_none: bool = True) -> dict[str, Any]:
+def _checked_dict(metrics: Any, argument: str, allow_none: bool = True, depth: int = 0) -> dict[str, Any]:
     if not isinstance(metrics, Mapping):
         raise TypeError(f"{argument} must be a dict, got {type(metrics).__name__}")
     copy: dict[str, Any] = {}
@@ -139,7 +127,7 @@ def _checked_dict(metrics: Any, argument: str, allow_none: bool = True) -> dict[
             )
         if value is None and not allow_none:
             raise ValueError(f"{argument}[{key!r}] is None; validation metrics must have values")
-        copy[key] = _json_value(value, argument, key)
+        copy[key] = _json_value(value, argument, key, depth)
     return copy
 
 
@@ -192,23 +180,30 @@ def check_progress(progress: Any) -> float:
     return float(progress)
 
 
-def _json_value(value: Any, argument: str, key: str) -> Any:
+def _json_value(value: Any, argument: str, key: str, depth: int = 0) -> Any:
+    """The JSON form of one metric value. Nesting is counted, not left to
+    Python's recursion limit: a RecursionError can strike wherever the stack
+    happens to be deep, the error's own handling included."""
     kind = type(value)
     if kind is float:
         return value if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
     if kind in _PLAIN:
         return value
+    if depth >= MAX_NESTING:
+        raise UnserializableValueError(
+            f"{argument}[{key!r}] is nested more than {MAX_NESTING} deep for JSON (or holds itself)"
+        )
     if isinstance(value, float):  # numpy.float64 and friends subclass float
-        return _json_value(float(value), argument, key)
+        return _json_value(float(value), argument, key, depth + 1)
     if isinstance(value, int):
         return int(value)
     if isinstance(value, (list, tuple)):
-        return [_json_value(v, argument, key) for v in value]
+        return [_json_value(v, argument, key, depth + 1) for v in value]
     if isinstance(value, Mapping):
-        return _checked_dict(value, f"{argument}[{key!r}]")
+        return _checked_dict(value, f"{argument}[{key!r}]", depth=depth + 1)
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
-        return _json_value(tolist(), argument, key)
+        return _json_value(tolist(), argument, key, depth + 1)
     raise UnserializableValueError(
         f"{argument}[{key!r}] must be a number, string, bool, None or a list/dict of those, "
         f"got {kind.__name__}"

@@ -9,7 +9,8 @@ own session and process group, killed as one by the agent.
 Protocol, one request per connection on the unix socket: the agent sends an
 8-byte big-endian length and that many bytes of JSON `{"argv": [script,
 *args], "cwd": ..., "env": {...}, "record": {"path": ..., "agent_id": ...,
-"allocation_id": ...}}` ("record" optional), with the two file descriptors
+"allocation_id": ...}, "tmp": {"folder": ..., "keep": [...]}}` ("record" and "tmp"
+optional), with the two file descriptors
 the child's stdout and stderr go to (`socket.send_fds`). The server answers
 one JSON line `{"pid": N, "start_ticks": T}` once the child has its own
 session and has written its process record to "path" (or `{"error": ...}`;
@@ -18,7 +19,13 @@ that the agent can record it without a reused pid in between), and one more line
 `{"exit": CODE}` when the child ends (CODE as a shell reports it: the exit
 code, or -signal). The record is the agent's (see
 `services/common/processes.py`): `{"agent_id", "allocation_id", "pid",
-"pgid", "start_ticks"}`, written before the child runs anything.
+"pgid", "start_ticks"}`, written before the child runs anything. "tmp": the
+folder that becomes the child's own /tmp, and the paths of the machine's /tmp
+it still sees (`private_tmp.py`).
+
+A child runs its script and ends as `python3 script.py` would, exit code,
+atexit handlers, finalizers and flushed files included (`interpreter.py`);
+only the preloaded modules are not torn down.
 
 No child outlives the server, nor the server its agent: each child asks the
 kernel for SIGKILL when the server dies (PR_SET_PDEATHSIG), and the agent
@@ -26,15 +33,12 @@ starts the server the same way. The server starts no thread and no grpc
 channel before forking (grpc is fork-safe only then): preloading only imports.
 """
 
-import atexit
 import contextlib
 import ctypes
 import gc
 import importlib
-import io
 import json
 import os
-import runpy
 import select
 import signal
 import socket
@@ -43,6 +47,8 @@ import sys
 import threading
 import traceback
 from typing import Any, NoReturn
+
+from determined.exec import interpreter, private_tmp
 
 # What every trial imports: the harness, grpc and the generated protos.
 BASE_PRELOAD = (
@@ -107,6 +113,14 @@ def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
             and all(isinstance(record.get(k), str) for k in ("path", "agent_id", "allocation_id"))
         ):
             raise TypeError("record must be an object of strings path, agent_id and allocation_id")
+        tmp = request.get("tmp")
+        if tmp is not None and not (
+            isinstance(tmp, dict)
+            and isinstance(tmp.get("folder"), str)
+            and isinstance(tmp.get("keep"), list)
+            and all(isinstance(path, str) for path in tmp["keep"])
+        ):
+            raise TypeError("tmp must be an object with a string folder and a list of strings keep")
         return request, fds
     except BaseException:
         for fd in fds:
@@ -145,9 +159,8 @@ def _start_ticks(pid: int) -> int:
 
 def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
     """In the forked child, with its own session already: becomes the trial
-    process and runs the script as `python3 script.py args...` would. Never
-    returns: ends with os._exit (no interpreter teardown)."""
-    code = 1
+    process, runs the script as `python3 script.py args...` would, and ends as
+    that interpreter would (`interpreter.py`). Never returns."""
     try:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -155,53 +168,28 @@ def run_child(request: dict[str, Any], out_fd: int, err_fd: int) -> NoReturn:
         os.dup2(err_fd, 2)
         for fd in {null, out_fd, err_fd} - {0, 1, 2}:
             os.close(fd)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # noqa: SIM115
-        sys.stderr = open(  # noqa: SIM115
-            2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
-        )
         env: dict[str, str] = {str(k): str(v) for k, v in request["env"].items()}
-        os.chdir(request["cwd"])
+        interpreter.install_stdio(unbuffered=bool(env.get("PYTHONUNBUFFERED")))
         os.environ.clear()
         os.environ.update(env)
-        script, *_ = argv = [str(a) for a in request["argv"]]
-        sys.argv = argv
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
-        code = _run_script(script)
-        # What a normal interpreter does at exit, short of tearing itself down.
-        shutdown = getattr(threading, "_shutdown", None)
-        if shutdown is not None:
-            shutdown()
-        atexit._run_exitfuncs()
+        os.chdir(request["cwd"])
+        if request.get("tmp") is not None:
+            _private_tmp(request["tmp"]["folder"], request["tmp"]["keep"])
     except BaseException:  # noqa: BLE001 - set-up failed: the user reads why in stderr
         with contextlib.suppress(BaseException):
             traceback.print_exc()
-        code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(BaseException):
-                stream.flush()
-        os._exit(code)
+            sys.stderr.flush()
+        os._exit(1)
+    interpreter.run_as_main([str(a) for a in request["argv"]])
 
 
-def _run_script(script: str) -> int:
+def _private_tmp(folder: str, keep: list[str]) -> None:
+    """The trial's own /tmp (`private_tmp.py`); where it cannot have one, TMPDIR, and its log says why."""
     try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit as exit_:
-        return _exit_code(exit_.code)
-    except BaseException:  # noqa: BLE001 - as Python reports an uncaught exception
-        traceback.print_exc()
-        return 1
-    return 0
-
-
-def _exit_code(code: object) -> int:
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
+        private_tmp.enter(folder, keep)
+    except (OSError, ValueError) as error:
+        os.environ["TMPDIR"] = folder
+        print(private_tmp.shared_note(str(error), folder), file=sys.stderr, flush=True)
 
 
 class Server:

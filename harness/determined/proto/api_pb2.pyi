@@ -383,7 +383,7 @@ class GetTrialMetricsResponse(_message.Message):
     def __init__(self, points: _Optional[_Iterable[_Union[MetricPoint, _Mapping]]] = ...) -> None: ...
 
 class Agent(_message.Message):
-    __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns", "resource_pool", "address", "state", "slot_uses")
+    __slots__ = ("agent_id", "hostname", "slots", "registered_at_ns", "resource_pool", "address", "state", "slot_uses", "runtime")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +392,7 @@ class Agent(_message.Message):
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SLOT_USES_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     hostname: str
     slots: _containers.RepeatedCompositeFieldContainer[_events_pb2.Slot]
@@ -400,7 +401,8 @@ class Agent(_message.Message):
     address: str
     state: str
     slot_uses: _containers.RepeatedCompositeFieldContainer[SlotUse]
-    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., slot_uses: _Optional[_Iterable[_Union[SlotUse, _Mapping]]] = ...) -> None: ...
+    runtime: str
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., slot_uses: _Optional[_Iterable[_Union[SlotUse, _Mapping]]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class SlotUse(_message.Message):
     __slots__ = ("slot_id", "allocation_id", "trial_id", "experiment_id")

@@ -371,28 +371,32 @@ class CheckpointReported(_message.Message):
     def __init__(self, uuid: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., steps_completed: _Optional[int] = ..., metadata_json: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ..., reported_at_ns: _Optional[int] = ...) -> None: ...
 
 class Slot(_message.Message):
-    __slots__ = ("slot_id", "type", "device")
+    __slots__ = ("slot_id", "type", "device", "gpu_uuid")
     SLOT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GPU_UUID_FIELD_NUMBER: _ClassVar[int]
     slot_id: int
     type: str
     device: str
-    def __init__(self, slot_id: _Optional[int] = ..., type: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
+    gpu_uuid: str
+    def __init__(self, slot_id: _Optional[int] = ..., type: _Optional[str] = ..., device: _Optional[str] = ..., gpu_uuid: _Optional[str] = ...) -> None: ...
 
 class AgentRegistered(_message.Message):
-    __slots__ = ("agent_id", "hostname", "slots", "resource_pool", "address")
+    __slots__ = ("agent_id", "hostname", "slots", "resource_pool", "address", "runtime")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     hostname: str
     slots: _containers.RepeatedCompositeFieldContainer[Slot]
     resource_pool: str
     address: str
-    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    runtime: str
+    def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[Slot, _Mapping]]] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class AgentLost(_message.Message):
     __slots__ = ("agent_id", "registration_event_id", "last_heartbeat_ns", "reason")

@@ -5,6 +5,7 @@ import json
 
 from determined.proto import events_pb2
 from services.common.envelope import Envelope
+from services.common.trial_runtime import runtime_of
 from services.gateway.features.agents.tables import agents
 from services.gateway.features.feature import Feature
 from services.gateway.plan import Plan, Row, replaced, updated
@@ -22,6 +23,7 @@ def _agent_registered(plan: Plan, envelope: Envelope) -> None:
         "registered_at_ns": envelope.occurred_at_ns,
         "resource_pool": payload.resource_pool,
         "address": payload.address,
+        "runtime": runtime_of(payload.runtime),
         "state": "ENABLED",
         "registration_event_id": envelope.event_id,
         "lost": False,

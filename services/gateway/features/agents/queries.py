@@ -50,6 +50,15 @@ class AgentQueries:
         pools = await self.pool.fetch(f"SELECT DISTINCT resource_pool FROM {S}.agents")
         return sorted({str(row[0]) or DEFAULT_POOL for row in pools} | {DEFAULT_POOL})
 
+    async def pool_runtimes(self, pool: str) -> set[str]:
+        """How the agents of `pool` run allocations (empty: it has no agent)."""
+        rows = await self.pool.fetch(
+            f"SELECT DISTINCT runtime FROM {S}.agents WHERE coalesce(nullif(resource_pool, ''), $2) = $1",
+            pool,
+            DEFAULT_POOL,
+        )
+        return {str(row[0]) for row in rows}
+
 
 def agent_message(row: Mapping[str, Any], uses: Mapping[tuple[str, int], api_pb2.SlotUse]) -> api_pb2.Agent:
     """`uses`: (agent id, slot id) -> what runs there (a slot not in it is free)."""
@@ -60,6 +69,7 @@ def agent_message(row: Mapping[str, Any], uses: Mapping[tuple[str, int], api_pb2
         registered_at_ns=row["registered_at_ns"],
         resource_pool=row["resource_pool"] or DEFAULT_POOL,
         address=row["address"] or row["hostname"],
+        runtime=row["runtime"],
     )
     for slot in json.loads(row["slots"]):
         agent.slots.add(slot_id=slot["slot_id"], type=slot["type"], device=slot["device"])

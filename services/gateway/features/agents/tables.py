@@ -16,6 +16,8 @@ agents = Table(
     Column("resource_pool", Text, nullable=False, server_default=""),
     # Where the other workers of a gang reach it ("": its hostname).
     Column("address", Text, nullable=False, server_default=""),
+    # How it runs allocations: "process" or "docker" (services/common/trial_runtime.py).
+    Column("runtime", Text, nullable=False, server_default="process"),
     # What an operator made of it: ENABLED, DISABLED (its work asked to stop) or
     # DRAINING (disabled, its work left to finish). Kept across registrations.
     Column("state", Text, nullable=False, server_default="ENABLED"),

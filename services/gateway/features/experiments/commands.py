@@ -15,6 +15,7 @@ from determined.common import expconf, states
 from determined.common.limits import MAX_CONTEXT_BYTES
 from determined.proto import events_pb2
 from services.common.envelope import Append, aggregate
+from services.common.trial_runtime import DOCKER, unused_anywhere_here, unused_in_processes
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
 from services.gateway.features.commands import KILLED_OR_ENDED, Unchanged
 
@@ -169,6 +170,16 @@ def resource_pool_of(config_json: str) -> str:
     """The pool a config names ("" when it names none: the default)."""
     resources = json.loads(config_json).get("resources") or {}
     return str(resources.get("resource_pool") or "")
+
+
+def runtime_warnings(config_json: str, pool: str, runtimes: set[str] | None) -> list[str]:
+    """What the config asks that the agents of `pool` cannot give: the keys only a
+    container honours when the pool has agents and none runs Docker (`runtimes`:
+    how its agents run allocations; None: unknown), and the keys only another kind
+    of cluster honours, whatever the runtime."""
+    config = json.loads(config_json)
+    unused = unused_in_processes(config, f"the agents of pool {pool!r} run")
+    return (unused if runtimes and DOCKER not in runtimes else []) + unused_anywhere_here(config)
 
 
 def checked_resource_pool(config_json: str, known: list[str]) -> None:

@@ -58,7 +58,10 @@ class Experiments(FeatureService):
             name=experiment_name(random.Random()),
         )
         await self._check_resource_pool(config.config_json)
-        response = api_pb2.CreateExperimentResponse(warnings=config.warnings, config_json=config.config_json)
+        response = api_pb2.CreateExperimentResponse(
+            warnings=config.warnings + await self._runtime_warnings(config.config_json),
+            config_json=config.config_json,
+        )
         if request.validate_only:
             return response
         context_hash, context_size = await self._context(request)
@@ -92,6 +95,16 @@ class Experiments(FeatureService):
             log.warning("resource_pool_unchecked", reason="read models unavailable")
             return
         commands.checked_resource_pool(config_json, known)
+
+    async def _runtime_warnings(self, config_json: str) -> list[str]:
+        """What the config asks that the agents of its pool cannot give, as the
+        read models know them (without them: only what no agent here gives)."""
+        pool = commands.resource_pool_of(config_json) or DEFAULT_POOL
+        try:
+            runtimes: set[str] | None = await self.queries.agents.pool_runtimes(pool)
+        except ReadModelsUnavailableError:
+            runtimes = None
+        return commands.runtime_warnings(config_json, pool, runtimes)
 
     async def _context(self, request: api_pb2.CreateExperimentRequest) -> tuple[str, int]:
         """The experiment's context as (hash, size): sent inline (stored
