@@ -148,6 +148,9 @@ def cluster_down(data_dir: Path) -> bool:
     if not is_compose_cluster(data_dir):
         return False
     compose(data_dir, "down", "--remove-orphans")
+    from services.agent.containers.runtime import remove_trial_containers  # docker: only here
+
+    remove_trial_containers([agent_work_dir(data_dir, "agent")])  # the agent leaves them running
     return True
 
 

@@ -286,6 +286,9 @@ def _stop_leftovers(data_dir: Path, record: ClusterRecord) -> None:
             kill_recorded_process_group(process_record)
         except ProcessRecordError:
             continue
+    from services.agent.containers.runtime import remove_trial_containers  # docker: only here
+
+    remove_trial_containers(every_agent_work_dir(data_dir))
 
 
 def _signal_group(pid: int, signum: int) -> None:

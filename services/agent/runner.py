@@ -404,7 +404,7 @@ class Runner:
         and finds the containers they left (kept, with their folders, until
         the log says whose allocations are still open)."""
         if self.containers is not None:
-            self.left_running = await self.containers.left_running(self.identity.agent_id)
+            self.left_running = await self.containers.left_running(self.identity.agent_id, self.work_dir)
             await self.containers.prepare()
         await asyncio.to_thread(
             workdir.recover,

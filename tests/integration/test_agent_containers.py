@@ -35,12 +35,13 @@ from determined.common.context import pack_context
 from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
-from services.agent.containers.runtime import DockerRuntime
+from services.agent.containers.runtime import DockerRuntime, remove_trial_containers
 from services.agent.containers.spec import (
     AGENT_LABEL,
     ALLOCATION_LABEL,
     TASK_LABEL,
     TRIAL_LABEL,
+    WORK_DIR_LABEL,
     ContainerSpec,
 )
 from services.common.envelope import Append
@@ -373,3 +374,25 @@ async def test_output_after_a_silence_longer_than_the_clients_timeout_is_all_the
     assert code == 0
     assert [line.split(" ", 1)[1] for line in out.decode().splitlines()] == ["a", "b", "d"]
     assert [line.split(" ", 1)[1] for line in err.decode().splitlines()] == ["c"]
+
+
+def test_cluster_down_removes_the_trial_containers_of_its_agents_only(
+    client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Agents leave their containers running when they stop; cluster-down removes
+    those of its own agents' work dirs, not another cluster's agent of the same name."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    started = [
+        client.containers.run(
+            IMAGE, ["sleep", "300"], detach=True, labels={AGENT_LABEL: "vm", WORK_DIR_LABEL: str(work_dir)}
+        )
+        for work_dir in (ours, theirs)
+    ]
+    try:
+        assert remove_trial_containers([ours]) == 1
+        left = client.containers.list(all=True, filters={"label": f"{AGENT_LABEL}=vm"})
+        assert started[1].id in {c.id for c in left} and started[0].id not in {c.id for c in left}
+    finally:
+        for container in started:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)

@@ -11,6 +11,7 @@ from services.agent.containers.spec import (
     ALLOCATION_LABEL,
     TASK_LABEL,
     TRIAL_LABEL,
+    WORK_DIR_LABEL,
     Allowed,
     ContainerConfigError,
     Device,
@@ -55,6 +56,7 @@ def test_the_defaults_are_an_unprivileged_container_on_the_host_network() -> Non
         ALLOCATION_LABEL: "7.1",
         TASK_LABEL: "task-7",
         TRIAL_LABEL: "7",
+        WORK_DIR_LABEL: "/work/agent",  # agent ids repeat across clusters, work dirs do not
     }
 
 

@@ -116,11 +116,11 @@ class Containers:
         )
         return await self.runtime.start(spec)
 
-    async def left_running(self, agent_id: str) -> dict[str, Any]:
+    async def left_running(self, agent_id: str, work_dir: Path) -> dict[str, Any]:
         """The containers an earlier run of the agent left, by allocation id
         (the daemon unreachable: none; what it says next is in the trials' logs)."""
         try:
-            found = await asyncio.to_thread(self.runtime.containers_of, agent_id)
+            found = await asyncio.to_thread(self.runtime.containers_of, agent_id, str(work_dir))
         except Exception:  # noqa: BLE001 - ContainerError or the daemon's: nothing to reattach
             return {}
         return {str(c.labels.get(ALLOCATION_LABEL, "")): c for c in found}

@@ -14,9 +14,11 @@ last line it shipped (`since_ns`).
 
 import asyncio
 import contextlib
+import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -25,7 +27,7 @@ import docker.types
 import requests.exceptions
 import structlog
 
-from services.agent.containers.spec import AGENT_LABEL, ALLOCATION_LABEL, ContainerSpec
+from services.agent.containers.spec import AGENT_LABEL, ALLOCATION_LABEL, WORK_DIR_LABEL, ContainerSpec
 from services.agent.launch import AgentError
 from services.agent.logs import MAX_LINE_BYTES, timestamp_ns
 
@@ -204,9 +206,10 @@ class DockerRuntime:
         """Follows a container an earlier run of the agent started (call in the event loop)."""
         return ContainerProcess(self.client(), container, since_ns=since_ns)
 
-    def containers_of(self, agent_id: str) -> list[Any]:
-        """The agent's containers, running or not (blocking)."""
-        return list(self.client().containers.list(all=True, filters={"label": f"{AGENT_LABEL}={agent_id}"}))
+    def containers_of(self, agent_id: str, work_dir: str) -> list[Any]:
+        """The containers of the agent `agent_id` working in `work_dir`, running or not (blocking)."""
+        wanted = [f"{AGENT_LABEL}={agent_id}", f"{WORK_DIR_LABEL}={work_dir}"]
+        return list(self.client().containers.list(all=True, filters={"label": wanted}))
 
     def _create(self, spec: ContainerSpec) -> Any:
         try:
@@ -256,7 +259,7 @@ def create_arguments(spec: ContainerSpec) -> dict[str, Any]:
         "working_dir": spec.working_dir,
         "user": spec.user,
         "labels": dict(spec.labels),
-        "name": f"det-{spec.labels.get(AGENT_LABEL, '')}-{spec.labels.get(ALLOCATION_LABEL, '')}",
+        "name": container_name(spec.labels),
         "mounts": [
             docker.types.Mount(
                 m.container_path, m.host_path, type="bind", read_only=m.read_only, propagation=m.propagation
@@ -314,3 +317,31 @@ def _call(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args:
 
 def _daemon(target: Callable[..., None], *args: Any) -> None:
     threading.Thread(target=target, args=args, daemon=True).start()
+
+
+def container_name(labels: Mapping[str, str]) -> str:
+    """`det-<agent>-<work dir's digest>-<allocation>`: unique on the host, as
+    two clusters' agents may share a name and their allocations' ids."""
+    work_dir = hashlib.sha256(labels.get(WORK_DIR_LABEL, "").encode()).hexdigest()[:8]
+    return f"det-{labels.get(AGENT_LABEL, '')}-{work_dir}-{labels.get(ALLOCATION_LABEL, '')}"
+
+
+def remove_trial_containers(work_dirs: Sequence[Path]) -> int:
+    """Removes the trial containers of the agents that worked in `work_dirs`
+    (cluster-down: an agent that stops leaves them running, for its next run
+    to reattach). How many were removed; 0 when no Docker daemon answers."""
+    try:
+        client = docker.from_env()
+        found = [
+            container
+            for work_dir in work_dirs
+            for container in client.containers.list(
+                all=True, filters={"label": f"{WORK_DIR_LABEL}={work_dir}"}
+            )
+        ]
+        for container in found:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+    except docker.errors.DockerException:
+        return 0
+    return len(found)

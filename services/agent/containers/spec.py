@@ -29,6 +29,9 @@ AGENT_LABEL = f"{LABEL_PREFIX}agent-id"
 ALLOCATION_LABEL = f"{LABEL_PREFIX}allocation-id"
 TASK_LABEL = f"{LABEL_PREFIX}task-id"
 TRIAL_LABEL = f"{LABEL_PREFIX}trial-id"
+# The agent's work dir: agent ids repeat across clusters on one host (each
+# local cluster's agent is named after the host), work dirs do not.
+WORK_DIR_LABEL = f"{LABEL_PREFIX}work-dir"
 
 PROPAGATIONS = frozenset({"rprivate", "private", "rshared", "shared", "rslave", "slave"})
 DEVICE_MODES = re.compile(r"^[rwm]{1,3}$")
@@ -158,6 +161,7 @@ def container_spec(
 def labels(placement: Placement) -> dict[str, str]:
     return {
         AGENT_LABEL: placement.agent_id,
+        WORK_DIR_LABEL: posixpath.dirname(placement.folder),
         ALLOCATION_LABEL: placement.allocation_id,
         TASK_LABEL: placement.task_id,
         TRIAL_LABEL: str(placement.trial_id),
