@@ -3,47 +3,17 @@ once read each other's half-written /tmp/data-rank0): two trials on one agent wr
 same literal /tmp path at the same time, each reads back its own, and the machine's /tmp
 has neither. Both ways a trial starts: a new process, and a child of the fork server."""
 
-import asyncio
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from test_services_flow import config, create_experiment, payloads, trial_logs, wait_for
+from test_services_flow import cluster, config, create_experiment, payloads, trial_logs, wait_for
 
 from determined.common.context import pack_context
 from determined.proto import events_pb2 as ev
-from services.agent.__main__ import AgentSettings
-from services.agent.__main__ import run as run_agent
 from services.common.eventstore import EventStore
-from services.scheduler.__main__ import SchedulerSettings
-from services.scheduler.__main__ import run as run_scheduler
-from services.searcher.__main__ import SearcherSettings
-from services.searcher.__main__ import run as run_searcher
 
 TS = ev.TrialState
-
-
-@asynccontextmanager
-async def two_slot_cluster(
-    nats_url: str, namespace: str, work_dir: Path, *, fork: bool
-) -> AsyncIterator[None]:
-    settings: dict[str, object] = {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "s"}
-    agent = AgentSettings(
-        **settings, agent_id="agent-1", agent_work_dir=work_dir, agent_cpu_slots=2, agent_fork_server=fork
-    )
-    tasks = [
-        asyncio.create_task(run_searcher(SearcherSettings(**settings))),
-        asyncio.create_task(run_scheduler(SchedulerSettings(**settings))),
-        asyncio.create_task(run_agent(agent)),
-    ]
-    try:
-        yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @pytest.mark.parametrize("fork", [False, True], ids=["process", "forked"])
@@ -72,7 +42,8 @@ async def test_two_trials_writing_the_same_tmp_path_each_see_their_own(
         max_restarts=0,
         searcher={"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": 2},
     )
-    async with two_slot_cluster(nats_url, namespace, tmp_path / "work", fork=fork):
+    settings: dict[str, object] = {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "s"}
+    async with cluster(settings, tmp_path / "work", agent_cpu_slots=2, agent_fork_server=fork):
         await create_experiment(event_store, 1, cfg, context_hash=digest)
         envelopes = await wait_for(event_store, lambda es: len(payloads(es, ev.TrialEnded)) == 2)
     assert [t.state for t in payloads(envelopes, ev.TrialEnded)] == [TS.TRIAL_STATE_COMPLETED] * 2

@@ -2,6 +2,7 @@
 hooks, set-up failures and an agent restart."""
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from determined.common.context import pack_context
 from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
+from services.agent.notices import runtime_notices
 from services.common.eventstore import EventStore
 
 
@@ -115,3 +117,25 @@ async def test_a_command_that_cannot_start_fails_the_allocation(
     [exited] = payloads(envelopes, ev.AllocationExited)
     assert exited.exit_code == 1 and "/no/such/program" in exited.error
     assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [ES.EXPERIMENT_STATE_ERROR]
+
+
+async def test_a_process_agent_says_what_of_the_config_it_does_not_use(
+    event_store: EventStore, settings: dict[str, object], tmp_path: Path
+) -> None:
+    cfg = config(
+        "echo trained",
+        max_restarts=0,
+        environment={"image": "pytorch/pytorch:2.4"},
+        bind_mounts=[{"host_path": "/data", "container_path": "/data"}],
+    )
+    async with cluster(settings, tmp_path):
+        await create_experiment(event_store, 1, cfg)
+        envelopes = await wait_for(event_store, experiment_ended)
+    assert [c.state for c in payloads(envelopes, ev.ExperimentStateChanged)] == [
+        ES.EXPERIMENT_STATE_COMPLETED
+    ]
+    lines = [line.log for b in await trial_logs(event_store, 1) for line in b.lines]
+    [launch] = [p.trial for p in payloads(envelopes, ev.AllocationRequested)]
+    notices = [f"determined agent: {n}" for n in runtime_notices(json.loads(launch.config_json), "process")]
+    assert len(notices) == 2 and lines == [*notices, "trained"]
+    assert "environment.image" in notices[0] and "bind_mounts" in notices[1]
