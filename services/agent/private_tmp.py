@@ -80,6 +80,8 @@ def _probe() -> str:
             [sys.executable, "-m", "determined.exec.private_tmp"],
             capture_output=True,
             text=True,
+            # Not the agent's folder: under the machine's /tmp it would not be in the probe's.
+            cwd="/",
             timeout=PROBE_TIMEOUT_S,
             check=False,
         )

@@ -2,11 +2,13 @@
 (`determined.exec.private_tmp.kept_trees`, `services.agent.private_tmp.TrialTmp`)."""
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from determined.exec.private_tmp import FOLDER, kept_trees, shared_note
+from services.agent import private_tmp
 from services.agent.private_tmp import HARNESS_FOLDER, TrialTmp
 
 
@@ -60,3 +62,12 @@ def test_the_shared_note_says_why_and_where_tmpdir_points() -> None:
         "determined: this trial shares the machine's /tmp with other trials "
         "(no private /tmp: unshare: Operation not permitted); TMPDIR is /w/7/tmp"
     )
+
+
+def test_the_probe_works_from_an_agent_whose_folder_is_under_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's own /tmp keeps nothing: run from a folder under the machine's /tmp (a
+    checkout cloned there), it must not try to return to it (it failed so, once, in CI)."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        monkeypatch.chdir(folder)
+        why = private_tmp._probe.__wrapped__()
+    assert why == "" or "No such file" not in why, why
