@@ -21,7 +21,8 @@ on the same store folder and port):
 - Reconnect attempts are `reconnect_time_wait` apart, with no backoff, unless
   a `reconnect_to_server_handler` returns the delay (we use it).
 - Every failed attempt goes to `error_cb`, and the end of the connection is
-  reported there (UnexpectedEOF) before `disconnected_cb` runs.
+  reported there (UnexpectedEOF) before `disconnected_cb` runs; a write that
+  fails first (a ping, a publish) may start the reconnection before either.
 - A request in flight when the connection drops is neither failed nor sent
   again: it waits out its whole timeout. `call` races it against the loss.
 - A publish made while reconnecting is buffered and sent once reconnected,
@@ -234,14 +235,14 @@ class Connection:
             return
         if isinstance(error, OUTAGE_ERRORS):
             if not self.nc.is_connected and not self.nc.is_closed:
-                self._went_down("nats_unavailable")
+                self._went_down()
             log.debug("nats_error", error=repr(error))
         else:
             log.warning("nats_error", error=str(error))
 
     async def _disconnected(self) -> None:
         if not self.nc.is_closed:
-            self._went_down("nats_disconnected")
+            self._went_down()
 
     async def _reconnected(self) -> None:
         self._came_back("nats_reconnected")
@@ -267,7 +268,13 @@ class Connection:
         log.error("nats_login_refused", url=self.url, user=self.user, reason=reason)
         return NatsLoginRefusedError(reason)
 
-    def _went_down(self, event: str) -> None:
+    def _went_down(self) -> None:
+        """Says the outage once: `nats_disconnected` when the connection was up,
+        `nats_unavailable` when it never came up. Which of nats-py's callbacks
+        notices first varies (a failed write can start the reconnection before
+        the read loop reports the end of the connection), so the name depends on
+        the state, not on the callback."""
+        event = "nats_disconnected" if self._up.is_set() else "nats_unavailable"
         if self._up.is_set():
             self._up.clear()
             self._lost.set_result(None)
