@@ -106,6 +106,7 @@ SUBJECT_KINDS: dict[str, str] = {
     "allocation_canceled": "allocation",
     "allocation_exited": "allocation",
     "allocation_resources_exited": "allocation",
+    "allocation_ready": "allocation",
     "experiment_delete_requested": "experiment",
     "experiment_deleted": "experiment",
     "experiment_delete_failed": "experiment",

@@ -33,7 +33,14 @@ APPENDS: dict[str, tuple[str, ...]] = {
         "experiment_deleted",
         "experiment_delete_failed",
     ),
-    "agent": ("agent_registered", "allocation_started", "allocation_exited", "allocation_resources_exited"),
+    "agent": (
+        "agent_registered",
+        "allocation_started",
+        "allocation_ready",
+        "allocation_kill_requested",
+        "allocation_exited",
+        "allocation_resources_exited",
+    ),
 }
 
 # The subject kinds each part reads: those of the events its cores fold (kinds_of of

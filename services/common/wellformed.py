@@ -89,6 +89,7 @@ AGGREGATE_ID: dict[str, Callable[[Message], str]] = {
     "allocation_canceled": _ALLOCATION,
     "allocation_exited": _ALLOCATION,
     "allocation_resources_exited": _ALLOCATION,
+    "allocation_ready": _ALLOCATION,
     "experiment_delete_requested": _EXPERIMENT,
     "experiment_deleted": _EXPERIMENT,
     "experiment_delete_failed": _EXPERIMENT,

@@ -1031,3 +1031,133 @@ class SetUserPasswordRequest(_message.Message):
 class SetUserPasswordResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LaunchTaskRequest(_message.Message):
+    __slots__ = ("task_type", "config_yaml", "context_hash", "command", "experiment_ids", "trial_ids", "shell_public_key", "request_id")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_IDS_FIELD_NUMBER: _ClassVar[int]
+    SHELL_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    config_yaml: str
+    context_hash: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    experiment_ids: _containers.RepeatedScalarFieldContainer[int]
+    trial_ids: _containers.RepeatedScalarFieldContainer[int]
+    shell_public_key: str
+    request_id: str
+    def __init__(self, task_type: _Optional[str] = ..., config_yaml: _Optional[str] = ..., context_hash: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., experiment_ids: _Optional[_Iterable[int]] = ..., trial_ids: _Optional[_Iterable[int]] = ..., shell_public_key: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class LaunchTaskResponse(_message.Message):
+    __slots__ = ("task", "warnings")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("id", "task_type", "description", "owner", "state", "allocation_id", "resource_pool", "slots", "priority", "agent_id", "start_time_ns", "end_time_ns", "exit_code", "exit_reason", "ready", "config_json", "command", "experiment_ids", "trial_ids", "job_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_IDS_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    task_type: str
+    description: str
+    owner: str
+    state: str
+    allocation_id: str
+    resource_pool: str
+    slots: int
+    priority: int
+    agent_id: str
+    start_time_ns: int
+    end_time_ns: int
+    exit_code: int
+    exit_reason: str
+    ready: bool
+    config_json: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    experiment_ids: _containers.RepeatedScalarFieldContainer[int]
+    trial_ids: _containers.RepeatedScalarFieldContainer[int]
+    job_id: str
+    def __init__(self, id: _Optional[str] = ..., task_type: _Optional[str] = ..., description: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., allocation_id: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., agent_id: _Optional[str] = ..., start_time_ns: _Optional[int] = ..., end_time_ns: _Optional[int] = ..., exit_code: _Optional[int] = ..., exit_reason: _Optional[str] = ..., ready: _Optional[bool] = ..., config_json: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., experiment_ids: _Optional[_Iterable[int]] = ..., trial_ids: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class GetTasksRequest(_message.Message):
+    __slots__ = ("task_type", "include_terminated")
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    task_type: str
+    include_terminated: bool
+    def __init__(self, task_type: _Optional[str] = ..., include_terminated: _Optional[bool] = ...) -> None: ...
+
+class GetTasksResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class GetTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class GetTaskResponse(_message.Message):
+    __slots__ = ("task",)
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+
+class KillTaskRequest(_message.Message):
+    __slots__ = ("task_id",)
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class KillTaskResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class TaskLogsRequest(_message.Message):
+    __slots__ = ("task_id", "follow")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    follow: bool
+    def __init__(self, task_id: _Optional[str] = ..., follow: _Optional[bool] = ...) -> None: ...
+
+class TaskLogsResponse(_message.Message):
+    __slots__ = ("task_id", "allocation_id", "agent_id", "lines")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    allocation_id: str
+    agent_id: str
+    lines: _containers.RepeatedCompositeFieldContainer[_events_pb2.LogLine]
+    def __init__(self, task_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[_events_pb2.LogLine, _Mapping]]] = ...) -> None: ...

@@ -269,6 +269,31 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.FromString,
                 _registered_method=True)
+        self.LaunchTask = channel.unary_unary(
+                '/determined.api.Determined/LaunchTask',
+                request_serializer=determined_dot_proto_dot_api__pb2.LaunchTaskRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.LaunchTaskResponse.FromString,
+                _registered_method=True)
+        self.GetTasks = channel.unary_unary(
+                '/determined.api.Determined/GetTasks',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetTasksRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetTasksResponse.FromString,
+                _registered_method=True)
+        self.GetTask = channel.unary_unary(
+                '/determined.api.Determined/GetTask',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetTaskResponse.FromString,
+                _registered_method=True)
+        self.KillTask = channel.unary_unary(
+                '/determined.api.Determined/KillTask',
+                request_serializer=determined_dot_proto_dot_api__pb2.KillTaskRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.KillTaskResponse.FromString,
+                _registered_method=True)
+        self.TaskLogs = channel.unary_stream(
+                '/determined.api.Determined/TaskLogs',
+                request_serializer=determined_dot_proto_dot_api__pb2.TaskLogsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.TaskLogsResponse.FromString,
+                _registered_method=True)
 
 
 class DeterminedServicer:
@@ -570,6 +595,38 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LaunchTask(self, request, context):
+        """Notebooks, TensorBoards, commands and shells (services/gateway/features/tasks).
+        A task's priority is its job's: UpdateJob with job_id "task/<task id>".
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTasks(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillTask(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TaskLogs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeterminedServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -807,6 +864,31 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.SetUserPassword,
                     request_deserializer=determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.SerializeToString,
+            ),
+            'LaunchTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.LaunchTask,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.LaunchTaskRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.LaunchTaskResponse.SerializeToString,
+            ),
+            'GetTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTasks,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetTasksRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetTasksResponse.SerializeToString,
+            ),
+            'GetTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTask,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetTaskRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetTaskResponse.SerializeToString,
+            ),
+            'KillTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillTask,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.KillTaskRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.KillTaskResponse.SerializeToString,
+            ),
+            'TaskLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.TaskLogs,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.TaskLogsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.TaskLogsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2078,6 +2160,141 @@ class Determined:
             '/determined.api.Determined/SetUserPassword',
             determined_dot_proto_dot_api__pb2.SetUserPasswordRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.SetUserPasswordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LaunchTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/LaunchTask',
+            determined_dot_proto_dot_api__pb2.LaunchTaskRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.LaunchTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetTasks',
+            determined_dot_proto_dot_api__pb2.GetTasksRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetTask',
+            determined_dot_proto_dot_api__pb2.GetTaskRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/KillTask',
+            determined_dot_proto_dot_api__pb2.KillTaskRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.KillTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TaskLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/determined.api.Determined/TaskLogs',
+            determined_dot_proto_dot_api__pb2.TaskLogsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.TaskLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class Envelope(_message.Message):
     ALLOCATION_CANCELED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_RESOURCES_EXITED_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_STOP_WITHDRAWN_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_READY_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETED_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_DELETE_FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +145,7 @@ class Envelope(_message.Message):
     allocation_canceled: AllocationCanceled
     allocation_resources_exited: AllocationResourcesExited
     allocation_stop_withdrawn: AllocationStopWithdrawn
+    allocation_ready: AllocationReady
     experiment_delete_requested: ExperimentDeleteRequested
     experiment_deleted: ExperimentDeleted
     experiment_delete_failed: ExperimentDeleteFailed
@@ -159,7 +161,7 @@ class Envelope(_message.Message):
     user_password_changed: UserPasswordChanged
     user_session_started: UserSessionStarted
     user_session_revoked: UserSessionRevoked
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -469,7 +471,7 @@ class TrialLaunch(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., searcher_length: _Optional[int] = ...) -> None: ...
 
 class AllocationRequested(_message.Message):
-    __slots__ = ("allocation_id", "task_id", "task_type", "slots", "resource_pool", "job_id", "weight", "priority", "max_slots", "preemptible", "owner", "trial")
+    __slots__ = ("allocation_id", "task_id", "task_type", "slots", "resource_pool", "job_id", "weight", "priority", "max_slots", "preemptible", "owner", "trial", "task")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +484,7 @@ class AllocationRequested(_message.Message):
     PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     TRIAL_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     task_id: str
     task_type: str
@@ -494,7 +497,34 @@ class AllocationRequested(_message.Message):
     preemptible: bool
     owner: str
     trial: TrialLaunch
-    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ...) -> None: ...
+    task: TaskLaunch
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ..., task: _Optional[_Union[TaskLaunch, _Mapping]] = ...) -> None: ...
+
+class TaskLaunch(_message.Message):
+    __slots__ = ("description", "config_json", "context_hash", "command", "tensorboard_sources", "shell_public_key")
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TENSORBOARD_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SHELL_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    config_json: str
+    context_hash: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    tensorboard_sources: _containers.RepeatedCompositeFieldContainer[TensorboardSource]
+    shell_public_key: str
+    def __init__(self, description: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., tensorboard_sources: _Optional[_Iterable[_Union[TensorboardSource, _Mapping]]] = ..., shell_public_key: _Optional[str] = ...) -> None: ...
+
+class TensorboardSource(_message.Message):
+    __slots__ = ("experiment_id", "trial_id", "storage_json")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    trial_id: int
+    storage_json: str
+    def __init__(self, experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., storage_json: _Optional[str] = ...) -> None: ...
 
 class Placement(_message.Message):
     __slots__ = ("agent_id", "slot_ids", "address")
@@ -551,6 +581,18 @@ class AllocationStarted(_message.Message):
     agent_id: str
     pid: int
     def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class AllocationReady(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "agent_id", "proxy_address")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROXY_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    agent_id: str
+    proxy_address: str
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., proxy_address: _Optional[str] = ...) -> None: ...
 
 class AllocationKillRequested(_message.Message):
     __slots__ = ("allocation_id", "trial_id", "agent_id", "reason", "task_id")
