@@ -16,11 +16,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import asyncpg
 import grpc
 import httpx
 import pytest
-from support.pg_server import running_postgres
+from support.pg_server import new_database, running_postgres
 from support.s3_server import S3Server, running_s3_server
 
 import determined as det
@@ -104,12 +103,7 @@ async def event_store(nats_url: str, namespace: str) -> AsyncIterator[EventStore
 @pytest.fixture
 async def database_url(postgres_server: PostgresServer, namespace: str) -> str:
     """A fresh, empty database for one test (asyncpg-style URL)."""
-    connection = await asyncpg.connect(postgres_server.url)
-    try:
-        await connection.execute(f'CREATE DATABASE "{namespace}"')
-    finally:
-        await connection.close()
-    return postgres_server.url.rsplit("/", 1)[0] + f"/{namespace}"
+    return await new_database(postgres_server, namespace)
 
 
 @pytest.fixture

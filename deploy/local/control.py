@@ -28,7 +28,9 @@ from deploy.local.cluster import (
     cluster_identity,
     every_agent_work_dir,
     http_port,
+    part_credentials,
     recorded_cluster_id,
+    service_environment,
 )
 from deploy.local.credentials import agent_user, credentials, without_agent
 from deploy.local.decisions import PARTS, STOP_DEADLINE_S, Action, UpOutcome, plan_cluster_up, startup_failure
@@ -379,6 +381,22 @@ def running_supervisor(data_dir: Path) -> int:
         )
         raise DeployError(f"no cluster is running from {data_dir}{why}")
     return record.supervisor_pid
+
+
+def gateway_environment(data_dir: Path) -> dict[str, str]:
+    """The settings and credentials of the gateway of the cluster running from `data_dir`,
+    for a command of the gateway's own (`det deploy local verify`); DeployError when none
+    runs there, or when the folder holds agents for a cluster elsewhere."""
+    running_supervisor(data_dir)
+    record = ClusterRecord.load(data_dir)
+    assert record is not None  # running_supervisor found it
+    if record.remote_cluster() is not None:
+        raise DeployError(
+            f"{data_dir} holds agents for a cluster elsewhere: run this on the cluster's machine"
+        )
+    nats = cluster_nats(data_dir, record, credentials(data_dir))
+    environment = service_environment(record.options(data_dir), data_dir, nats.url)
+    return dict(environment, **part_credentials("gateway", data_dir, record.postgres_port))
 
 
 # -- status ----------------------------------------------------------------------------

@@ -80,6 +80,9 @@ class AgentAllocation:
     # This agent's part of a multi-agent allocation has ended (its
     # AllocationResourcesExited is in the log); the scheduler closes it.
     part_exited: bool = False
+    # A task's server answered (its AllocationReady is in the log): a
+    # restarted agent that reattaches it does not say so again.
+    ready: bool = False
 
     @property
     def allocation_id(self) -> str:
@@ -95,7 +98,26 @@ class AgentAllocation:
 
     @property
     def launch(self) -> events_pb2.TrialLaunch:
+        """A trial's launch (empty for a task: its ids read 0)."""
         return self.requested.trial
+
+    @property
+    def is_task(self) -> bool:
+        """A notebook, TensorBoard, command or shell (its spec is a TaskLaunch)."""
+        return bool(self.requested.HasField("task"))
+
+    @property
+    def task(self) -> events_pb2.TaskLaunch:
+        return self.requested.task
+
+    @property
+    def config_json(self) -> str:
+        """The trial's experiment config, or the task's config (JSON)."""
+        return self.task.config_json if self.is_task else self.launch.config_json
+
+    @property
+    def context_hash(self) -> str:
+        return self.task.context_hash if self.is_task else self.launch.context_hash
 
     def answer(self, append: Append) -> Append:
         """`append` as an answer to this allocation's assignment."""
@@ -104,7 +126,7 @@ class AgentAllocation:
 
 @dataclass(frozen=True)
 class AgentState:
-    # Requests (of trials) not yet placed anywhere.
+    # Requests (of trials and tasks) not yet placed anywhere.
     pending: dict[str, PendingRequest] = field(default_factory=dict)
     # Allocations of this agent that have not exited.
     allocations: dict[str, AgentAllocation] = field(default_factory=dict)
@@ -132,6 +154,7 @@ AGENT_FOLDS = (
     "allocation_stop_requested",
     "allocation_stop_withdrawn",
     "allocation_kill_requested",
+    "allocation_ready",
     "allocation_exited",
     "allocation_resources_exited",
 )
@@ -191,7 +214,7 @@ def evolve(
             and event.registration_event_id == state.registration_event_id
         ):
             return replace(state, lost=True)
-        case events_pb2.AllocationRequested() if event.HasField("trial"):
+        case events_pb2.AllocationRequested() if event.WhichOneof("spec") is not None:
             pending = PendingRequest(event, envelope.event_id, envelope.correlation_id)
             return replace(state, pending={**state.pending, event.allocation_id: pending})
         case events_pb2.AllocationAssigned():
@@ -204,6 +227,8 @@ def evolve(
             return _stops_changed(state, event, envelope.event_id)
         case events_pb2.AllocationKillRequested():
             return _update(state, event.allocation_id, kill_requested=True)
+        case events_pb2.AllocationReady() if event.allocation_id in state.allocations:
+            return _update(state, event.allocation_id, ready=True)
         case events_pb2.AllocationExited() if event.allocation_id in state.allocations:
             allocations = {k: v for k, v in state.allocations.items() if k != event.allocation_id}
             return replace(state, allocations=allocations)
@@ -345,6 +370,36 @@ def allocation_started(allocation: AgentAllocation, pid: int) -> Append:
         aggregate("allocation", allocation.allocation_id),
         event,
         f"allocation-started-{allocation.allocation_id}",
+    )
+
+
+def allocation_ready(allocation: AgentAllocation, proxy_address: str) -> Append:
+    """The task's server answers at `proxy_address` ("host:port")."""
+    event = events_pb2.AllocationReady(
+        allocation_id=allocation.allocation_id,
+        task_id=allocation.requested.task_id,
+        agent_id=allocation.agent_id,
+        proxy_address=proxy_address,
+    )
+    return Append(
+        aggregate("allocation", allocation.allocation_id),
+        event,
+        f"allocation-ready-{allocation.allocation_id}",
+    )
+
+
+def idle_kill_requested(allocation: AgentAllocation, reason: str) -> Append:
+    """The agent stops a notebook that was idle too long (`idle.py` says why)."""
+    event = events_pb2.AllocationKillRequested(
+        allocation_id=allocation.allocation_id,
+        task_id=allocation.requested.task_id,
+        agent_id=allocation.agent_id,
+        reason=reason,
+    )
+    return Append(
+        aggregate("allocation", allocation.allocation_id),
+        event,
+        f"allocation-kill-idle-{allocation.allocation_id}",
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "AgentError",
     "AgentIdentity",
     "EntrypointError",
+    "allocation_environment",
     "entrypoint_argv",
     "forkable_argv",
     "trial_environment",
@@ -173,25 +174,63 @@ def trial_environment(
     folder: Path,
     user: OsUser | None = None,
 ) -> dict[str, str]:
-    """The trial's environment: what `passed_on` keeps of the agent's own (no
-    secret of the cluster's: none of its DET_ settings), the contract's
-    variables and the config's `environment.environment_variables`. Its
-    config is in CONFIG_FILE in `folder`, the allocation's (written by the
-    runner). A trial that runs as `user` has its TRIAL_FOLDER as HOME.
+    """The trial's environment (`allocation_environment`). Its config is in
+    CONFIG_FILE in `folder`, the allocation's (written by the runner).
 
     The rank layout (DET_CONTAINER_*, DET_CHIEF_IP) and the ports the gang's
     workers meet on are set for every allocation, one agent or several: every
     agent of a gang computes the same ports from the allocation id."""
     launch = allocation.launch
-    config = json.loads(launch.config_json or "{}")
-    env = passed_on(inherited, own_user=user is None)
-    if user is not None:
-        env.update(HOME=str(folder / TRIAL_FOLDER), USER=user.name, LOGNAME=user.name)
     # This agent's own address where its placement carries none (an old log's).
     addrs = list(allocation.container_addrs) or [""]
     addrs[allocation.container_rank] = addrs[allocation.container_rank] or identity.address
     slot_counts = allocation.container_slot_counts or (len(allocation.slot_ids),)
     c10d_port, comm_port_1, comm_port_2 = allocation_ports(allocation.allocation_id)
+    contract = {
+        "DET_CONTAINER_RANK": str(allocation.container_rank),
+        "DET_CONTAINER_ADDRS": json.dumps(addrs),
+        "DET_CONTAINER_SLOT_COUNTS": json.dumps(list(slot_counts)),
+        "DET_CHIEF_IP": addrs[0],
+        "C10D_PORT": str(c10d_port),
+        "INTER_TRAIN_PROCESS_COMM_PORT_1": str(comm_port_1),
+        "INTER_TRAIN_PROCESS_COMM_PORT_2": str(comm_port_2),
+        "DET_SESSION_TOKEN": session_token,
+        "DET_EXPERIMENT_ID": str(launch.experiment_id),
+        "DET_TRIAL_ID": str(launch.trial_id),
+        "DET_TRIAL_RUN_ID": str(launch.trial_run_id),
+        "DET_TRIAL_SEED": str(launch.trial_seed),
+        "DET_EXPERIMENT_CONFIG_FILE": str(folder / CONFIG_FILE),
+        "DET_HPARAMS": launch.hparams_json,
+        "DET_STEPS_COMPLETED": str(launch.steps_completed),
+        "DET_SEARCHER_LENGTH": str(launch.searcher_length),
+    }
+    if launch.latest_checkpoint:
+        contract["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
+    return allocation_environment(
+        allocation, identity, contract, slot_type=slot_type, inherited=inherited, folder=folder, user=user
+    )
+
+
+def allocation_environment(
+    allocation: AgentAllocation,
+    identity: AgentIdentity,
+    contract: Mapping[str, str],
+    *,
+    slot_type: str,
+    inherited: Mapping[str, str],
+    folder: Path,
+    user: OsUser | None = None,
+) -> dict[str, str]:
+    """What every allocation's process gets, a trial's or a task's: what
+    `passed_on` keeps of the agent's own environment (no secret of the
+    cluster's: none of its DET_ settings), the config's
+    `environment.environment_variables`, the ids every process gets and its
+    kind's `contract` variables. A process that runs as `user` has the
+    allocation's TRIAL_FOLDER as HOME."""
+    config = json.loads(allocation.config_json or "{}")
+    env = passed_on(inherited, own_user=user is None)
+    if user is not None:
+        env.update(HOME=str(folder / TRIAL_FOLDER), USER=user.name, LOGNAME=user.name)
     env["PATH"] = os.pathsep.join(p for p in (identity.python_bin_dir, inherited.get("PATH", "")) if p)
     env.update(configured_variables(config, slot_type))
     env.update(
@@ -199,32 +238,16 @@ def trial_environment(
         DET_CLUSTER_ID=identity.cluster_id,
         DET_AGENT_ID=identity.agent_id,
         DET_SLOT_IDS=json.dumps(list(allocation.slot_ids)),
-        DET_CONTAINER_RANK=str(allocation.container_rank),
-        DET_CONTAINER_ADDRS=json.dumps(addrs),
-        DET_CONTAINER_SLOT_COUNTS=json.dumps(list(slot_counts)),
-        DET_CHIEF_IP=addrs[0],
-        C10D_PORT=str(c10d_port),
-        INTER_TRAIN_PROCESS_COMM_PORT_1=str(comm_port_1),
-        INTER_TRAIN_PROCESS_COMM_PORT_2=str(comm_port_2),
         DET_TASK_ID=allocation.requested.task_id,
         DET_ALLOCATION_ID=allocation.allocation_id,
-        DET_SESSION_TOKEN=session_token,
         DET_TASK_TYPE=allocation.requested.task_type,
-        DET_EXPERIMENT_ID=str(launch.experiment_id),
-        DET_TRIAL_ID=str(launch.trial_id),
-        DET_TRIAL_RUN_ID=str(launch.trial_run_id),
-        DET_TRIAL_SEED=str(launch.trial_seed),
-        DET_EXPERIMENT_CONFIG_FILE=str(folder / CONFIG_FILE),
+        # Where the process says why it cannot run (read when it exits non-zero).
         DET_FATAL_ERROR_FILE=str(folder / FATAL_ERROR_FILE),
-        DET_HPARAMS=launch.hparams_json,
-        DET_STEPS_COMPLETED=str(launch.steps_completed),
-        DET_SEARCHER_LENGTH=str(launch.searcher_length),
         PYTHONUNBUFFERED="1",
     )
+    env.update(contract)
     env.update(_master_tls(identity, folder))
     env.update(gpu_variables(allocation.slot_ids, identity.slots))  # its slots' GPUs, and no other
-    if launch.latest_checkpoint:
-        env["DET_LATEST_CHECKPOINT"] = launch.latest_checkpoint
     return env
 
 

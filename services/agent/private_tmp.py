@@ -8,7 +8,7 @@ import functools
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,16 +29,26 @@ class TrialTmp:
     keep: list[str]
 
     @classmethod
-    def of(cls, folder: Path, work_dir: Path, python_bin_dir: str, config: dict[str, Any]) -> "TrialTmp":
+    def of(
+        cls,
+        folder: Path,
+        work_dir: Path,
+        python_bin_dir: str,
+        config: dict[str, Any],
+        read_storages: Sequence[Any] = (),
+    ) -> "TrialTmp":
         """`folder`'s FOLDER; kept: the agent's work folder (its allocation's folder), the Python
         it runs and the agent's (whose packages a trial venv loads, the harness among them),
-        and its `shared_fs` checkpoint storage (`host_path`/`storage_path`)."""
+        and the folders of its `shared_fs` checkpoint storage (`host_path`/`storage_path`) and
+        of those it reads (a TensorBoard's trials')."""
         keep = [str(work_dir), python_bin_dir, sys.prefix, sys.base_prefix, HARNESS_FOLDER]
-        storage = config.get("checkpoint_storage")
-        if isinstance(storage, dict) and storage.get("type") == "shared_fs":
-            host_path, storage_path = storage.get("host_path"), storage.get("storage_path")
-            if isinstance(host_path, str) and host_path:
-                keep.append(os.path.join(host_path, storage_path if isinstance(storage_path, str) else ""))
+        for storage in (config.get("checkpoint_storage"), *read_storages):
+            if isinstance(storage, dict) and storage.get("type") == "shared_fs":
+                host_path, storage_path = storage.get("host_path"), storage.get("storage_path")
+                if isinstance(host_path, str) and host_path:
+                    keep.append(
+                        os.path.join(host_path, storage_path if isinstance(storage_path, str) else "")
+                    )
         return cls(folder / private_tmp.FOLDER, [path for path in keep if path])
 
     def request(self) -> dict[str, object]:

@@ -48,6 +48,14 @@ agent reattaches those of allocations still open in the log (`recover`
 lists them, the core keeps their allocations as this run's, and their output
 is followed again from the last line shipped) and removes the rest.
 
+A notebook's, TensorBoard's, command's or shell's allocation (a TaskLaunch
+spec) runs the same way, as a process or a container, with what
+`task_launch.py` says: its server's port is chosen as it starts, its output
+goes to its task's log subject, AllocationReady is appended once the server
+answers (`readiness.py`), and a notebook with an idle_timeout is watched and
+killed once idle (`idle.py`). A stop (a disabled agent) kills a task at once:
+it has nothing to save.
+
 With a `ForkServer` (DET_AGENT_FORK_SERVER, on unless set to 0), an allocation whose
 entrypoint is a plain `python3 script.py ...` (`forkable_argv`) runs in a
 child forked from a warm helper (`determined.exec.forkserver`) instead of a
@@ -57,6 +65,7 @@ asyncio.subprocess.Process, so watching and killing it are the same.
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -83,8 +92,16 @@ from services.agent.containers.launcher import Containers
 from services.agent.containers.runtime import ContainerProcess
 from services.agent.containers.spec import ContainerConfigError
 from services.agent.context_fetch import fetch_context
-from services.agent.core import AgentAllocation, AgentState, allocation_started, part_ended
+from services.agent.core import (
+    AgentAllocation,
+    AgentState,
+    allocation_ready,
+    allocation_started,
+    idle_kill_requested,
+    part_ended,
+)
 from services.agent.folders import ended_well
+from services.agent.idle import idle_settings, watch_idle
 from services.agent.launch import (
     CONFIG_FILE,
     FATAL_ERROR_FILE,
@@ -98,10 +115,25 @@ from services.agent.launch import (
     passed_on,
     trial_environment,
 )
-from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper, read_progress
+from services.agent.logs import MAX_LINE_BYTES, SPILL_FILE, LogShipper, Publish, read_progress
 from services.agent.logs import MEMORY_BYTES as LOG_MEMORY_BYTES
 from services.agent.notices import runtime_notices
 from services.agent.private_tmp import TrialTmp
+from services.agent.readiness import wait_until_ready
+from services.agent.task_launch import (
+    HTTP_SERVERS,
+    NOTEBOOK,
+    free_port,
+    has_server,
+    plain_task_id,
+    proxy_address,
+    proxy_prefix,
+    read_storages,
+    task_argv,
+    task_environment,
+    task_files,
+    working_dir,
+)
 from services.common.config import experiment_config
 from services.common.envelope import Append
 from services.common.eventlog import EventStoreError
@@ -114,7 +146,7 @@ from services.common.processes import (
     process_alive,
     write_process_record,
 )
-from services.common.tokens import mint_allocation_token
+from services.common.tokens import mint_allocation_token, task_proxy_token
 
 SETUP_FAILED_EXIT_CODE = 1
 # What the agent keeps of a trial's FATAL_ERROR_FILE: a reason, not a log.
@@ -360,6 +392,9 @@ class Running:
     fenced: bool = False
     killer: asyncio.Task[None] | None = None
     stop_timer: asyncio.Task[None] | None = None
+    # A task's server: its port, and what watches it (readiness, idleness) while it runs.
+    port: int = 0
+    watchers: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
     def launch(self) -> events_pb2.TrialLaunch:
@@ -509,7 +544,7 @@ class Runner:
                 process.abandon()
             elif process is not None and process.returncode is None:
                 _signal_group(process.pid, signal.SIGKILL)
-            for task in (running.task, running.stop_timer):
+            for task in (running.task, running.stop_timer, *running.watchers):
                 if task is not None:
                     task.cancel()
             if running.shipper is not None:
@@ -528,8 +563,14 @@ class Runner:
     async def _run(self, running: Running) -> None:
         allocation = running.allocation
         folder = self.work_dir / allocation.allocation_id
+        if allocation.is_task and not plain_task_id(allocation.requested.task_id):
+            # Not the gateway's (a UUID): it could name another's log subject or proxy path.
+            error = f"task id {allocation.requested.task_id!r} is not letters, digits, - and _"
+            log.warning("allocation_setup_failed", allocation_id=allocation.allocation_id, error=error)
+            await self._end(running, SETUP_FAILED_EXIT_CODE, error=error, fatal=True)
+            return
         shipper = running.shipper = LogShipper(
-            self.store.logs.publish,
+            self._log_publisher(allocation),
             trial_id=running.launch.trial_id,
             allocation_id=allocation.allocation_id,
             agent_id=self.identity.agent_id,
@@ -542,11 +583,11 @@ class Runner:
             await self._reattach(running, shipper, folder, left)
             return
         if self.containers is None:  # what the config asks that a process cannot have
-            config = json.loads(running.launch.config_json or "{}")
+            config = json.loads(allocation.config_json or "{}")
             for notice in runtime_notices(config, "process"):
                 shipper.add("stderr", f"determined agent: {notice}")
         try:
-            argv, script = await self._prepare(running.launch, folder)
+            argv, script = await self._prepare(allocation, folder)
             if running.kill_requested:  # asked before it could start
                 await shipper.close()
                 await self._end(running, -int(signal.SIGTERM), killed=True)
@@ -574,6 +615,8 @@ class Runner:
         log.info(
             "allocation_reattached", allocation_id=running.allocation.allocation_id, pid=running.process.pid
         )
+        running.port = self.containers.task_port(container)
+        self._watch_task(running)  # its idleness is watched anew
         await self._finish(running, shipper, folder)
 
     async def _finish(self, running: Running, shipper: LogShipper, folder: Path) -> None:
@@ -581,6 +624,8 @@ class Runner:
         allocation = running.allocation
         assert running.process is not None
         exit_code = await self._watch(running, running.process, shipper, folder)
+        for watcher in running.watchers:
+            watcher.cancel()
         if isinstance(running.process, ContainerProcess):
             await running.process.remove()
         failed = exit_code != 0 and not running.kill_requested
@@ -633,21 +678,25 @@ class Runner:
                 folder, self.identity.agent_id, exit_code, killed=killed, error=error, now=time.time()
             )
 
-    async def _prepare(
-        self, launch: events_pb2.TrialLaunch, folder: Path
-    ) -> tuple[list[str], list[str] | None]:
+    async def _prepare(self, allocation: AgentAllocation, folder: Path) -> tuple[list[str], list[str] | None]:
         """Makes the allocation's folder and its trial folder, with the context
-        extracted and the config written; returns the command to run there and,
-        when the fork server may run it instead, the script and its arguments."""
+        extracted and the config written (and a task's files); returns the
+        command to run there and, when the fork server may run it instead,
+        the script and its arguments."""
         data = None
-        if launch.context_hash:
+        if allocation.context_hash:
             contexts, connection = self.store.contexts, self.store.connection
-            data = await fetch_context(contexts, connection, launch.context_hash, allocation_id=folder.name)
+            data = await fetch_context(
+                contexts, connection, allocation.context_hash, allocation_id=folder.name
+            )
         user = self.containers.user if self.containers is not None else self.trial_user
+        files = task_files(allocation) if allocation.is_task else {}
         await asyncio.to_thread(
-            make_folders, folder, user, data, launch.config_json, self.identity.master_cert_file
+            make_folders, folder, user, data, allocation.config_json, self.identity.master_cert_file, files
         )
-        config = json.loads(launch.config_json or "{}")
+        if allocation.is_task:
+            return task_argv(allocation), None
+        config = json.loads(allocation.config_json or "{}")
         startup_hook = (folder / TRIAL_FOLDER / STARTUP_HOOK).is_file()
         argv = entrypoint_argv(config, startup_hook=startup_hook)
         script = None
@@ -662,22 +711,14 @@ class Runner:
         with the fork server, which dies with the agent); it writes its
         process record before it runs anything."""
         allocation = running.allocation
-        token = mint_allocation_token(self.cluster_secret, running.launch.trial_id, allocation.allocation_id)
-        cwd = folder / TRIAL_FOLDER
-        env = trial_environment(
-            allocation,
-            self.identity,
-            session_token=token,
-            slot_type=self.slot_type,
-            inherited=os.environ,
-            folder=folder,
-            user=self.trial_user,
-        )
+        config = json.loads(allocation.config_json or "{}")
+        cwd = Path(working_dir(config, str(folder / TRIAL_FOLDER)))
+        env = await self._environment(running, folder)
         if self.containers is not None:
             return await self._spawn_container(running, folder, argv, env)
         record = workdir.record_path(folder)
-        config = json.loads(running.launch.config_json or "{}")
-        tmp = TrialTmp.of(folder, self.work_dir, self.identity.python_bin_dir, config)
+        storages = read_storages(allocation)
+        tmp = TrialTmp.of(folder, self.work_dir, self.identity.python_bin_dir, config, storages)
         process: TrialProcess | None = None
         if script is not None and self.fork_server is not None:
             try:
@@ -711,7 +752,78 @@ class Runner:
             forked=isinstance(process, ForkedProcess),
         )
         await self._answer(running, allocation_started(allocation, process.pid))
+        self._watch_task(running)
         return process
+
+    async def _environment(self, running: Running, folder: Path) -> dict[str, str]:
+        """The process's environment: a trial's, with its allocation token; a
+        task's, with the port its server listens on (chosen here)."""
+        allocation = running.allocation
+        if not allocation.is_task:
+            token = mint_allocation_token(
+                self.cluster_secret, running.launch.trial_id, allocation.allocation_id
+            )
+            return trial_environment(
+                allocation,
+                self.identity,
+                session_token=token,
+                slot_type=self.slot_type,
+                inherited=os.environ,
+                folder=folder,
+                user=self.trial_user,
+            )
+        if has_server(allocation.requested.task_type):
+            running.port = await asyncio.to_thread(free_port, self.identity.address)
+        return task_environment(
+            allocation,
+            self.identity,
+            port=running.port,
+            token=task_proxy_token(self.cluster_secret, allocation.requested.task_id),
+            slot_type=self.slot_type,
+            inherited=os.environ,
+            folder=folder,
+            user=self.trial_user,
+        )
+
+    def _watch_task(self, running: Running) -> None:
+        """A task's server: AllocationReady once it answers; a notebook with an
+        idle_timeout is then watched for idleness. Both end with the process."""
+        allocation = running.allocation
+        if not allocation.is_task or not has_server(allocation.requested.task_type):
+            return
+        task = asyncio.create_task(self._until_ready(running), name=f"ready-{allocation.allocation_id}")
+        task.add_done_callback(_log_failure)
+        running.watchers.append(task)
+
+    async def _until_ready(self, running: Running) -> None:
+        allocation = running.allocation
+        task_type, task_id = allocation.requested.task_type, allocation.requested.task_id
+        host, prefix = self.identity.address, proxy_prefix(task_id)
+        address = proxy_address(host, running.port)
+        if not allocation.ready:  # (a reattached container's may be)
+            await wait_until_ready(host, running.port, prefix, http=task_type in HTTP_SERVERS)
+            log.info("allocation_ready", allocation_id=allocation.allocation_id, proxy_address=address)
+            await self._answer(running, allocation_ready(allocation, address))
+        settings = idle_settings(json.loads(allocation.config_json or "{}"))
+        if task_type != NOTEBOOK or settings is None:
+            return
+        token = task_proxy_token(self.cluster_secret, task_id)
+        base_url = f"http://{address}{prefix}"
+        await watch_idle(base_url, token, settings, functools.partial(self._idle, running))
+
+    async def _idle(self, running: Running, reason: str) -> None:
+        """The notebook was idle too long: the kill is asked in the log (the
+        task's history says why), and done as any kill is when it is folded."""
+        log.info("allocation_idle", allocation_id=running.allocation.allocation_id, reason=reason)
+        await self._answer(running, idle_kill_requested(running.allocation, reason))
+
+    def _log_publisher(self, allocation: AgentAllocation) -> Publish:
+        """Where the allocation's output goes: its trial's logs, or its task's."""
+        if not allocation.is_task:
+            return self.store.logs.publish
+        requested = allocation.requested
+        subject = self.store.logs.task_subject(requested.task_type, requested.task_id)
+        return functools.partial(self.store.logs.publish, subject=subject)
 
     async def _spawn_container(
         self, running: Running, folder: Path, argv: list[str], env: dict[str, str]
@@ -721,6 +833,7 @@ class Runner:
         container = await self.containers.start(allocation, self.identity, folder, argv, env, self.slot_type)
         log.info("allocation_started", allocation_id=allocation.allocation_id, pid=container.pid, argv=argv)
         await self._answer(running, allocation_started(allocation, container.pid))
+        self._watch_task(running)
         return container
 
     async def _exec(
@@ -771,7 +884,9 @@ class Runner:
     async def _kill_after_grace(self, running: Running) -> None:
         """A stop request's deadline: the process had its grace period to
         checkpoint and exit; past it, it is killed (what it reported stays)."""
-        timeout = experiment_config(running.launch.config_json).preemption_timeout
+        # A task has nothing to save: it is killed at once.
+        allocation = running.allocation
+        timeout = 0 if allocation.is_task else experiment_config(allocation.config_json).preemption_timeout
         await asyncio.sleep(self.stop_grace_s if timeout is None else timeout)
         if running.process is None or running.process.returncode is None:
             log.info("allocation_stop_grace_expired", allocation_id=running.allocation.allocation_id)
@@ -829,17 +944,24 @@ def _log_failure(task: "asyncio.Task[None]") -> None:
 
 
 def make_folders(
-    folder: Path, user: OsUser | None, context: bytes | None, config_json: str, master_cert: str = ""
+    folder: Path,
+    user: OsUser | None,
+    context: bytes | None,
+    config_json: str,
+    master_cert: str = "",
+    files: Mapping[str, str] | None = None,
 ) -> None:
     """The allocation's folder (the agent's, 0711) with its config (0600, the
     trial user's: it may hold storage credentials), its empty FATAL_ERROR_FILE
-    (0600, the trial user's to write), a copy of the master's certificate
+    (0600, the trial user's to write), the other `files` a task reads (by
+    name, written as its config is), a copy of the master's certificate
     (0644), its trial folder (0700, the trial user's) holding the
     extracted context, and the folder that is the trial's /tmp (0700, the
     trial user's). Blocking: run in a thread."""
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o711)
-    for name, text in ((CONFIG_FILE, config_json or "{}"), (FATAL_ERROR_FILE, "")):
+    written = {CONFIG_FILE: config_json or "{}", FATAL_ERROR_FILE: "", **(files or {})}
+    for name, text in written.items():
         (folder / name).write_text(text)
         (folder / name).chmod(0o600)
         if user is not None:

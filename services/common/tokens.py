@@ -69,5 +69,12 @@ def verify_session_token(secret: str, token: str) -> SessionClaims:
     return SessionClaims(int(parts[1]), parts[2], int(parts[3]))
 
 
+def task_proxy_token(secret: str, task_id: str) -> str:
+    """What a task's server (JupyterLab) asks of every request: the gateway's
+    proxy sends it (`Authorization: token ...`), so that no other local user
+    drives the task. A signature alone: it verifies as no other kind of token."""
+    return _sign(secret, f"task-proxy:{task_id}")
+
+
 def _sign(secret: str, body: str) -> str:
     return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()

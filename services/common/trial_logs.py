@@ -39,25 +39,34 @@ class TrialLogs:
     def subject(self, trial_id: int) -> str:
         return f"{self._store.namespace}.logs.trial.{trial_id}"
 
-    async def publish(self, batch: events_pb2.LogBatch, msg_id: str = "") -> None:
-        """Publishes one batch, waiting out an outage like an append; with a
-        msg_id, a retry of a batch that landed is stored once (within 120 s)."""
+    def task_subject(self, task_type: str, task_id: str) -> str:
+        """Where a notebook's, TensorBoard's, command's or shell's output goes."""
+        return f"{self._store.namespace}.logs.{task_type.lower()}.{task_id}"
+
+    async def publish(self, batch: events_pb2.LogBatch, msg_id: str = "", *, subject: str = "") -> None:
+        """Publishes one batch (on its trial's subject unless `subject` says),
+        waiting out an outage like an append; with a msg_id, a retry of a
+        batch that landed is stored once (within 120 s)."""
         data = batch.SerializeToString()
         connection = self._store.connection
         await connection.call(
             lambda: connection.jetstream().publish(
-                self.subject(batch.trial_id),
+                subject or self.subject(batch.trial_id),
                 data,
                 stream=self.stream,
                 headers={"Nats-Msg-Id": msg_id} if msg_id else None,
             )
         )
 
-    async def read(self, trial_id: int, follow: bool) -> AsyncIterator[StoredLogBatch]:
-        """The trial's batches in order; one that is not a log batch (what a
-        holder of an agent's password may publish) is skipped and recorded."""
-        subjects = [self.subject(trial_id)]
-        reading = self._store.reader.read(self.stream, subjects, 1, follow)
+    def read(self, trial_id: int, follow: bool) -> AsyncIterator[StoredLogBatch]:
+        """The trial's batches in order (see `read_subject`)."""
+        return self.read_subject(self.subject(trial_id), follow)
+
+    async def read_subject(self, subject: str, follow: bool) -> AsyncIterator[StoredLogBatch]:
+        """The batches of one subject (a trial's, a task's) in order; one that is
+        not a log batch (what a holder of an agent's password may publish) is
+        skipped and recorded."""
+        reading = self._store.reader.read(self.stream, [subject], 1, follow)
         async for sequence, data, caught_up, subject in reading:
             try:
                 batch = events_pb2.LogBatch.FromString(data)

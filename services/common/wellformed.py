@@ -12,8 +12,9 @@ cores trust). A reader skips such an event, says so once and goes on
 A well-formed event:
 - is at most MAX_EVENT_BYTES and decodes as an Envelope;
 - has an event id and a payload of a type this code knows;
-- names an aggregate "<kind>/<id>" whose kind is its type's (SUBJECT_KINDS)
-  and whose id is the one its payload names (AGGREGATE_ID);
+- names an aggregate "<kind>/<id>" whose kind is its type's (SUBJECT_KINDS; a
+  job's change: its job's, _JOB_KINDS) and whose id is the one its payload
+  names (AGGREGATE_ID);
 - when its subject is known, was stored on that aggregate's subject.
 """
 
@@ -50,10 +51,25 @@ _EXPERIMENT, _TRIAL, _ALLOCATION = _field("experiment_id"), _field("trial_id"), 
 _AGENT, _USER, _UUID = _field("agent_id"), _field("user_id"), _field("uuid")
 
 
+# The aggregate kind a job's changes are stored under, by the job's kind: an
+# experiment's on the experiment ("experiment/7"), a task's (a notebook's, ...)
+# on its one allocation ("allocation/<task id>.1"), which the scheduler reads.
+_JOB_KINDS = {"experiment": "experiment", "task": "allocation"}
+
+
 def _job_id(payload: Message) -> str:
-    # A job's aggregate is its own ("experiment/7"): job_id names it whole.
     kind, _, job = str(payload.job_id).partition("/")
+    if kind == "task" and job:
+        return f"{job}.1"
     return job if kind == "experiment" else ""
+
+
+def _kind_of(event_type: str, payload: Message) -> str:
+    """The aggregate kind an event is stored under: its type's (SUBJECT_KINDS),
+    but a job's change goes with its job (_JOB_KINDS)."""
+    if event_type == "job_resources_changed":
+        return _JOB_KINDS.get(str(payload.job_id).partition("/")[0], SUBJECT_KINDS[event_type])
+    return SUBJECT_KINDS[event_type]
 
 
 # The id in the payload of each event type that its aggregate's id must equal.
@@ -131,8 +147,9 @@ def problem(envelope: Envelope, subject: str | None = None, namespace: str = "de
     if not envelope.event_id or len(envelope.event_id) > MAX_NAME_CHARS:
         return f"{event_type} without an event id (or one over {MAX_NAME_CHARS} characters)"
     kind, _, aggregate_id = envelope.aggregate.partition("/")
-    if kind != SUBJECT_KINDS[event_type]:
-        return f"{event_type} on aggregate {envelope.aggregate!r}: its kind must be {SUBJECT_KINDS[event_type]!r}"
+    expected_kind = _kind_of(event_type, getattr(envelope, event_type))
+    if kind != expected_kind:
+        return f"{event_type} on aggregate {envelope.aggregate!r}: its kind must be {expected_kind!r}"
     if not aggregate_id or len(envelope.aggregate) > MAX_NAME_CHARS or _NOT_SUBJECT_TAIL.search(aggregate_id):
         return f"{event_type} on aggregate {envelope.aggregate!r}: not a valid aggregate id"
     named = AGGREGATE_ID[event_type](getattr(envelope, event_type))

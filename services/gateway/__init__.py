@@ -7,6 +7,8 @@
                                           DET_ADVERTISED_NATS_URL,
                                           DET_HTTP_PORT: the HTTP/JSON API, none when unset)
     python -m services.gateway.rebuild    drop the read models and replay the log
+                                          (--until SEQUENCE: up to there; --verify: check
+                                          the live ones against a rebuild beside them)
 
 By feature: features/<name>/ (experiments, trials, checkpoints, models,
 users, agents, jobs, logs), each with its tables, its row rules

@@ -9,6 +9,7 @@ from services.gateway.features.jobs.service import Jobs
 from services.gateway.features.logs.service import Logs
 from services.gateway.features.models.service import Models
 from services.gateway.features.parts import Parts
+from services.gateway.features.tasks.service import Tasks
 from services.gateway.features.trials.reports import Reports
 from services.gateway.features.trials.service import Trials
 from services.gateway.features.users.service import Users
@@ -26,3 +27,4 @@ class Api:
         self.checkpoints = Checkpoints(parts, self.reports)
         self.models = Models(parts, self.checkpoints)
         self.users = Users(parts)
+        self.tasks = Tasks(parts, self.experiments)

@@ -40,26 +40,34 @@ from services.gateway.read_models import SCHEMA as S
 ROW_TABLES: dict[str, Table] = {table.name: table for feature in FEATURES for table in feature.row_tables}
 
 
-def _merged(rules: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
-    """One dispatch table from the features' own (feature name, rules): an
-    event type has one rule, in the one feature that owns its rows."""
-    merged: dict[str, Any] = {}
-    owners: dict[str, str] = {}
-    for name, own in rules:
-        for event in own:
-            if event in owners:
-                raise ValueError(f"the features {owners[event]} and {name} both apply {event}")
-            owners[event] = name
-        merged.update(own)
-    return merged
+def _merged(rules: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One dispatch table from the features' own rules: an event type whose
+    rows several features own (an allocation's: a trial's run, a notebook's
+    task) has their rules applied in the features' order. An event type has
+    rules of one kind (payload or envelope) in every feature."""
+    found: dict[str, list[Any]] = {}
+    for own in rules:
+        for event, rule in own.items():
+            found.setdefault(event, []).append(rule)
+    return {event: each[0] if len(each) == 1 else _each(each) for event, each in found.items()}
+
+
+def _each(rules: list[Any]) -> Any:
+    """One rule that applies `rules` in order."""
+
+    def apply(plan: Plan, *event: Any) -> None:
+        for rule in rules:
+            rule(plan, *event)
+
+    return apply
 
 
 # Each event type (its Envelope field) that changes rows, and its rule.
-_RULES: dict[str, Rule] = _merged((feature.name, feature.rules) for feature in FEATURES)
+_RULES: dict[str, Rule] = _merged(feature.rules for feature in FEATURES)
 # The rules that read the envelope (its event id), not the payload alone.
-_ENVELOPE_RULES: dict[str, EnvelopeRule] = _merged(
-    (feature.name, feature.envelope_rules) for feature in FEATURES
-)
+_ENVELOPE_RULES: dict[str, EnvelopeRule] = _merged(feature.envelope_rules for feature in FEATURES)
+if _RULES.keys() & _ENVELOPE_RULES.keys():
+    raise ValueError(f"events with rules of both kinds: {sorted(_RULES.keys() & _ENVELOPE_RULES.keys())}")
 
 
 def plan_batch(envelopes: Iterable[Envelope]) -> Plan:

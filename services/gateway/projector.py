@@ -107,23 +107,24 @@ class Projector:
         self._behind_since: float | None = None
         self._log_last = 0
 
-    async def run(self, follow: bool = True) -> None:
+    async def run(self, follow: bool = True, until: int | None = None) -> None:
         """Applies the log from the stored position; with follow=False it
-        returns once it has applied what was stored when it started. Waits
-        out PostgreSQL outages (see the module's docstring). While it
-        follows, it reports its progress (`report_progress`)."""
+        returns once it has applied what was stored when it started (or up to
+        `until`, a sequence stored already: the read models as they were
+        then). Waits out PostgreSQL outages (see the module's docstring).
+        While it follows, it reports its progress (`report_progress`)."""
         reporter = asyncio.create_task(self.report_progress(), name="projector-report") if follow else None
         try:
-            await self._run_waiting_out_outages(follow)
+            await self._run_waiting_out_outages(follow, until)
         finally:
             if reporter is not None:
                 await _stopped(reporter)
 
-    async def _run_waiting_out_outages(self, follow: bool) -> None:
+    async def _run_waiting_out_outages(self, follow: bool, until: int | None) -> None:
         delay = RETRY_FIRST_S
         while True:
             try:
-                await self._run_from_stored_position(follow)
+                await self._run_from_stored_position(follow, until)
                 return
             except POSTGRES_DOWN as error:
                 if self.available:
@@ -135,7 +136,7 @@ class Projector:
             await asyncio.sleep(delay)
             delay = min(2 * delay, RETRY_MAX_S)
 
-    async def _run_from_stored_position(self, follow: bool) -> None:
+    async def _run_from_stored_position(self, follow: bool, until: int | None) -> None:
         async with self.pool.acquire() as connection:  # PostgreSQL may have come up empty
             if await ensure_schema(connection):
                 log.info("read_models_outdated", action="dropped; replaying the log from sequence 1")
@@ -146,7 +147,7 @@ class Projector:
         if not self.available:
             log.info("read_models_available", down_s=round(time.monotonic() - self._down_since, 1))
             await self._set_available(True)
-        end = None if follow else await self.store.last_sequence()
+        end = None if follow else until if until is not None else await self.store.last_sequence()
         if end is not None and end <= self.position:
             return
         stored = end if end is not None else await self.store.last_sequence()

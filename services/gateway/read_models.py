@@ -12,6 +12,8 @@ identical rows.
 """
 
 import contextlib
+import os
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -20,7 +22,19 @@ from sqlalchemy import MetaData
 
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
 
-SCHEMA = "read_model"
+
+def _schema_name() -> str:
+    """read_model, or DET_READ_MODEL_SCHEMA: `rebuild --verify` rebuilds the read
+    models beside the live ones, in a process of its own that names another schema."""
+    name = os.environ.get("DET_READ_MODEL_SCHEMA", "read_model")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", name):
+        raise ValueError(
+            f"DET_READ_MODEL_SCHEMA must be a lower-case SQL name (a-z, 0-9, _; at most 40), got {name!r}"
+        )
+    return name
+
+
+SCHEMA = _schema_name()
 
 
 class ConnectionLostError(Exception):

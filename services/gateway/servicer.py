@@ -262,6 +262,28 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     ) -> api_pb2.SetUserPasswordResponse:
         return await self.api.users.set_user_password(request)
 
+    # -- tasks: notebooks, TensorBoards, commands, shells ------------------------------------
+
+    async def LaunchTask(
+        self, request: api_pb2.LaunchTaskRequest, context: Context
+    ) -> api_pb2.LaunchTaskResponse:
+        return await self.api.tasks.launch_task(request)
+
+    async def GetTasks(self, request: api_pb2.GetTasksRequest, context: Context) -> api_pb2.GetTasksResponse:
+        return await self.api.tasks.get_tasks(request)
+
+    async def GetTask(self, request: api_pb2.GetTaskRequest, context: Context) -> api_pb2.GetTaskResponse:
+        return await self.api.tasks.get_task(request)
+
+    async def KillTask(self, request: api_pb2.KillTaskRequest, context: Context) -> api_pb2.KillTaskResponse:
+        return await self.api.tasks.kill_task(request)
+
+    async def TaskLogs(
+        self, request: api_pb2.TaskLogsRequest, context: Context
+    ) -> AsyncIterator[api_pb2.TaskLogsResponse]:
+        async for response in self.api.tasks.task_logs(request):
+            yield response
+
 
 def _peer_address(context: Context) -> str:
     """The client's address as HTTP names it: gRPC's peer ("ipv4:10.0.0.5:41234",

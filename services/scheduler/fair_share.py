@@ -45,7 +45,7 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
             if explain:
                 result.waiting[request.allocation_id] = _why_not_entitled(pool, request, shares, held)
             continue
-        placements = pool.slots.fit(request.slots)
+        placements = pool.slots.fit(request.slots, request.single_agent)
         if placements is None:
             need += request.slots
             if explain:
@@ -81,7 +81,7 @@ def _entitlements(pool: Pool) -> tuple[set[str], dict[str, int]]:
             shares[request.job_id] += request.slots
             entitled.add(request.allocation_id)
     for request in pool.pending:
-        if 0 < request.slots <= pool.capacity:
+        if 0 < request.slots <= pool.room_for(request):
             ids[request.job_id].append(request.allocation_id)
             sizes[request.job_id].append(request.slots)
     left = pool.capacity - sum(shares.values())
@@ -168,8 +168,8 @@ def _filled(
 
 
 def _why_not_entitled(pool: Pool, request: Request, shares: dict[str, int], held: dict[str, int]) -> str:
-    if request.slots > pool.capacity:
-        return over_capacity(pool, request.slots)
+    if request.slots > pool.room_for(request):
+        return over_capacity(pool, request)
     settings = pool.job(request)
     holds = held.get(request.job_id, 0)
     if settings.max_slots and holds + request.slots > settings.max_slots:

@@ -2,7 +2,8 @@
 
 A request goes on one agent when one has room: the best fit, the fullest
 agent that has room (fewest free slots), ties by agent id, so big blocks stay
-whole for big gangs. Else it spans several agents: as few as possible, the
+whole for big gangs. Else (unless it must run on one agent: a notebook,
+TensorBoard, command or shell) it spans several agents: as few as possible, the
 ones with most free slots first (idle agents first among equals), the last
 one the best fit for what is left; slots are taken in slot-id order.
 
@@ -29,10 +30,13 @@ class FreeSlots:
     total: int = 0
     # Room (free slots on one agent) -> the agents with that much room.
     by_room: dict[int, set[str]] = field(default_factory=dict)
+    # The most slots one agent has.
+    largest: int = 0
 
     def add(self, agent_id: str, free: list[int], size: int) -> None:
         self.free[agent_id] = free
         self.sizes[agent_id] = size
+        self.largest = max(self.largest, size)
         self.total += len(free)
         self.by_room.setdefault(len(free), set()).add(agent_id)
 
@@ -41,14 +45,17 @@ class FreeSlots:
         room = max((r for r, agents in self.by_room.items() if agents), default=0)
         return (room, max(self.by_room[room])) if self.free else (0, "")
 
-    def fit(self, slots: int) -> list[Placement] | None:
-        """The placements of a gang of `slots`, or None when the free slots are too few."""
+    def fit(self, slots: int, single_agent: bool = False) -> list[Placement] | None:
+        """The placements of a gang of `slots`, or None when the free slots are
+        too few (`single_agent`: on one agent)."""
         if not self.free or slots > self.total:
             return None
         enough = [room for room, agents in self.by_room.items() if room >= slots and agents]
         if enough:
             agent_id = min(self.by_room[min(enough)])
             return [(agent_id, tuple(self.free[agent_id][:slots]))]
+        if single_agent:
+            return None
         by_room = sorted(self.free, key=lambda a: (-len(self.free[a]), len(self.free[a]) < self.sizes[a], a))
         chosen: list[Placement] = []
         left = slots

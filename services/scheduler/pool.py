@@ -43,6 +43,10 @@ class Pool:
     def job(self, request: Request) -> JobSettings:
         return self.jobs[request.job_id]
 
+    def room_for(self, request: Request) -> int:
+        """The most slots the request could get here: one agent's for a task."""
+        return self.slots.largest if request.single_agent else self.capacity
+
 
 @dataclass
 class Plan:

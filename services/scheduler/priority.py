@@ -40,24 +40,24 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
         if hopeless:
             continue
         settings = pool.job(request)
-        if request.slots > pool.capacity:
-            result.waiting[request.allocation_id] = over_capacity(pool, request.slots)
+        if request.slots > pool.room_for(request):
+            result.waiting[request.allocation_id] = over_capacity(pool, request)
             continue
         holds = held.get(request.job_id, 0)
         if settings.max_slots and holds + request.slots > settings.max_slots:
             result.waiting[request.allocation_id] = f"max_slots {settings.max_slots} reached"
             continue
         free = pool.slots.total - reserved
-        if request.slots <= free:
-            placements = pool.slots.fit(request.slots)
-            assert placements is not None  # a gang may span agents: enough free slots always fit
+        # A gang may span agents: enough free slots always fit it (a task's must be on one agent).
+        placements = pool.slots.fit(request.slots, request.single_agent) if request.slots <= free else None
+        if placements is not None:
             pool.slots.take(placements)
             held[request.job_id] = holds + request.slots
             result.starts.append((request, placements))
             continue
         reserved += free
         held[request.job_id] = holds + request.slots  # what it waits for counts against max_slots
-        short = request.slots - free
+        short = max(request.slots - free, 0)
         back = min(coming_back, short)
         coming_back, short = coming_back - back, short - back
         victims = _victims(pool, candidates, chosen, settings.priority, short, now_ns, min_run_ns)

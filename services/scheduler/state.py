@@ -56,6 +56,8 @@ class Request:
     pool: str = DEFAULT_POOL
     job_id: str = ""
     preemptible: bool = False
+    # A task's (not a trial's): it runs on one agent, never spread over several.
+    single_agent: bool = False
     # Where it runs, once assigned: agent id -> slot ids (the first is the chief).
     placements: tuple[tuple[str, tuple[int, ...]], ...] = ()
     # Asked to stop or die (a pending one is then canceled; a running one is
@@ -84,6 +86,7 @@ def new_request(requested: events_pb2.AllocationRequested, requested_at_ns: int)
         pool=sys.intern(requested.resource_pool or DEFAULT_POOL),
         job_id=sys.intern(requested.job_id or f"task/{requested.task_id}"),
         preemptible=requested.preemptible,
+        single_agent=requested.HasField("task"),
         requested_at_ns=requested_at_ns,
     )
 

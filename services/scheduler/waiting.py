@@ -15,9 +15,12 @@ def start_outside_shares(pool: Pool, request: Request, plan: Plan) -> None:
         plan.starts.append((request, placements))
 
 
-def over_capacity(pool: Pool, slots: int) -> str:
+def over_capacity(pool: Pool, request: Request) -> str:
+    slots = request.slots
     if not pool.slots.sizes:
         return f"no agent in pool {pool.name!r}"
+    if request.single_agent:
+        return f"needs {slots} slots on one agent; the largest agent of pool {pool.name!r} has {pool.slots.largest}"
     return f"needs {slots} slots; pool {pool.name!r} has {pool.capacity}"
 
 

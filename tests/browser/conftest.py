@@ -5,7 +5,8 @@ with the reason, where the browser, its driver or selenium is missing
 
 Fixtures: `cluster` (a local cluster for the browser tests, as the end-to-end
 tests start theirs), `ui_url` (the web UI: the master port + 1), `browser` (one
-headless Chromium for the session). `screenshot(browser, name)` keeps a picture
+headless Chromium for the session), `signed_in` (that browser with admin
+logged in). `screenshot(browser, name)` keeps a picture
 of the page in the git-ignored tests/browser/screenshots/; a failing test leaves
 one too (`failed-<test>.png`)."""
 
@@ -16,7 +17,17 @@ from typing import Any
 
 import pytest
 from support.e2e_cluster import Cluster, started_cluster
-from support.webui_browser import CHROMEDRIVER, CHROMIUM, found, missing_browser, screenshot
+from support.webui_browser import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    css,
+    found,
+    log_in,
+    missing_browser,
+    screenshot,
+    shown,
+    until,
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,6 +66,19 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def signed_in(browser: Any, ui_url: str, cluster: Cluster) -> Any:
+    """The browser on the UI with admin logged in."""
+    if not browser.current_url.startswith(ui_url) or not shown(browser, "#whoami"):
+        log_in(browser, ui_url, cluster.password)
+        until(
+            browser,
+            lambda d: shown(d, "#whoami") and "admin" in css(d, "#whoami").text,
+            "#whoami to show admin",
+        )
+    return browser
 
 
 @pytest.hookimpl(wrapper=True)

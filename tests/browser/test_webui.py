@@ -14,15 +14,13 @@ import textwrap
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from support.e2e_cluster import Cluster, wait_for
-from support.webui_browser import screenshot
+from support.webui_browser import css, css_all, fill, log_in, open_page, screenshot, shown, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-T = TypeVar("T")
 
 # Each trial of the watched experiment reports this many training points of `loss` and
 # validation points of `validation_loss`, prints KNOWN_LINE, then waits for the gate file.
@@ -101,59 +99,6 @@ max_restarts: 0
 # -- helpers ---------------------------------------------------------------------------
 
 
-def until(driver: Any, condition: Callable[[Any], T], what: str, timeout_s: float = 30.0) -> T:
-    """Waits for `condition(driver)` to be truthy, ignoring elements not there yet."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(
-        driver,
-        timeout_s,
-        poll_frequency=0.2,
-        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
-    )
-    try:
-        return wait.until(condition)
-    except Exception as error:  # TimeoutException: say what was awaited
-        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}") from error
-
-
-def css(driver: Any, selector: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.CSS_SELECTOR, selector)
-
-
-def css_all(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return list(driver.find_elements(By.CSS_SELECTOR, selector))
-
-
-def shown(driver: Any, selector: str) -> Any:
-    """The element when it is displayed, else None (for `until`)."""
-    found = [element for element in css_all(driver, selector) if element.is_displayed()]
-    return found[0] if found else None
-
-
-def open_page(driver: Any, ui_url: str, route: str) -> None:
-    driver.get(f"{ui_url}/#/{route}")
-
-
-def log_in(driver: Any, ui_url: str, password: str, username: str = "admin") -> None:
-    open_page(driver, ui_url, "login")
-    until(driver, lambda d: shown(d, "#login-username"), "the login form")
-    fill(driver, "#login-username", username)
-    fill(driver, "#login-password", password)
-    css(driver, "#login-submit").click()
-
-
-def fill(driver: Any, selector: str, text: str) -> None:
-    field = css(driver, selector)
-    field.clear()
-    field.send_keys(text)
-
-
 def row_state(driver: Any, experiment_id: int) -> str:
     return str(css(driver, f'tr[data-experiment-id="{experiment_id}"] td.state').text.strip())
 
@@ -219,19 +164,6 @@ def finished(cluster: Cluster, experiment_id: int, gate: Path) -> None:
     wait_for(
         lambda: cluster.experiment_state(experiment_id) == "COMPLETED", "the experiment to complete", 120
     )
-
-
-@pytest.fixture
-def signed_in(browser: Any, ui_url: str, cluster: Cluster) -> Any:
-    """The browser on the UI with admin logged in."""
-    if not browser.current_url.startswith(ui_url) or not shown(browser, "#whoami"):
-        log_in(browser, ui_url, cluster.password)
-        until(
-            browser,
-            lambda d: shown(d, "#whoami") and "admin" in css(d, "#whoami").text,
-            "#whoami to show admin",
-        )
-    return browser
 
 
 # -- tests -----------------------------------------------------------------------------

@@ -152,9 +152,15 @@ def settles(read: Callable[[], set[str]], expected: set[str], what: str, deadlin
         raise AssertionError(f"{error}: expected {sorted(expected)}, got {sorted(last)}") from None
 
 
+# Trials' TensorBoard files live beside their checkpoints (tensorboard/experiment/<id>/...).
+TENSORBOARD_FOLDER = "tensorboard"
+
+
 def in_folder(root: Path) -> Callable[[], set[str]]:
     """The checkpoint folders under a shared_fs storage root."""
-    return lambda: {p.name for p in root.iterdir()} if root.exists() else set()
+    return lambda: (
+        {p.name for p in root.iterdir() if p.name != TENSORBOARD_FOLDER} if root.exists() else set()
+    )
 
 
 def listed_uuids(cluster: Cluster, experiment_id: int) -> Callable[[], set[str]]:
@@ -265,7 +271,10 @@ def s3_storage(s3_server: S3Server) -> dict[str, Any]:
 def in_bucket(s3_server: S3Server, storage: dict[str, Any]) -> Callable[[], set[str]]:
     """The checkpoint uuids that have objects under the storage's prefix."""
     prefix = storage["prefix"] + "/"
-    return lambda: {key[len(prefix) :].split("/", 1)[0] for key in s3_server.keys(storage["bucket"], prefix)}
+    return lambda: (
+        {key[len(prefix) :].split("/", 1)[0] for key in s3_server.keys(storage["bucket"], prefix)}
+        - {TENSORBOARD_FOLDER}
+    )
 
 
 @pytest.fixture

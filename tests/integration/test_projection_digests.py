@@ -18,7 +18,8 @@ stop_requests (issue 18: a pause's stop can be withdrawn); their other columns
 still hash to the digests recorded before. `pause_withdrawn.jsonl` (issue 18) was
 recorded with the code of its day, projected in one batch. The agents' were
 recorded again when they gained runtime (issue 19: "process" for these logs'
-registrations, which predate runtimes).
+registrations, which predate runtimes). The tasks' table (issue 20) is empty:
+these logs hold no notebook, TensorBoard, command or shell.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
 bench/gen_log.py (`--events 3000 --seed 7 --incidents 20`: pauses, kills,
@@ -47,6 +48,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "models": (0, None),
         "user_sessions": (0, None),
         "users": (0, None),
+        "tasks": (0, None),
         "projection_position": (1, "bc96f7f7df8a92b93ad6d1791afe9729"),
         "trials": (3, "6cf08c660b0364f0abdc1218091b69ef"),
     },
@@ -60,6 +62,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "models": (0, None),
         "user_sessions": (0, None),
         "users": (0, None),
+        "tasks": (0, None),
         "projection_position": (1, "6ead220b76f2627ac6ca61197e6d73a1"),
         "trials": (7, "710cb06a12f20c24ed4d29b88d6f45ce"),
     },
@@ -73,6 +76,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "models": (0, None),
         "user_sessions": (0, None),
         "users": (0, None),
+        "tasks": (0, None),
         "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
         "trials": (134, "4081942308b8a073f621aff40e9c8f16"),
     },
@@ -86,6 +90,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "models": (0, None),
         "user_sessions": (1, "887b6076dedf9ba2cf15afdaacef0bdd"),
         "users": (2, "20f8199bca47577ef9d89237c274288a"),
+        "tasks": (0, None),
         "projection_position": (1, "850ce3c7f1c4a017dcbd098774869ca6"),
         "trials": (1, "e34f76857292e39db32ee0271ed14707"),
     },

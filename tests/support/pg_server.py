@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import asyncpg
+
 from deploy.local.servers import PostgresServer, free_port
 
 
@@ -20,3 +22,14 @@ def running_postgres(prefix: str) -> Iterator[PostgresServer]:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+async def new_database(server: PostgresServer, name: str) -> str:
+    """A fresh, empty database named `name` on `server` (asyncpg-style URL): one test's
+    (conftest's database_url), or a module's, from a module-scoped fixture."""
+    connection = await asyncpg.connect(server.url)
+    try:
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return server.url.rsplit("/", 1)[0] + f"/{name}"

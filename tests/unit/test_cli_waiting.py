@@ -15,6 +15,7 @@ from determined.proto import api_pb2
 # reached the master. A new RPC must be placed on purpose (here, or in _waiting's sets).
 NOT_REPEATED = {
     "CreateExperiment",  # without a request id (with one: repeated, see below)
+    "LaunchTask",  # the same
     "ReportMetrics",
     "ReportProgress",
     "ReportCheckpoint",
@@ -49,6 +50,7 @@ def test_every_rpc_is_placed_on_purpose() -> None:
         "GetExperiments",
         "GetTrial",
         "TrialLogs",
+        "TaskLogs",
         "DownloadCheckpointFile",
         "PreviewGc",
         "Login",
@@ -56,6 +58,7 @@ def test_every_rpc_is_placed_on_purpose() -> None:
         "KillExperiment",
         "PauseExperiment",
         "DisableAgent",
+        "KillTask",
     ],
 )
 def test_reads_and_writes_a_repeat_leaves_as_one_are_repeated(rpc: str) -> None:
@@ -66,6 +69,13 @@ def test_an_experiment_is_created_again_only_under_its_request_id() -> None:
     with_id = api_pb2.CreateExperimentRequest(config_yaml="x", request_id="abc")
     assert waiting.safe_to_repeat(waiting.rpc_name(with_id), with_id)
     without = api_pb2.CreateExperimentRequest(config_yaml="x")
+    assert not waiting.safe_to_repeat(waiting.rpc_name(without), without)
+
+
+def test_a_task_is_launched_again_only_under_its_request_id() -> None:
+    with_id = api_pb2.LaunchTaskRequest(task_type="COMMAND", request_id="abc")
+    assert waiting.safe_to_repeat(waiting.rpc_name(with_id), with_id)
+    without = api_pb2.LaunchTaskRequest(task_type="COMMAND")
     assert not waiting.safe_to_repeat(waiting.rpc_name(without), without)
 
 

@@ -151,5 +151,5 @@ def test_the_folder_and_includes_named_are_followed(context: Path, tmp_path: Pat
 
 def test_the_cli_prints_the_notes(context: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (context / "leak").symlink_to(tmp_path / "data" / "cluster.secret")
-    assert cli_experiment._context_files(context, []) is not None
+    assert cli_experiment.prepare_context(context, []) is not None
     assert "note: skipped the link leak -> " in capsys.readouterr().err

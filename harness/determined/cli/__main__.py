@@ -10,11 +10,41 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from determined.cli import agent, checkpoint, deploy, experiment, job, master, model, trial, user
+from determined.cli import (
+    agent,
+    checkpoint,
+    command,
+    deploy,
+    experiment,
+    job,
+    master,
+    model,
+    notebook,
+    shell,
+    task,
+    tensorboard,
+    trial,
+    user,
+)
 from determined.cli._client import CliError
 from determined.cli._output import error
 
-COMMAND_MODULES = (experiment, trial, checkpoint, model, agent, job, master, user, deploy)
+COMMAND_MODULES = (
+    experiment,
+    trial,
+    checkpoint,
+    model,
+    agent,
+    job,
+    master,
+    user,
+    notebook,
+    tensorboard,
+    command,
+    shell,
+    task,
+    deploy,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

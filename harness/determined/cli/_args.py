@@ -3,10 +3,13 @@ apart from a missing experiment before anything is sent."""
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 # Ids are int64 on the wire (proto) and BIGINT in the read models.
 MAX_ID = 2**63 - 1
+# A task's id (notebook, TensorBoard, command, shell): a UUID.
+FULL_TASK_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def id_of(kind: str) -> Callable[[str], int]:
@@ -84,8 +87,13 @@ def rank(text: str) -> int:
 
 
 def job_id(text: str) -> str:
-    """A job id as the API takes it: "experiment/7", or a bare experiment id."""
+    """A job id as the API takes it: "experiment/7" (or a bare experiment id), or
+    "task/<task id>" (a notebook, TensorBoard, command or shell)."""
     kind, slash, key = text.strip().rpartition("/")
+    if slash and kind == "task" and FULL_TASK_ID.match(key.lower()):
+        return f"task/{key.lower()}"
     if slash and kind != "experiment":
-        raise argparse.ArgumentTypeError(f"{text!r} is not a job id: experiment/<id>, or the id alone")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a job id: experiment/<id> (or the id alone), or task/<task id>"
+        )
     return f"experiment/{EXPERIMENT_ID(key)}"

@@ -23,7 +23,7 @@ FIRST_PAUSE_S = 0.25
 MAX_PAUSE_S = 2.0
 
 # Calls that change nothing, besides the Get* ones.
-READS = frozenset({"TrialLogs", "PreviewGc", "DownloadCheckpointFile"})
+READS = frozenset({"TrialLogs", "TaskLogs", "PreviewGc", "DownloadCheckpointFile"})
 # Writes whose repeat changes nothing more: a new session, a dropped one, a context stored
 # by its hash, a state set again (the second answer says it is unchanged).
 REPEATABLE_WRITES = frozenset(
@@ -35,6 +35,7 @@ REPEATABLE_WRITES = frozenset(
         "PauseExperiment",
         "ActivateExperiment",
         "KillTrial",
+        "KillTask",
         "EnableAgent",
         "DisableAgent",
     }
@@ -54,8 +55,8 @@ def safe_to_repeat(rpc: str, request: Any = None) -> bool:
     """Whether making the call `rpc` again with the same request can do nothing twice."""
     if rpc.startswith("Get") or rpc in READS or rpc in REPEATABLE_WRITES:
         return True
-    # The gateway stores one experiment per request id, however often it is sent.
-    return rpc == "CreateExperiment" and bool(getattr(request, "request_id", ""))
+    # The gateway stores one experiment (or task) per request id, however often it is sent.
+    return rpc in ("CreateExperiment", "LaunchTask") and bool(getattr(request, "request_id", ""))
 
 
 def never_sent(details: str) -> bool:

@@ -1,6 +1,6 @@
 """`det deploy local cluster-up | cluster-down | status | restart-service |
 stop-service | start-service | agent-up | agent-down | agent-credentials |
-build-images`: a local cluster run by its supervisor (deploy/local/supervisor.py).
+build-images | verify`: a local cluster run by its supervisor (deploy/local/supervisor.py).
 
 Agents: cluster-up --agents 1 runs the part "agent" (agent id: --agent-name or
 the host name); --agents N > 1 runs parts agent-1 .. agent-N with agent ids
@@ -104,6 +104,7 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         _add_data_dir(command)
         command.set_defaults(run=change_part, action=verb.split("-")[0])
     _add_agent_verbs(verbs)
+    _add_verify(verbs)
 
 
 def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -173,6 +174,25 @@ def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]
         "--remote", action="store_true", help="an agent started with --master-host (its default data folder)"
     )
     down.set_defaults(run=agent_down)
+
+
+def _add_verify(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    verify = verbs.add_parser(
+        "verify",
+        help="check the read models against a rebuild from the event log, leaving them as they are",
+        description="Rebuilds the read models from the event log beside the live ones (up to the live"
+        " projector's position) and reports every row that differs. Exit status: 0 none differs,"
+        " 1 some do, 2 it could not check.",
+    )
+    _add_data_dir(verify)
+    verify.add_argument(
+        "--max-differences",
+        type=_positive,
+        metavar="N",
+        default=None,
+        help="the differing rows shown per table (default 20; the others are counted)",
+    )
+    verify.set_defaults(run=verify_read_models)
 
 
 def _add_cluster_up(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -797,6 +817,22 @@ def cluster_down(args: argparse.Namespace) -> int:
         return 0
     print("Cluster stopped")
     return 0
+
+
+def verify_read_models(args: argparse.Namespace) -> int:
+    """`python -m services.gateway.rebuild --verify` with the cluster's gateway's settings."""
+    import subprocess
+
+    from deploy.local import cluster, control
+
+    try:
+        environment = control.gateway_environment(_data_dir(args))
+    except cluster.DeployError as failure:
+        raise CliError(str(failure)) from None
+    command = [sys.executable, "-m", "services.gateway.rebuild", "--verify"]
+    if args.max_differences is not None:
+        command += ["--max-differences", str(args.max_differences)]
+    return subprocess.run(command, env=environment).returncode
 
 
 def change_part(args: argparse.Namespace) -> int:

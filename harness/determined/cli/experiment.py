@@ -172,7 +172,7 @@ def create_experiment(args: argparse.Namespace) -> int:
         from determined.cli import _test_mode
 
         return _test_mode.run_local(config_yaml, args.context, args.include)
-    files = _context_files(args.context, args.include)
+    files = prepare_context(args.context, args.include)
     gateway = connect(args)
     context_hash = upload_context(gateway, files) if files else ""
     if args.test_mode:
@@ -228,7 +228,7 @@ def _read_config(path: Path, overrides: list[str]) -> str:
     return text
 
 
-def _context_files(folder: Path | None, includes: list[Path]) -> ContextFiles | None:
+def prepare_context(folder: Path | None, includes: list[Path]) -> ContextFiles | None:
     """What the upload will hold, checked before anything is sent (None when
     there is nothing to send)."""
     from determined.common import context

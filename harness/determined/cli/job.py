@@ -34,7 +34,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     listing.set_defaults(run=list_jobs)
 
     update = verbs.add_parser("update", help="change a job's priority, weight or max slots")
-    update.add_argument("job_id", type=_args.job_id, metavar="JOB_ID", help="experiment/7, or 7")
+    update.add_argument(
+        "job_id", type=_args.job_id, metavar="JOB_ID", help="experiment/7 (or 7), or task/<task id>"
+    )
     add_resource_options(update)
     update.set_defaults(run=update_job)
 

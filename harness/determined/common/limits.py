@@ -11,6 +11,9 @@ limit                  value      what it bounds
 MAX_MESSAGE_BYTES      128 MiB    one gRPC message, either way (Determined's)
 MAX_CONTEXT_BYTES      95 MiB     a model-definition context, packed (Determined's)
 MAX_EVENT_BYTES        8 MiB      one event: a local cluster's nats-server max_payload
+MAX_COMMAND_BYTES      64 KiB     a command task's command line (`det cmd run`), UTF-8
+MAX_TENSORBOARD_TRIALS 1000       the trials one TensorBoard shows
+MAX_PUBLIC_KEY_BYTES   16 KiB     a shell's OpenSSH public key line
 =====================  =========  =================================================
 """
 
@@ -19,3 +22,6 @@ MAX_MESSAGE_BYTES = 128 * MIB
 # Determined's rule: what a message holds once base64-encoded, less 1 MiB of room.
 MAX_CONTEXT_BYTES = (MAX_MESSAGE_BYTES // 8) * 6 - MIB
 MAX_EVENT_BYTES = 8 * MIB
+MAX_COMMAND_BYTES = 64 * 1024
+MAX_TENSORBOARD_TRIALS = 1000
+MAX_PUBLIC_KEY_BYTES = 16 * 1024

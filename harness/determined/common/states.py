@@ -1,4 +1,5 @@
-"""The states of experiments, trials, runs (allocations) and checkpoints, and
+"""The states of experiments, trials, runs (allocations), checkpoints and
+tasks (notebooks, TensorBoards, commands, shells), and
 the changes between them that may happen: the one place they are written out
 (shaped like Determined's master/pkg/model/experiment.go).
 
@@ -82,6 +83,32 @@ class CheckpointState(enum.StrEnum):
     PARTIALLY_DELETED = "PARTIALLY_DELETED"
 
 
+class TaskType(enum.StrEnum):
+    """What a task that is not a trial runs (AllocationRequested.task_type)."""
+
+    NOTEBOOK = "NOTEBOOK"
+    TENSORBOARD = "TENSORBOARD"
+    COMMAND = "COMMAND"
+    SHELL = "SHELL"
+
+
+class TaskState(enum.StrEnum):
+    """How a notebook, TensorBoard, command or shell stands (Determined's
+    command states, less PULLING: agents report no image pull)."""
+
+    # Waiting for slots.
+    PENDING = "PENDING"
+    # Given slots on an agent; its process has not started.
+    ASSIGNED = "ASSIGNED"
+    # Its process started; its server (JupyterLab, TensorBoard, sshd) does not answer yet.
+    STARTING = "STARTING"
+    # Its server answers (a command: its process runs).
+    RUNNING = "RUNNING"
+    # Asked to die; its process has not exited yet.
+    TERMINATING = "TERMINATING"
+    TERMINATED = "TERMINATED"
+
+
 E = ExperimentState
 T = TrialState
 A = AllocationState
@@ -134,6 +161,15 @@ ALLOCATION_TRANSITIONS: Mapping[AllocationState, frozenset[AllocationState]] = {
     A.RUNNING: ALLOCATION_TERMINAL_STATES,
     **{state: frozenset() for state in ALLOCATION_TERMINAL_STATES},
 }
+_TASK_ENDING = frozenset({TaskState.TERMINATING, TaskState.TERMINATED})
+TASK_TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = {
+    TaskState.PENDING: frozenset({TaskState.ASSIGNED}) | _TASK_ENDING,
+    TaskState.ASSIGNED: frozenset({TaskState.STARTING, TaskState.RUNNING}) | _TASK_ENDING,
+    TaskState.STARTING: frozenset({TaskState.RUNNING}) | _TASK_ENDING,
+    TaskState.RUNNING: _TASK_ENDING,
+    TaskState.TERMINATING: frozenset({TaskState.TERMINATED}),
+    TaskState.TERMINATED: frozenset(),
+}
 CHECKPOINT_TRANSITIONS: Mapping[CheckpointState, frozenset[CheckpointState]] = {
     C.COMPLETED: frozenset({C.DELETING}),
     C.DELETING: frozenset({C.DELETED, C.PARTIALLY_DELETED}),
@@ -150,17 +186,18 @@ EXPERIMENT_DELETABLE_STATES = frozenset(
     s for s, after in EXPERIMENT_TRANSITIONS.items() if E.DELETING in after
 )
 
-State = ExperimentState | TrialState | AllocationState | CheckpointState
+State = ExperimentState | TrialState | AllocationState | CheckpointState | TaskState
 _TRANSITIONS: Mapping[type[State], Mapping[Any, frozenset[State]]] = {
     ExperimentState: EXPERIMENT_TRANSITIONS,
     TrialState: TRIAL_TRANSITIONS,
     AllocationState: ALLOCATION_TRANSITIONS,
     CheckpointState: CHECKPOINT_TRANSITIONS,
+    TaskState: TASK_TRANSITIONS,
 }
 
 
 def can_transition(current: State, new: str) -> bool:
-    """Whether a `current` experiment, trial, run or checkpoint may change to
+    """Whether a `current` experiment, trial, run, checkpoint or task may change to
     `new` (a state of the same kind, or its string)."""
     return new in _TRANSITIONS[type(current)][current]
 
@@ -221,3 +258,15 @@ def _proto_name(enum_name: str, value: int) -> str:
     from determined.proto import events_pb2
 
     return str(getattr(events_pb2, enum_name).Name(value))
+
+
+def task_exit_summary(exit_reason: str, exit_code: int | None) -> str:
+    """How an ended task ended, in the words the CLI, the proxy and the web UI use:
+    "exited with code 3", "killed by ann; exit code 137", "canceled before it started:
+    killed by ann" (`exit_code` None: it never ran)."""
+    if exit_code is None:
+        return exit_reason or "it never ran"
+    exited = f"exited with code {exit_code}"
+    if exit_reason in ("", exited):
+        return exited
+    return f"{exit_reason}; exit code {exit_code}"

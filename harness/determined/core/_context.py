@@ -33,6 +33,7 @@ from determined.core._train import (
     local_tensorboard_path,
     tensorboard_path,
 )
+from determined.tensorboard import TrialTensorboard, Uploader, trial_storage
 
 logger = logging.getLogger("determined.core")
 
@@ -132,6 +133,7 @@ class Context:
         finally:
             if self._watcher is not None:
                 self._watcher.close()
+            self.train._close()
             if self._client is not None:
                 self._client.close()
             self.distributed.close()
@@ -162,7 +164,7 @@ def init(
         if len(info.slot_ids) > 1 or len(info.container_addrs) > 1:
             raise ValueError("you must provide a valid DistributedContext for a multi-slot task")
         distributed = DummyDistributedContext()
-    return _trial_context(info, distributed, checkpoint_storage, preempt_mode)
+    return _trial_context(info, distributed, checkpoint_storage, preempt_mode, tensorboard_mode)
 
 
 def _trial_context(
@@ -170,6 +172,7 @@ def _trial_context(
     distributed: DistributedContext,
     checkpoint_storage: str | dict[str, Any] | None,
     preempt_mode: PreemptMode,
+    tensorboard_mode: TensorboardMode,
 ) -> Context:
     """Only the chief (rank 0) reports metrics, progress and checkpoints; the other workers'
     report calls are checked and dropped (WorkerTrainContext). Each node's first process
@@ -180,7 +183,7 @@ def _trial_context(
         _checkpoint.storage_section(checkpoint_storage or trial._config.get("checkpoint_storage") or {})
     )
     client = TrialClient(info.master_url, info.session_token)
-    tensorboard = tensorboard_path(_checkpoint.local_root(storage), trial.experiment_id, trial.trial_id)
+    tensorboard = _tensorboard(storage, trial, distributed.rank, tensorboard_mode)
     shipper = None
     reporting = None
     if distributed.local_rank == 0:
@@ -243,6 +246,20 @@ def _trial_context(
         client=client,
         watcher=watcher,
     )
+
+
+def _tensorboard(
+    storage: checkpoint_storages.StorageManager, trial: _info.TrialInfo, rank: int, mode: TensorboardMode
+) -> TrialTensorboard:
+    """The trial's TensorBoard folder; uploaded unless it is in the storage already (in AUTO
+    mode, only the chief's)."""
+    folder = tensorboard_path(_checkpoint.local_root(storage), trial.experiment_id, trial.trial_id)
+    auto = TensorboardMode(mode) is TensorboardMode.AUTO
+    trials = trial_storage(storage, trial.experiment_id)
+    uploader = None
+    if trials.local_path(str(trial.trial_id)) != folder and not (auto and rank != 0):
+        uploader = Uploader(folder, trials, str(trial.trial_id), rank)
+    return TrialTensorboard(folder, auto=auto, uploader=uploader)
 
 
 def _watcher(

@@ -12,12 +12,16 @@ from typing import Any
 from determined._client import MetricRecord, TrialClient
 from determined.core import _checkpoint, _validate
 from determined.core._metrics import MetricsShipper
+from determined.tensorboard import Mangler, Selector, TrialTensorboard, every_file, same_name, trial_folder
 
 logger = logging.getLogger("determined.core")
 
 
 class TensorboardMode(enum.Enum):
-    """How TensorBoard files are handled (accepted for compatibility; not synced yet)."""
+    """How a trial's TensorBoard files are handled, as in Determined. AUTO: the chief writes
+    the reported training and validation metrics as scalars into `get_tensorboard_path()`
+    and uploads that folder to the checkpoint storage after each report and at the end.
+    MANUAL: nothing is written, and `upload_tensorboard_files()` uploads."""
 
     AUTO = "AUTO"
     MANUAL = "MANUAL"
@@ -62,13 +66,13 @@ class TrainContext:
         client: TrialClient,
         trial_id: int,
         searcher: Mapping[str, Any] | None = None,
-        tensorboard_path: pathlib.Path | None = None,
+        tensorboard: TrialTensorboard | None = None,
     ) -> None:
         self._shipper = shipper
         self._client = client
         self._trial_id = trial_id
         self._searcher_metrics = _validate.searcher_metrics(searcher or {})
-        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
+        self._tensorboard = tensorboard or TrialTensorboard(local_tensorboard_path(), auto=False)
 
     def report_training_metrics(
         self,
@@ -82,7 +86,7 @@ class TrainContext:
                 raise TypeError(f"batch_metrics must be a list of dicts, got {type(batch_metrics).__name__}")
             for i, entry in enumerate(batch_metrics):
                 _validate.check_metrics(entry, argument=f"batch_metrics[{i}]")
-        self._report("training", steps_completed, _validate.check_metrics(metrics))
+        self._report("training", steps_completed, _validate.check_metrics(metrics), batch_metrics)
 
     def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:
         """Report validation metrics: what the searcher decides from."""
@@ -130,18 +134,36 @@ class TrainContext:
         return value if isinstance(value, dict) else {}
 
     def get_tensorboard_path(self) -> pathlib.Path:
-        """The folder for this trial's TensorBoard event files (created on demand); only the
-        chief writes there. On a cluster it is `tensorboard_path()` of the checkpoint storage."""
-        self._tensorboard_path.mkdir(parents=True, exist_ok=True)
-        return self._tensorboard_path
+        """The folder for this trial's TensorBoard files (created on demand). On a cluster it is
+        `tensorboard_path()` of the checkpoint storage's local folder: the storage itself on a
+        shared file system, else a staging folder uploaded as `tensorboard_mode` says."""
+        return self._tensorboard.path()
 
-    def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+    def upload_tensorboard_files(self, selector: Selector = every_file, mangler: Mangler = same_name) -> None:
+        """MANUAL mode: upload the files of `get_tensorboard_path()` that are new or changed since
+        their last upload, those `selector(path)` accepts (all by default), each under the name
+        `mangler(relative path, rank)` (its own by default). The upload runs in the background;
+        the core context's close waits for it. RuntimeError in AUTO mode, as in Determined."""
+        self._tensorboard.upload(selector, mangler)
+
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._shipper.put(_record(group, steps_completed, metrics))
+        self._tensorboard.reported(group, steps_completed, metrics, batch_metrics)
+
+    def _close(self) -> None:
+        """Close the TensorBoard writer and wait for the uploads (the core context's close)."""
+        self._tensorboard.close()
 
 
 def tensorboard_path(storage_root: pathlib.Path, experiment_id: int, trial_id: int) -> pathlib.Path:
-    """A trial's TensorBoard folder in the checkpoint storage (shared_fs or directory)."""
-    return storage_root / "tensorboard" / "experiment" / str(experiment_id) / "trial" / str(trial_id)
+    """A trial's TensorBoard folder under the local folder of its checkpoint storage."""
+    return storage_root / trial_folder(experiment_id, trial_id)
 
 
 def local_tensorboard_path(storage_root: pathlib.Path | None = None) -> pathlib.Path:
@@ -155,7 +177,7 @@ class DummyTrainContext(TrainContext):
 
     def __init__(self, tensorboard_path: pathlib.Path | None = None) -> None:
         self._searcher_metrics = {}
-        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
+        self._tensorboard = TrialTensorboard(tensorboard_path or local_tensorboard_path(), auto=False)
 
     def report_progress(self, progress: float) -> None:
         logger.info("report_progress(%s)", _validate.check_progress(progress))
@@ -175,7 +197,16 @@ class DummyTrainContext(TrainContext):
     def get_metadata(self) -> dict[str, Any]:
         return {}
 
-    def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+    def upload_tensorboard_files(self, selector: Selector = every_file, mangler: Mangler = same_name) -> None:
+        logger.info("upload_tensorboard_files()")
+
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
         record = _record(group, steps_completed, metrics)
         logger.info(
             "report_metrics(group=%s, steps_completed=%d, metrics=%s)", group, record.steps_completed, metrics
@@ -193,13 +224,13 @@ class WorkerTrainContext(TrainContext):
         trial_id: int,
         searcher: Mapping[str, Any] | None,
         rank: int,
-        tensorboard_path: pathlib.Path | None = None,
+        tensorboard: TrialTensorboard | None = None,
     ) -> None:
         self._client = client
         self._trial_id = trial_id
         self._searcher_metrics = _validate.searcher_metrics(searcher or {})
         self._rank = rank
-        self._tensorboard_path = tensorboard_path or local_tensorboard_path()
+        self._tensorboard = tensorboard or TrialTensorboard(local_tensorboard_path(), auto=False)
         self._told = False
 
     def report_progress(self, progress: float) -> None:
@@ -218,7 +249,13 @@ class WorkerTrainContext(TrainContext):
         _checked_metadata(metadata)
         self._drop("metadata")
 
-    def _report(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
         _record(group, steps_completed, metrics)
         self._drop(f"{group} metrics")
 

@@ -387,10 +387,13 @@ class TrialController:
         return self._to_batches(TrainUnit._from_values(**{name: operation.length}))
 
     def _write_scalars(self, group: str, metrics: dict[str, Any]) -> None:
+        """Write the scalars and upload the TensorBoard folder (the Trainer's core context is in
+        MANUAL mode: it writes its own scalars)."""
         if self._context.get_enable_tensorboard_logging():
             _metrics.write_scalars(
                 self._context.get_tensorboard_writer(), group, self._batches_trained, metrics
             )
+            self._core.train.upload_tensorboard_files()
 
 
 def _next_multiple(done: int, period: int) -> int:

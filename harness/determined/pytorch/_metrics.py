@@ -5,21 +5,14 @@ they are (tensors stay on their device, detached) and turned into numbers only w
 is reported, so that training never waits for the device between reports.
 """
 
-import math
 import numbers
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
-
-class ScalarWriter(Protocol):
-    """The part of `tensorboardX.SummaryWriter` the Trainer uses."""
-
-    def add_scalar(self, tag: str, scalar_value: float, global_step: int) -> None: ...
-
-    def flush(self) -> None: ...
+from determined import tensorboard
 
 
 class TrainingMetrics:
@@ -80,18 +73,12 @@ def average(batches: list[dict[str, Any]]) -> dict[str, Any]:
     return {**others, **{name: sums[name] / counts[name] for name in sums}}
 
 
-def tensorboard_tag(group: str, name: str) -> str:
-    """Validation metrics get a `val_` prefix (unless they start with `val`), as in Determined."""
-    if group == "validation" and not name.startswith("val"):
-        return f"val_{name}"
-    return name
-
-
-def write_scalars(writer: ScalarWriter, group: str, steps_completed: int, metrics: Mapping[str, Any]) -> None:
-    """Every finite number of `metrics` as a scalar at `steps_completed`."""
-    for name, value in metrics.items():
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = value.item()
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
-            writer.add_scalar(tensorboard_tag(group, name), float(value), steps_completed)
-    writer.flush()
+def write_scalars(
+    writer: tensorboard.ScalarWriter, group: str, steps_completed: int, metrics: Mapping[str, Any]
+) -> None:
+    """Every finite number of `metrics` (a one-element tensor counts) as a scalar at `steps_completed`."""
+    numbers_ = {
+        name: value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+        for name, value in metrics.items()
+    }
+    tensorboard.write_scalars(writer, group, steps_completed, numbers_)

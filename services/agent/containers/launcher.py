@@ -26,6 +26,7 @@ from services.agent.containers.spec import ALLOCATION_LABEL, Allowed, Placement,
 from services.agent.core import AgentAllocation
 from services.agent.gpus import allocation_gpu_uuids
 from services.agent.launch import AgentIdentity
+from services.agent.task_launch import read_storages
 from services.common.os_users import OsUser
 
 NOBODY = 65534
@@ -102,7 +103,7 @@ class Containers:
             gid=self.user.gid,
             gpu_uuids=gpu_device_ids(allocation.slot_ids, identity, slot_type),
         )
-        config = json.loads(allocation.launch.config_json or "{}")
+        config = json.loads(allocation.config_json or "{}")
         spec = await asyncio.to_thread(
             container_spec,
             config,
@@ -112,6 +113,7 @@ class Containers:
             allowed=self.allowed,
             default_image=self.default_image,
             harness=bundle.mounts if bundle else (),
+            read_storages=read_storages(allocation),
             resolve=os.path.realpath,
         )
         return await self.runtime.start(spec)
@@ -124,6 +126,13 @@ class Containers:
         except Exception:  # noqa: BLE001 - ContainerError or the daemon's: nothing to reattach
             return {}
         return {str(c.labels.get(ALLOCATION_LABEL, "")): c for c in found}
+
+    @staticmethod
+    def task_port(container: Any) -> int:
+        """The port a task's container serves on (its DET_TASK_PORT; 0: none)."""
+        variables = (container.attrs.get("Config") or {}).get("Env") or []
+        ports = [v.partition("=")[2] for v in variables if v.startswith("DET_TASK_PORT=")]
+        return int(ports[0]) if ports and ports[0].isdigit() else 0
 
     def attach(self, container: Any, since_ns: Mapping[str, int]) -> ContainerProcess:
         return self.runtime.attach(container, since_ns)

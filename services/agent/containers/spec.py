@@ -18,10 +18,11 @@ addresses the environment names.
 import posixpath
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.agent.launch import TRIAL_FOLDER, AgentError
+from services.agent.task_launch import working_dir
 
 # Labels every container of the agent carries: how a restarted agent finds its own.
 LABEL_PREFIX = "ai.determined-es."
@@ -116,11 +117,14 @@ def container_spec(
     allowed: Allowed,
     default_image: str = "",
     harness: Sequence[Mount] = (),
+    read_storages: Sequence[Any] = (),
     resolve: Callable[[str], str] = posixpath.normpath,
 ) -> ContainerSpec:
     """The container of one allocation. `argv` is what it runs (the
     entrypoint, wrapped as the harness bundle says); `harness`, the bundle's
-    read-only mounts; `resolve`, what a host path reaches (the shell passes
+    read-only mounts; `read_storages`, checkpoint storages it reads besides
+    its own (a TensorBoard's trials': shared_fs ones mounted read-only);
+    `resolve`, what a host path reaches (the shell passes
     os.path.realpath: a link to the Docker socket is the socket).
     ContainerConfigError: the config asks for what this agent refuses."""
     if placement.uid == 0:
@@ -130,8 +134,12 @@ def container_spec(
     mounts = (
         Mount(placement.folder, placement.folder),
         *harness,
-        *checkpoint_mounts(
-            config.get("checkpoint_storage"), placement.folder, allowed.protected_paths, resolve
+        *storage_mounts(
+            config.get("checkpoint_storage"),
+            read_storages,
+            placement.folder,
+            allowed.protected_paths,
+            resolve,
         ),
         *bind_mounts(config.get("bind_mounts") or [], placement.folder, allowed.protected_paths, resolve),
     )
@@ -144,7 +152,7 @@ def container_spec(
             **{k: v for k, v in env.items() if k not in HOST_ONLY_VARIABLES},
             **_configured(env, config),
         },
-        working_dir=trial,
+        working_dir=working_dir(config, trial),
         user=f"{placement.uid}:{placement.gid}",
         labels=labels(placement),
         mounts=mounts,
@@ -223,6 +231,24 @@ def bind_mounts(
         # A relative container path is under the working folder, as in Determined.
         target = posixpath.normpath(posixpath.join(own_folder, TRIAL_FOLDER, inside))
         mounts.append(Mount(reached, target, bool(item.get("read_only")), propagation))
+    return mounts
+
+
+def storage_mounts(
+    own: Any,
+    read: Sequence[Any],
+    own_folder: str,
+    protected: Sequence[str],
+    resolve: Callable[[str], str] = posixpath.normpath,
+) -> list[Mount]:
+    """The allocation's own checkpoint storage (`checkpoint_mounts`), then
+    those it reads, read-only; each folder once (a TensorBoard's trials
+    mostly share one)."""
+    mounts = checkpoint_mounts(own, own_folder, protected, resolve)
+    for storage in read:
+        for mount in checkpoint_mounts(storage, own_folder, protected, resolve):
+            if all(mount.container_path != m.container_path for m in mounts):
+                mounts.append(replace(mount, read_only=True))
     return mounts
 
 

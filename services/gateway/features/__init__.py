@@ -4,7 +4,7 @@ commands and its feature functions (service.py), which the gRPC servicer and
 the HTTP routes both call. Adding a feature is adding its package and one
 line here."""
 
-from services.gateway.features import agents, checkpoints, experiments, models, trials, users
+from services.gateway.features import agents, checkpoints, experiments, models, tasks, trials, users
 from services.gateway.features.feature import Feature
 
 FEATURES: tuple[Feature, ...] = (
@@ -14,4 +14,5 @@ FEATURES: tuple[Feature, ...] = (
     models.FEATURE,
     agents.FEATURE,
     users.FEATURE,
+    tasks.FEATURE,
 )

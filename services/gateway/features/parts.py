@@ -21,6 +21,7 @@ from services.gateway.features.checkpoints.queries import CheckpointQueries
 from services.gateway.features.commands import Unchanged
 from services.gateway.features.experiments.queries import ExperimentQueries
 from services.gateway.features.models.queries import ModelQueries
+from services.gateway.features.tasks.queries import TaskQueries
 from services.gateway.features.trials.queries import TrialQueries
 from services.gateway.features.users.directory import UserDirectory
 from services.gateway.features.users.queries import UserQueries
@@ -45,6 +46,7 @@ class Queries:
         self.models = ModelQueries(pool)
         self.agents = AgentQueries(pool)
         self.users = UserQueries(pool)
+        self.tasks = TaskQueries(pool)
         # For /health: whether PostgreSQL answers.
         self.pool = ReadModels(pool)
 

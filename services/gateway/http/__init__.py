@@ -8,14 +8,17 @@ REST paths and field names under /api/v1, plus /info and /health.
     shapes   the API's messages in Determined's JSON shapes
     model_definition  a created experiment's files (modelDefinition) as its context archive
     server   uvicorn inside the gateway's event loop (DET_HTTP_PORT)
+    proxy    /proxy/<task id>/: a notebook's, TensorBoard's or shell's server (proxy_rules: what passes)
 """
 
 from starlette.applications import Starlette
 
 from services.gateway.api import Api
 from services.gateway.http.app import Authenticate, application
+from services.gateway.http.proxy import TaskProxy
 from services.gateway.http.routes import Routes
 
 
 def http_api(api: Api, authenticate: Authenticate) -> Starlette:
-    return application(Routes(api, authenticate).routes())
+    proxy = TaskProxy(authenticate, api.tasks.proxy_target, api.parts.settings.cluster_secret)
+    return application([*Routes(api, authenticate).routes(), *proxy.routes()], lifespan=proxy.running)

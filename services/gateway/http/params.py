@@ -82,11 +82,48 @@ def body_flag(body: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request, max_bytes: int | None = None) -> dict[str, Any]:
+    """The body's JSON object; with `max_bytes`, refused once it grows past them."""
+    raw = await request.body() if max_bytes is None else await _bounded_body(request, max_bytes)
     try:
-        body = json.loads(await request.body() or b"{}")
+        body = json.loads(raw or b"{}")
     except ValueError as error:
         raise InvalidArgumentError(f"the request body is not JSON: {error}") from error
     if not isinstance(body, dict):
         raise InvalidArgumentError("the request body must be a JSON object")
     return body
+
+
+async def _bounded_body(request: Request, max_bytes: int) -> bytes:
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > max_bytes:
+            raise InvalidArgumentError(
+                f"the request body is over {max_bytes} bytes, more than this request takes"
+            )
+    return bytes(received)
+
+
+def str_list(body: dict[str, Any], name: str) -> list[str]:
+    """A body's list of strings ([] when absent)."""
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidArgumentError(f"{name} must be a list of strings")
+    return value
+
+
+def id_list(body: dict[str, Any], name: str) -> list[int]:
+    """A body's list of ids: whole numbers from 1 ([] when absent)."""
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(type(item) is int and 0 < item < 2**63 for item in value):
+        raise InvalidArgumentError(f"{name} must be a list of ids (whole numbers from 1)")
+    return value
+
+
+def body_str(body: dict[str, Any], name: str) -> str:
+    """A body's string ("" when absent)."""
+    value = body.get(name) or ""
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{name} must be a string")
+    return value

@@ -8,10 +8,10 @@ shows the answer in Determined's shapes (shapes.py).
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -32,16 +32,26 @@ from services.gateway.errors import (
 )
 from services.gateway.features.experiments.queries import ExperimentListing
 from services.gateway.http import live, shapes
-from services.gateway.http.app import Authenticate, authenticated, error_body, unauthenticated
+from services.gateway.http.app import (
+    Authenticate,
+    authenticated,
+    clear_session_cookie,
+    error_body,
+    set_session_cookie,
+    unauthenticated,
+)
 from services.gateway.http.model_definition import context_archive
 from services.gateway.http.params import (
     body_flag,
+    body_str,
     experiment_listing,
     flag,
+    id_list,
     json_body,
     number,
     optional_number,
     order_by,
+    str_list,
 )
 
 # A chart's points when the request names no max_points, and the most it may ask for.
@@ -50,6 +60,10 @@ MAX_CHART_POINTS = 100_000
 # The web UI's static files (packaged with the distribution), served to anyone:
 # the page itself logs in and sends its token on every /api/v1 call.
 UI_DIRECTORY = Path(__file__).parent / "ui"
+# A LaunchTask body: a config (at most 1 MiB), a command line, ids, a key, with room.
+MAX_TASK_BODY_BYTES = 2 * 1024 * 1024
+# A logs RPC's response: TrialLogsResponse or TaskLogsResponse.
+LogsResponse = TypeVar("LogsResponse", api_pb2.TrialLogsResponse, api_pb2.TaskLogsResponse)
 # How long /health waits for PostgreSQL.
 HEALTH_TIMEOUT_S = 2.0
 # Determined's checkpoint sortByAttr values and the listing's sort_by for each.
@@ -94,6 +108,11 @@ class Routes:
             Route("/api/v1/trials/{trial_id:int}/checkpoints", user(self.trial_checkpoints)),
             Route("/api/v1/checkpoints/{uuid:str}", user(self.checkpoint)),
             Route("/api/v1/checkpoints/{uuid:str}/files/{path:path}", user(self.checkpoint_file)),
+            Route("/api/v1/tasks", user(self.tasks)),
+            Route("/api/v1/tasks", user(self.launch_task), methods=["POST"]),
+            Route("/api/v1/tasks/{task_id:str}", user(self.task)),
+            Route("/api/v1/tasks/{task_id:str}/kill", user(self.kill_task), methods=["POST"]),
+            Route("/api/v1/tasks/{task_id:str}/logs", user(self.task_logs)),
             Route("/api/v1/agents", user(self.agents)),
             Route("/api/v1/job-queues", user(self.job_queues)),
             Route("/", self.web_ui),
@@ -172,19 +191,23 @@ class Routes:
             ),
             address=request.client.host if request.client is not None else "",
         )
-        return JSONResponse(
+        response = JSONResponse(
             {
                 "token": answer.token,
                 "user": shapes.user(answer.user),
                 "expiresAt": shapes.time(answer.expires_at_ns),
             }
         )
+        set_session_cookie(response, request, answer.token, answer.expires_at_ns)  # for /proxy/ in a browser
+        return response
 
     # -- users -----------------------------------------------------------------------
 
     async def logout(self, request: Request) -> Response:
         await self.api.users.logout(api_pb2.LogoutRequest())
-        return JSONResponse({})
+        response = JSONResponse({})
+        clear_session_cookie(response, request)
+        return response
 
     async def me(self, request: Request) -> Response:
         answer = await self.api.users.get_me(api_pb2.GetMeRequest())
@@ -337,22 +360,57 @@ class Routes:
         await self.api.trials.trial_status(trial_id)  # NOT_FOUND before the stream starts
         logs_request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
         # The stream is sent after this handler returned: it acts as the caller on its own.
-        lines = self._log_lines(logs_request, current_principal())
+        lines = _log_lines(self.api.logs.trial_logs(logs_request), shapes.log_line, current_principal())
         return StreamingResponse(lines, media_type="application/x-ndjson")
 
-    async def _log_lines(self, request: api_pb2.TrialLogsRequest, caller: Principal) -> AsyncIterator[bytes]:
-        with acting_as(caller):
-            try:
-                async for response in self.api.logs.trial_logs(request):
-                    yield b"".join(
-                        json.dumps({"result": shapes.log_line(response, line)}).encode() + b"\n"
-                        for line in response.lines
-                    )
-            except Exception as error:
-                gateway_error = as_gateway_error(error)
-                if gateway_error is None:
-                    raise
-                yield json.dumps({"error": error_body(gateway_error)}).encode() + b"\n"
+    # -- tasks: notebooks, TensorBoards, commands, shells ---------------------------------
+
+    async def tasks(self, request: Request) -> Response:
+        """Every task (?task_type=NOTEBOOK|TENSORBOARD|COMMAND|SHELL: of that kind);
+        ended ones with ?include_terminated=true."""
+        answer = await self.api.tasks.get_tasks(
+            api_pb2.GetTasksRequest(
+                task_type=request.query_params.get("task_type", ""),
+                include_terminated=flag(request, "include_terminated"),
+            )
+        )
+        return JSONResponse({"tasks": [shapes.task(t) for t in answer.tasks]})
+
+    async def launch_task(self, request: Request) -> Response:
+        """LaunchTask's request in camelCase: taskType, configYaml, contextHash,
+        command, experimentIds, trialIds, shellPublicKey, requestId."""
+        body = await json_body(request, max_bytes=MAX_TASK_BODY_BYTES)
+        answer = await self.api.tasks.launch_task(
+            api_pb2.LaunchTaskRequest(
+                task_type=body_str(body, "taskType"),
+                config_yaml=body_str(body, "configYaml"),
+                context_hash=body_str(body, "contextHash"),
+                command=str_list(body, "command"),
+                experiment_ids=id_list(body, "experimentIds"),
+                trial_ids=id_list(body, "trialIds"),
+                shell_public_key=body_str(body, "shellPublicKey"),
+                request_id=body_str(body, "requestId"),
+            )
+        )
+        return JSONResponse({"task": shapes.task(answer.task), "warnings": list(answer.warnings)})
+
+    async def task(self, request: Request) -> Response:
+        answer = await self.api.tasks.get_task(api_pb2.GetTaskRequest(task_id=request.path_params["task_id"]))
+        return JSONResponse({"task": shapes.task(answer.task)})
+
+    async def kill_task(self, request: Request) -> Response:
+        answer = await self.api.tasks.kill_task(
+            api_pb2.KillTaskRequest(task_id=request.path_params["task_id"])
+        )
+        return JSONResponse({"unchangedReason": answer.unchanged_reason})
+
+    async def task_logs(self, request: Request) -> Response:
+        """As a trial's logs (NDJSON, ?follow=true); its owner or an admin."""
+        task_id = request.path_params["task_id"]
+        await self.api.tasks.logs_readable(task_id)  # NOT_FOUND or PERMISSION_DENIED before streaming
+        logs_request = api_pb2.TaskLogsRequest(task_id=task_id, follow=flag(request, "follow"))
+        lines = _log_lines(self.api.tasks.task_logs(logs_request), shapes.task_log_line, current_principal())
+        return StreamingResponse(lines, media_type="application/x-ndjson")
 
     # -- live pages: server-sent events (live.py) ------------------------------------------
 
@@ -428,6 +486,26 @@ class Routes:
         return JSONResponse(
             {"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)}
         )
+
+
+async def _log_lines(
+    responses: AsyncIterator[LogsResponse],
+    shown: Callable[[LogsResponse, Any], dict[str, Any]],
+    caller: Principal,
+) -> AsyncIterator[bytes]:
+    """A logs RPC's lines as NDJSON, one `{"result": <line as `shown`>}` each;
+    an error once streaming has begun ends it with `{"error": {...}}`."""
+    with acting_as(caller):
+        try:
+            async for response in responses:
+                yield b"".join(
+                    json.dumps({"result": shown(response, line)}).encode() + b"\n" for line in response.lines
+                )
+        except Exception as error:
+            gateway_error = as_gateway_error(error)
+            if gateway_error is None:
+                raise
+            yield json.dumps({"error": error_body(gateway_error)}).encode() + b"\n"
 
 
 def _checkpoint_listing(request: Request) -> dict[str, Any]:

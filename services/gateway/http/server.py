@@ -3,6 +3,7 @@ the gRPC server: same process, same servicer, same read models."""
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,23 @@ from starlette.types import ASGIApp
 
 # How long a start may take before the gateway gives up on it.
 STARTUP_TIMEOUT_S = 10.0
+
+
+class _RefusalIsNoError(logging.Filter):
+    """uvicorn's websockets-sansio protocol logs this ERROR after every WebSocket
+    refused with an HTTP answer (the ASGI denial response, which is how /proxy/
+    refuses one: 401, 403, 404, 502) although the refusal went out whole
+    (Kludex/uvicorn#3138, open). Here every WebSocket is accepted, refused that
+    way, or closed by Starlette (which uvicorn counts as complete), so the line
+    says nothing wrong."""
+
+    MESSAGE = "ASGI callable returned without completing handshake."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.MESSAGE
+
+
+_REFUSAL_IS_NO_ERROR = _RefusalIsNoError()
 
 
 class _Server(uvicorn.Server):
@@ -35,13 +53,16 @@ class HttpServer:
         cert, key = tls or (None, None)
         config = uvicorn.Config(
             app,
-            lifespan="off",
+            lifespan="on",  # the app's lifespan closes what it holds open (the proxy's connections)
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,
             ssl_certfile=cert,
             ssl_keyfile=key,
         )
+        logging.getLogger("uvicorn.error").addFilter(
+            _REFUSAL_IS_NO_ERROR
+        )  # the same filter again is no second one
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")
         async with asyncio.timeout(STARTUP_TIMEOUT_S):

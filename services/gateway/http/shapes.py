@@ -191,6 +191,46 @@ def log_line(response: api_pb2.TrialLogsResponse, line: events_pb2.LogLine) -> J
     }
 
 
+def task(message: api_pb2.Task) -> JSON:
+    """A notebook, TensorBoard, command or shell, as Determined's Command (and
+    ours: taskType, exitReason, ready, the config)."""
+    return {
+        "id": message.id,
+        "taskType": message.task_type,
+        "description": message.description,
+        "owner": message.owner,
+        "username": message.owner,
+        "state": state(message.state),
+        "allocationId": message.allocation_id,
+        "resourcePool": message.resource_pool,
+        "slots": message.slots,
+        "priority": message.priority,
+        "agentId": message.agent_id,
+        "startTime": time(message.start_time_ns),
+        "endTime": time(message.end_time_ns),
+        "exitCode": message.exit_code if message.HasField("exit_code") else None,
+        "exitReason": message.exit_reason,
+        "ready": message.ready,
+        "jobId": message.job_id,
+        "experimentIds": list(message.experiment_ids),
+        "trialIds": list(message.trial_ids),
+        "command": list(message.command),
+        "config": json.loads(message.config_json or "{}"),
+    }
+
+
+def task_log_line(response: api_pb2.TaskLogsResponse, line: events_pb2.LogLine) -> JSON:
+    """One line of a TaskLogs response as Determined's TaskLogsResponse."""
+    return {
+        "taskId": response.task_id,
+        "agentId": response.agent_id,
+        "allocationId": response.allocation_id,
+        "timestamp": time(line.timestamp_ns),
+        "stdtype": line.stdtype,
+        "message": line.log,
+    }
+
+
 def user(message: api_pb2.User) -> JSON:
     return {
         "id": message.id,

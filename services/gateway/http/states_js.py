@@ -1,4 +1,5 @@
-"""Writes `ui/states.js`, the web UI's copy of determined.common.states.
+"""Writes `ui/states.js`, the web UI's copy of determined.common.states (the
+experiment states, and the task kinds and states).
 
 Generated and checked in rather than served: the UI stays plain static files
 (cached, readable in the browser's sources, no route to keep), and
@@ -11,6 +12,7 @@ no longer matches the Python module:
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from determined.common import states
 
@@ -22,7 +24,7 @@ def _names(members: Iterable[str]) -> str:
     return json.dumps(sorted(str(m) for m in members))
 
 
-def _transitions(transitions: Mapping[states.ExperimentState, frozenset[states.ExperimentState]]) -> str:
+def _transitions(transitions: Mapping[Any, frozenset[Any]]) -> str:
     lines = [f"  {state}: {_names(after)}," for state, after in transitions.items()]
     return "{\n" + "\n".join(lines) + "\n}"
 
@@ -30,13 +32,17 @@ def _transitions(transitions: Mapping[states.ExperimentState, frozenset[states.E
 def javascript() -> str:
     """The module's text: the sets and the map the pages use, and `canTransition`."""
     return f"""// Generated from harness/determined/common/states.py by `{COMMAND}`: do not edit.
-// The experiment states the pages use and the changes between them.
+// The experiment and task states the pages use and the changes between them.
 
 export const EXPERIMENT_STATES = {json.dumps([str(s) for s in states.ExperimentState])};
 export const TERMINAL_STATES = new Set({_names(states.TERMINAL_STATES)});
 export const EXPERIMENT_DELETION_STATES = new Set({_names(states.EXPERIMENT_DELETION_STATES)});
 
 export const EXPERIMENT_TRANSITIONS = {_transitions(states.EXPERIMENT_TRANSITIONS)};
+
+export const TASK_TYPES = {json.dumps([str(t) for t in states.TaskType])};
+export const TASK_STATES = {json.dumps([str(s) for s in states.TaskState])};
+export const TASK_TRANSITIONS = {_transitions(states.TASK_TRANSITIONS)};
 
 // Whether `current` may change to `next` under `transitions` (one of the maps above).
 export function canTransition(transitions, current, next) {{

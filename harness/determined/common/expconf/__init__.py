@@ -9,6 +9,8 @@ Public API::
     apply_overrides(mapping, ["searcher.max_trials=4", ...]) -> dict
     ExperimentConfig.to_json_dict() -> dict       (the stored, fully defaulted form)
     ExperimentConfig.warnings() -> list[str]      (deprecations; the config is valid)
+    load_task_config(text_or_mapping, task_type) -> TaskConfig   (notebooks, TensorBoards,
+                                                   commands, shells: _task.py)
 
 Limits (size, depth, values with aliases expanded, hyperparameter values, grid points):
 ``determined.common.expconf._limits``, checked by ``parse_yaml`` and ``load_config``.
@@ -42,6 +44,7 @@ from determined.common.expconf._overrides import apply_overrides
 from determined.common.expconf._resources import BindMount, Environment, Resources
 from determined.common.expconf._searcher import SearcherConfig
 from determined.common.expconf._storage import CheckpointStorage
+from determined.common.expconf._task import TaskConfig, duration_seconds, load_task_config
 from determined.common.expconf._yaml import parse_yaml
 
 __all__ = [
@@ -65,8 +68,11 @@ __all__ = [
     "LogHyperparameter",
     "Resources",
     "SearcherConfig",
+    "TaskConfig",
     "apply_cluster_defaults",
     "apply_overrides",
+    "duration_seconds",
     "load_config",
+    "load_task_config",
     "parse_yaml",
 ]

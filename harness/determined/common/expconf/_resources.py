@@ -41,14 +41,21 @@ def _device_mapping(text: str) -> dict[str, str] | str:
     return dict(zip(("host_path", "container_path", "mode"), parts, strict=False))
 
 
+# The fields experiments' and tasks' resources share (tasks: _task.py).
+Weight = Annotated[float, Field(ge=0)]
+Priority = Annotated[int, Field(ge=1, le=99)]
+ShmSize = Annotated[int | str | None, PlainValidator(_shm_size)]
+Devices = Annotated[list[Device], BeforeValidator(_device_strings)]
+
+
 class Resources(ConfigModel):
     slots_per_trial: Annotated[int, Field(ge=0)] = 1
     max_slots: Annotated[int, Field(ge=0)] | None = None
-    weight: Annotated[float, Field(ge=0)] = 1.0
-    priority: Annotated[int, Field(ge=1, le=99)] | None = None
+    weight: Weight = 1.0
+    priority: Priority | None = None
     resource_pool: str = ""
-    shm_size: Annotated[int | str | None, PlainValidator(_shm_size)] = None
-    devices: Annotated[list[Device], BeforeValidator(_device_strings)] = Field(default_factory=list)
+    shm_size: ShmSize = None
+    devices: Devices = Field(default_factory=list)
     is_single_node: bool | None = None
     native_parallel: bool = False
     agent_label: str | None = None

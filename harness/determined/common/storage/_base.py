@@ -57,6 +57,13 @@ class StorageManager(abc.ABC):
         FileNotFoundError when the file does not exist, ValueError for a path that is not
         inside a checkpoint."""
 
+    @abc.abstractmethod
+    def within(self, folder: str) -> "StorageManager":
+        """The same storage rooted at its sub-folder `folder` (relative, checked as a
+        checkpoint's path is): for files kept beside the checkpoints, as TensorBoard's
+        `tensorboard/experiment/<experiment id>/`, where each trial's folder is then handled
+        as a checkpoint named by the trial id."""
+
     def local_path(self, storage_id: str) -> pathlib.Path | None:
         """The checkpoint's folder when the backend is a local file system (no copy needed)."""
         return None

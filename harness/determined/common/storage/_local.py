@@ -28,6 +28,9 @@ class LocalStorageManager(StorageManager):
     def __repr__(self) -> str:
         return str(self.root)
 
+    def within(self, folder: str) -> "LocalStorageManager":
+        return LocalStorageManager(self.root / check_relpath(folder).rstrip("/"))
+
     def local_path(self, storage_id: str) -> pathlib.Path:
         return self.root / check_storage_id(storage_id)
 

@@ -63,6 +63,9 @@ class ObjectStorageManager(StorageManager):
     def __repr__(self) -> str:
         return "/".join(filter(None, [self.store.url, self.prefix]))
 
+    def within(self, folder: str) -> "ObjectStorageManager":
+        return ObjectStorageManager(self.store, "/".join(filter(None, [self.prefix, check_relpath(folder)])))
+
     def _folder(self, storage_id: str) -> str:
         """The key prefix of a checkpoint's objects, ending with `/`."""
         return "/".join(filter(None, [self.prefix, check_storage_id(storage_id)])) + "/"

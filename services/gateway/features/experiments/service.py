@@ -57,9 +57,9 @@ class Experiments(FeatureService):
             experiment_seed=time.time_ns() // 1000 % 2**32,
             name=experiment_name(random.Random()),
         )
-        await self._check_resource_pool(config.config_json)
+        await self.check_resource_pool(config.config_json)
         response = api_pb2.CreateExperimentResponse(
-            warnings=config.warnings + await self._runtime_warnings(config.config_json),
+            warnings=config.warnings + await self.runtime_warnings(config.config_json),
             config_json=config.config_json,
         )
         if request.validate_only:
@@ -82,7 +82,7 @@ class Experiments(FeatureService):
         log.info("experiment_created", experiment_id=response.experiment_id, request_id=request_id)
         return response
 
-    async def _check_resource_pool(self, config_json: str) -> None:
+    async def check_resource_pool(self, config_json: str) -> None:
         """Refuses a pool no agent offers. The default pool needs no query, and
         while the read models are down the check is skipped: creating an
         experiment needs no query, and a request for a pool with no agent
@@ -96,7 +96,7 @@ class Experiments(FeatureService):
             return
         commands.checked_resource_pool(config_json, known)
 
-    async def _runtime_warnings(self, config_json: str) -> list[str]:
+    async def runtime_warnings(self, config_json: str) -> list[str]:
         """What the config asks that the agents of its pool cannot give, as the
         read models know them (without them: only what no agent here gives)."""
         pool = commands.resource_pool_of(config_json) or DEFAULT_POOL
@@ -113,7 +113,12 @@ class Experiments(FeatureService):
             return await self.store.contexts.put(request.context_tgz), len(request.context_tgz)
         if not request.context_hash:
             return "", 0
-        context_hash = commands.checked_context_hash(request.context_hash)
+        return await self.stored_context(request.context_hash)
+
+    async def stored_context(self, context_hash: str) -> tuple[str, int]:
+        """A context uploaded before (UploadContext) as (hash, size); NotFoundError
+        when it is not stored, InvalidArgumentError for a bad hash or size."""
+        context_hash = commands.checked_context_hash(context_hash)
         try:
             size = await self.store.contexts.size(context_hash)
         except StoreNotFoundError as error:

@@ -6,12 +6,13 @@ from determined.common import states
 from determined.proto import api_pb2
 from services.common.envelope import aggregate
 from services.common.eventlog import ConflictError
-from services.gateway.auth import current_principal
+from services.gateway.auth import current_principal, require_user
 from services.gateway.errors import FailedPreconditionError, NotFoundError
 from services.gateway.features.commands import Unchanged
 from services.gateway.features.jobs import commands
 from services.gateway.features.jobs.queue import JobQueue
 from services.gateway.features.parts import FeatureService, Parts
+from services.gateway.features.tasks import commands as task_commands
 
 
 class Jobs(FeatureService):
@@ -36,6 +37,8 @@ class Jobs(FeatureService):
             experiments = await self.queries.experiments.experiment_jobs(
                 experiment_ids
             )  # one created a moment ago
+        task_ids = [task_id for view in views if (task_id := commands.task_of_job(view.job_id))]
+        tasks = await self.queries.tasks.task_jobs(task_ids) if task_ids else {}
         response = api_pb2.GetJobsResponse()
         for view in views:
             job = response.jobs.add(
@@ -57,6 +60,8 @@ class Jobs(FeatureService):
                 known = experiments.get(job.experiment_id)
                 if known is not None:
                     job.name, job.owner = known.name, known.owner
+            elif (task := tasks.get(commands.task_of_job(view.job_id) or "")) is not None:
+                job.name, job.owner = task
         pools = {job.resource_pool for job in response.jobs} | set(await self.queries.agents.resource_pools())
         for pool in sorted(pools):
             if not request.resource_pool or pool == request.resource_pool:
@@ -67,6 +72,9 @@ class Jobs(FeatureService):
         """Changes a running or queued experiment's priority, weight or
         max_slots (JobResourcesChanged on its aggregate); NOT_FOUND for an
         unknown or ended one."""
+        task_id = commands.task_of_job(request.job_id)
+        if task_id is not None:
+            return await self._update_task_job(task_id, request)
         experiment_id = commands.checked_job_id(request.job_id)
         stored = await self.store.last_event(aggregate("experiment", experiment_id))
         if stored is None:
@@ -91,6 +99,36 @@ class Jobs(FeatureService):
             raise FailedPreconditionError(
                 f"experiment {experiment_id} changed meanwhile; try again"
             ) from error
+        await self.projector.wait_for(sequence)
+        return api_pb2.UpdateJobResponse()
+
+    async def _update_task_job(
+        self, task_id: str, request: api_pb2.UpdateJobRequest
+    ) -> api_pb2.UpdateJobResponse:
+        """A notebook's, TensorBoard's, command's or shell's job (`det notebook set
+        priority`): its owner or an admin; NOT_FOUND once it has ended."""
+        principal = require_user()
+        task_id = task_commands.checked_task_id(task_id)
+        job_id = aggregate("task", task_id)
+        stored = await self.store.last_event(aggregate("allocation", f"{task_id}.1"))
+        if stored is None:
+            raise NotFoundError(f"job {job_id} not found")
+        await self.projector.wait_for(stored.sequence)
+        task = await self._after_catch_up(self.queries.tasks.task, task_id)
+        if task is None or task.state == states.TaskState.TERMINATED:
+            raise NotFoundError(f"job {job_id} not found" + (f": the task is {task.state}" if task else ""))
+        task_commands.check_owner_or_admin(
+            task, principal.username, admin=principal.admin, what="change its job"
+        )
+        default_priority = (await self._job_queue.published()).default_priority
+        current = commands.job_resources(task.config_json, default_priority)
+        decision = commands.task_job_changed(task_id, request, current, principal.username, stored.sequence)
+        if isinstance(decision, Unchanged):
+            return api_pb2.UpdateJobResponse(unchanged_reason=decision.reason)
+        try:
+            sequence, _ = await self.store.append(decision, actor=principal.actor)
+        except ConflictError as error:
+            raise FailedPreconditionError(f"task {task_id} changed meanwhile; try again") from error
         await self.projector.wait_for(sequence)
         return api_pb2.UpdateJobResponse()
 

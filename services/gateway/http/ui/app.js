@@ -7,12 +7,15 @@ import { experimentsPage } from "./pages/experiments.js";
 import { experimentPage } from "./pages/experiment.js";
 import { trialPage } from "./pages/trial.js";
 import { clusterPage } from "./pages/cluster.js";
+import { taskPage, tasksPage } from "./pages/tasks.js";
 
 const ROUTES = [
   [/^#\/login(?:\?.*)?$/, loginPage],
   [/^#\/experiments\/?$/, experimentsPage],
   [/^#\/experiments\/(\d+)$/, experimentPage],
   [/^#\/trials\/(\d+)$/, trialPage],
+  [/^#\/tasks\/?$/, tasksPage],
+  [/^#\/tasks\/([\w-]+)$/, taskPage],
   [/^#\/cluster$/, clusterPage],
 ];
 

@@ -1,5 +1,5 @@
 // Generated from harness/determined/common/states.py by `python -m services.gateway.http.states_js`: do not edit.
-// The experiment states the pages use and the changes between them.
+// The experiment and task states the pages use and the changes between them.
 
 export const EXPERIMENT_STATES = ["ACTIVE", "PAUSED", "STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR", "COMPLETED", "CANCELED", "ERROR", "DELETING", "DELETE_FAILED", "DELETED"];
 export const TERMINAL_STATES = new Set(["CANCELED", "COMPLETED", "ERROR"]);
@@ -18,6 +18,17 @@ export const EXPERIMENT_TRANSITIONS = {
   DELETING: ["DELETED", "DELETE_FAILED"],
   DELETE_FAILED: ["DELETING"],
   DELETED: [],
+};
+
+export const TASK_TYPES = ["NOTEBOOK", "TENSORBOARD", "COMMAND", "SHELL"];
+export const TASK_STATES = ["PENDING", "ASSIGNED", "STARTING", "RUNNING", "TERMINATING", "TERMINATED"];
+export const TASK_TRANSITIONS = {
+  PENDING: ["ASSIGNED", "TERMINATED", "TERMINATING"],
+  ASSIGNED: ["RUNNING", "STARTING", "TERMINATED", "TERMINATING"],
+  STARTING: ["RUNNING", "TERMINATED", "TERMINATING"],
+  RUNNING: ["TERMINATED", "TERMINATING"],
+  TERMINATING: ["TERMINATED"],
+  TERMINATED: [],
 };
 
 // Whether `current` may change to `next` under `transitions` (one of the maps above).

@@ -1,7 +1,8 @@
 // #/experiments/<id>: overview, trials, learning curves of every trial for a
 // chosen metric (training and validation), hyperparameter plots, checkpoints
 // (best first) and the config as YAML; fetched again when the server says the
-// experiment or one of its trials changed, else every 30 s.
+// experiment or one of its trials changed, else every 30 s. "Open TensorBoard"
+// launches one over all its trials and opens it once it answers.
 import { get, post, watch } from "../api.js";
 import { color, lineChart, parallelCoordinates, scatterPlot } from "../charts.js";
 import {
@@ -9,6 +10,7 @@ import {
   setProgress, setText, stateName, syncRows, toYaml, when,
 } from "../util.js";
 import { canTransition, EXPERIMENT_TRANSITIONS, TERMINAL_STATES } from "../states.js";
+import { launchAndOpen } from "./tasks.js";
 
 export function experimentPage(view, id) {
   const state = el("span#experiment-state.state");
@@ -23,6 +25,16 @@ export function experimentPage(view, id) {
   const pause = el("button#experiment-pause", { type: "button", onclick: act("pause") }, "Pause");
   const activate = el("button#experiment-activate", { type: "button", onclick: act("activate") }, "Activate");
   const kill = el("button#experiment-kill.kill", { type: "button", onclick: act("kill") }, "Kill");
+  const left = new AbortController();
+  const tensorboardStatus = el("div#tensorboard-status");
+  const tensorboard = el("button#experiment-tensorboard", {
+    type: "button",
+    onclick: async () => {
+      tensorboard.disabled = true;
+      await launchAndOpen({ taskType: "TENSORBOARD", experimentIds: [Number(id)] }, tensorboardStatus, left.signal);
+      tensorboard.disabled = false;
+    },
+  }, "Open TensorBoard");
   const metricSelect = el("select#metric-select");
   const curves = el("div#learning-curves.chart");
   const parallel = el("div#hp-parallel");
@@ -32,7 +44,8 @@ export function experimentPage(view, id) {
   const checkpointsBody = el("tbody");
   const yaml = el("pre#config-yaml");
   view.append(
-    el("div.heading", {}, title, state, progress, el("span.spacer"), pause, activate, kill),
+    el("div.heading", {}, title, state, progress, el("span.spacer"), tensorboard, pause, activate, kill),
+    tensorboardStatus,
     message,
     facts,
     el("h2", {}, "Trials"),
@@ -191,7 +204,7 @@ export function experimentPage(view, id) {
   const changed = coalesced(refresh);
   const unwatch = watch(`/experiments/${id}/stream`, changed);
   const stop = poll(changed, FALLBACK_POLL_MS);
-  return () => { unwatch(); stop(); chart.destroy(); };
+  return () => { unwatch(); stop(); left.abort(); chart.destroy(); };
 }
 
 // Nested hyperparameters as dotted names ({optimizer: {lr: 1}} -> {"optimizer.lr": 1}).

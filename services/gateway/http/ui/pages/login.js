@@ -1,4 +1,7 @@
-// #/login: username and password; the token goes to sessionStorage.
+// #/login: username and password; the token goes to sessionStorage (and the
+// gateway's answer sets the cookie its /proxy/ routes read: a browser opening
+// a notebook sends only cookies). `next`: the page to go to then, a route of
+// this UI or a task's /proxy/<id>/ page (the proxy's 401 page links here so).
 import { post, session } from "../api.js";
 import { el } from "../util.js";
 
@@ -6,6 +9,8 @@ import { el } from "../util.js";
 // typed (determined/common/passwords.py). SubtleCrypto exists only in secure
 // contexts (https, localhost): elsewhere the gateway applies the same hash.
 const SALT = "GubPEmmotfiK9TMD6Zdw";
+// The one place outside this UI that `next` may lead to (never another site).
+const PROXY_PREFIX = "/proxy/";
 
 async function loginBody(username, password) {
   if (!password || !(window.crypto && crypto.subtle)) return { username, password };
@@ -27,8 +32,14 @@ export function loginPage(view) {
       error.hidden = true;
       try {
         const answer = await post("/auth/login", await loginBody(username.value, password.value));
+        if (next.startsWith(PROXY_PREFIX)) {
+          // The task's page comes next in this tab, from this origin: it gets the cookie the
+          // answer set (HttpOnly), never the token (this tab's sessionStorage is its too).
+          location.assign(next);
+          return;
+        }
         session.save(answer.token, answer.user.username);
-        location.hash = next.startsWith("#/login") ? "#/experiments" : next;
+        location.hash = next.startsWith("#/") && !next.startsWith("#/login") ? next : "#/experiments";
       } catch (failure) {
         error.textContent = failure.status === 401 || failure.status === 403
           ? "Wrong username or password." : `Could not log in: ${failure.message}`;

@@ -2,15 +2,14 @@
 // (log scale toggle), the logs (live tail over the follow stream, search) and
 // the checkpoints; the trial and its chart are fetched again when the server
 // says the trial changed, else every 30 s.
-import { download, get, stream, watch } from "../api.js";
+import { download, get, watch } from "../api.js";
 import { color, lineChart } from "../charts.js";
 import {
   bytes, coalesced, duration, el, errorBox, FALLBACK_POLL_MS, metricNames, number, poll, setText, stateName,
   syncRows, when,
 } from "../util.js";
+import { logView } from "../logs.js";
 import { TERMINAL_STATES } from "../states.js";
-
-const MAX_LOG_LINES = 20000;
 
 export function trialPage(view, id) {
   const title = el("h1", {}, `Trial ${id}`);
@@ -22,10 +21,7 @@ export function trialPage(view, id) {
   const metricSelect = el("select#trial-metric-select");
   const logScale = el("input#log-scale", { type: "checkbox" });
   const chartBox = el("div#trial-chart.chart");
-  const logSearch = el("input#log-search", { type: "search", placeholder: "Search the logs" });
-  const follow = el("input#log-follow", { type: "checkbox", checked: true });
-  const logCount = el("span#log-count");
-  const logs = el("div#trial-logs.logs");
+  const logs = logView(`/trials/${id}/logs?follow=true`, "trial-logs");
   const checkpoints = el("tbody");
   view.append(
     el("div.heading", {}, title, state, el("span.spacer"), el("a#trial-experiment")),
@@ -41,8 +37,8 @@ export function trialPage(view, id) {
       ["UUID", "Batches", "Searcher metric", "Size", "State", "Reported", "Download"].map((t) => el("th", {}, t)))),
     checkpoints),
     el("h2", {}, "Logs"),
-    el("div.toolbar", {}, logSearch, el("label", {}, follow, " Follow"), logCount),
-    logs,
+    logs.toolbar,
+    logs.logs,
   );
   const chart = lineChart(chartBox, { yLabel: "" });
   let trial = null;
@@ -135,40 +131,6 @@ export function trialPage(view, id) {
       el("code", { title: "the whole checkpoint, with the CLI" }, `det checkpoint download ${c.uuid}`));
   }
 
-  // Logs: one follow stream for the page's life.
-  const aborter = new AbortController();
-  const matches = (line) => !logSearch.value || line.textContent.toLowerCase().includes(logSearch.value.toLowerCase());
-  function countLines() {
-    const shown = logs.querySelectorAll("div.log-line:not([hidden])").length;
-    setText(logCount, logSearch.value ? `${shown} of ${logs.childElementCount} lines` : `${logs.childElementCount} lines`);
-  }
-  function addLines(results) {
-    const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 20;
-    const fragment = document.createDocumentFragment();
-    for (const result of results) {
-      if (result.message.includes("\r")) continue;  // progress bars redraw themselves
-      const line = el("div.log-line", { "data-rank": result.rankId },
-        el("span.time", {}, result.timestamp ? new Date(result.timestamp).toLocaleTimeString() : ""),
-        result.rankId !== null ? el("span.rank", {}, `[rank=${result.rankId}]`) : null,
-        el("span.text", {}, result.message.replace(/\n$/, "")));
-      if (result.stdtype === "stderr") line.classList.add("stderr");
-      line.hidden = !matches(line);
-      fragment.append(line);
-    }
-    logs.append(fragment);
-    while (logs.childElementCount > MAX_LOG_LINES) logs.firstChild.remove();
-    if (follow.checked && atBottom) logs.scrollTop = logs.scrollHeight;
-    countLines();
-  }
-  stream(`/trials/${id}/logs?follow=true`, aborter.signal, addLines)
-    .then(() => { logs.dataset.ended = "true"; })
-    .catch((error) => { if (!aborter.signal.aborted) logs.append(el("div.log-error.error", {}, `Logs: ${error.message}`)); });
-  logSearch.addEventListener("input", () => {
-    for (const line of logs.querySelectorAll("div.log-line")) line.hidden = !matches(line);
-    countLines();
-  });
-  follow.addEventListener("change", () => { if (follow.checked) logs.scrollTop = logs.scrollHeight; });
-
   const redraw = () => { drawnKey = ""; if (trial) { showTrial(); showChart(); } };
   groupSelect.addEventListener("change", redraw);
   metricSelect.addEventListener("change", redraw);
@@ -176,5 +138,5 @@ export function trialPage(view, id) {
   const changed = coalesced(refresh);
   const unwatch = watch(`/trials/${id}/stream`, changed);
   const stop = poll(changed, FALLBACK_POLL_MS);
-  return () => { unwatch(); stop(); aborter.abort(); chart.destroy(); };
+  return () => { unwatch(); stop(); logs.stop(); chart.destroy(); };
 }

@@ -1,0 +1,5 @@
+"""The tasks feature: notebooks, TensorBoards, commands and shells."""
+
+from services.gateway.features.tasks.projection import FEATURE
+
+__all__ = ["FEATURE"]
