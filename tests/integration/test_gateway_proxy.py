@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from support.pg_server import new_database
+from support.security_gateway import PASSWORD, SECRET, gateway_settings
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -40,10 +41,7 @@ from services.gateway.http.app import application
 from services.gateway.http.proxy import TaskProxy, Timeouts
 from services.gateway.http.server import HttpServer, listen
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 
-SECRET = "proxy-test-secret"
-PASSWORD = "Initial-Pass1"
 MiB = 1024 * 1024
 # A bound on every wait: generous, so that only a hang fails.
 DEADLINE_S = 60
@@ -164,19 +162,10 @@ def module_namespace() -> str:
 async def gateway(
     nats_url: str, module_namespace: str, postgres_server: PostgresServer
 ) -> AsyncIterator[Gateway]:
-    settings = GatewaySettings(
-        nats_url=nats_url,
-        namespace=module_namespace,
-        database_url=await new_database(postgres_server, module_namespace),
-        gateway_port=free_port(),
-        gateway_host="127.0.0.1",
-        http_port=0,
-        cluster_secret=SECRET,
-        cluster_id="proxy-test",
-        grace_period_s=0.1,
-        initial_user_password=PASSWORD,
+    database_url = await new_database(postgres_server, module_namespace)
+    started = await Gateway.start(
+        gateway_settings(nats_url, module_namespace, database_url, "proxy-test", PASSWORD)
     )
-    started = await Gateway.start(settings)
     yield started
     await started.stop()
 

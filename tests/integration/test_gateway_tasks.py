@@ -18,16 +18,16 @@ import httpx
 import pytest
 from google.protobuf.message import Message
 from support.pg_server import new_database
+from support.security_gateway import gateway_settings
 from test_gateway import stored
 
-from deploy.local.servers import PostgresServer, free_port
+from deploy.local.servers import PostgresServer
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.gateway.features.tasks.queries import proxy_target
 from services.gateway.server import Gateway
-from services.gateway.settings import GatewaySettings
 from services.scheduler.__main__ import SchedulerSettings
 from services.scheduler.__main__ import run as run_scheduler
 
@@ -58,19 +58,10 @@ def module_namespace() -> str:
 async def gateway(
     nats_url: str, module_namespace: str, postgres_server: PostgresServer
 ) -> AsyncIterator[Gateway]:
-    settings = GatewaySettings(
-        nats_url=nats_url,
-        namespace=module_namespace,
-        database_url=await new_database(postgres_server, module_namespace),
-        gateway_port=free_port(),
-        gateway_host="127.0.0.1",
-        http_port=0,
-        cluster_secret="tasks-test-secret",
-        cluster_id="tasks-test",
-        grace_period_s=0.1,
-        initial_user_password=PASSWORD,
+    database_url = await new_database(postgres_server, module_namespace)
+    started = await Gateway.start(
+        gateway_settings(nats_url, module_namespace, database_url, "tasks-test", PASSWORD)
     )
-    started = await Gateway.start(settings)
     yield started
     await started.stop()
 

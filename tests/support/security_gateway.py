@@ -18,9 +18,12 @@ MALLORY_PASSWORD = "Mallory-Pass1"
 Metadata = tuple[tuple[str, str], ...]
 
 
-@pytest.fixture
-async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
-    settings = GatewaySettings(
+def gateway_settings(
+    nats_url: str, namespace: str, database_url: str, cluster_id: str, password: str = PASSWORD
+) -> GatewaySettings:
+    """A gateway on free ports (gRPC and HTTP) of the tests' servers, its users
+    logging in with passwords."""
+    return GatewaySettings(
         nats_url=nats_url,
         namespace=namespace,
         database_url=database_url,
@@ -28,11 +31,15 @@ async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIter
         gateway_host="127.0.0.1",
         http_port=0,
         cluster_secret=SECRET,
-        cluster_id="security-test",
+        cluster_id=cluster_id,
         grace_period_s=0.1,
-        initial_user_password=PASSWORD,
+        initial_user_password=password,
     )
-    started = await Gateway.start(settings)
+
+
+@pytest.fixture
+async def gateway(nats_url: str, namespace: str, database_url: str) -> AsyncIterator[Gateway]:
+    started = await Gateway.start(gateway_settings(nats_url, namespace, database_url, "security-test"))
     yield started
     await started.stop()
 
