@@ -95,3 +95,23 @@ async def test_a_wait_is_capped_so_nobody_locks_a_user_out(
     assert wait_s(error.details() or "") == MAX_DELAY_S
     clock.now += wait_s(error.details() or "")
     assert (await api.Login(api_pb2.LoginRequest(username="admin", password=PASSWORD))).token
+
+
+async def test_a_forwarded_for_header_does_not_choose_the_address_counted(
+    gateway: Gateway, http: httpx.AsyncClient
+) -> None:
+    """Guesses at many usernames, each claiming another client address: the
+    address counted is the connection's, so they are slowed as one sender's."""
+    stopped_clock(gateway)
+    with structlog.testing.capture_logs() as logs:
+        answers = [
+            await http.post(
+                "/api/v1/auth/login",
+                json={"username": f"user-{n}", "password": WRONG.format(n)},
+                headers={"X-Forwarded-For": f"10.0.0.{n + 1}"},
+            )
+            for n in range(GUESSES)
+        ]
+    assert [a.status_code for a in answers] == [401] * FREE_FAILURES + [429] * (GUESSES - FREE_FAILURES)
+    failed = [entry for entry in logs if entry["event"] == "login_failed"]
+    assert {entry["address"] for entry in failed} == {"127.0.0.1"}

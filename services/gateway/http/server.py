@@ -56,6 +56,10 @@ class HttpServer:
             lifespan="on",  # the app's lifespan closes what it holds open (the proxy's connections)
             log_config=None,
             access_log=False,
+            # The client's address is the connection's: uvicorn's default believes a
+            # X-Forwarded-For from 127.0.0.1, which would let a local user choose the address
+            # the login rate limit counts.
+            proxy_headers=False,
             timeout_graceful_shutdown=1,
             ssl_certfile=cert,
             ssl_keyfile=key,
