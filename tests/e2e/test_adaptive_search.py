@@ -178,8 +178,10 @@ def test_pause_and_activate_resume_every_trial_from_its_checkpoint(cluster: Clus
     trials = wait_for(trained_a_while, "both trials to train a while")
 
     assert cluster.det("experiment", "pause", str(experiment_id)).returncode == 0
-    wait_for(
-        lambda: all(t["state"] == "PAUSED" for t in cluster.trials(experiment_id)), "every trial to stop"
+    wait_for(  # each checkpoints and exits; a bound against a hang on a loaded machine, not a timing
+        lambda: all(t["state"] == "PAUSED" for t in cluster.trials(experiment_id)),
+        "every trial to stop",
+        deadline_s=120,
     )
     for trial in trials:
         assert "stopping at" in cluster.logs(trial["id"])

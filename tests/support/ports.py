@@ -1,31 +1,44 @@
 """Free ports for servers that listen on a run of consecutive ports (the gateway's HTTP API on
-the master port + 1; node i's local collectives on the pull port + i). Other test workers and
-their clusters listen on free ports of their own: a port after a free one may well be taken."""
+the master port + 1; node i's local collectives on the pull port + i).
 
+The run is taken below the kernel's ephemeral range (ip_local_port_range), where neither an
+outgoing connection nor a server bound to port 0 (every other test server, and the ports agents
+pick for tasks) is ever given a port: a port after a free ephemeral one may well be taken by the
+time the cluster binds it, one down there only by another run picked at random."""
+
+import random
 import socket
+from pathlib import Path
+
+# Below Linux's default ephemeral range (32768-60999) and above the well-known and common ones.
+LOWEST = 20000
 
 
 def free_port_run(count: int) -> int:
     """The first of `count` consecutive ports on 127.0.0.1 that nothing holds now."""
-    while not (held := _bound_run(count)):
-        pass
-    first = int(held[0].getsockname()[1])
-    for sock in held:
-        sock.close()
-    return first
+    highest = _ephemeral_start() - count
+    while True:
+        first = random.randrange(LOWEST, highest)
+        if _all_free(first, count):
+            return first
 
 
-def _bound_run(count: int) -> list[socket.socket]:
-    """Sockets bound to `count` consecutive ports from a free one, or [] if one is taken."""
-    held = [socket.socket()]
-    held[0].bind(("127.0.0.1", 0))
-    first = held[0].getsockname()[1]
+def _ephemeral_start() -> int:
     try:
-        for port in range(first + 1, first + count):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _all_free(first: int, count: int) -> bool:
+    held: list[socket.socket] = []
+    try:
+        for port in range(first, first + count):
             held.append(socket.socket())
             held[-1].bind(("127.0.0.1", port))
-    except (OSError, OverflowError):  # taken, or past the last port
+        return True
+    except OSError:
+        return False
+    finally:
         for sock in held:
             sock.close()
-        return []
-    return held
