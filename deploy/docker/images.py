@@ -56,7 +56,7 @@ class ImageSpec:
 
 
 CLUSTER = ImageSpec("cluster", "cluster.Dockerfile", "", "python:3.11-slim-bookworm")
-TRIAL_CPU = ImageSpec("cpu", "trial-cpu.Dockerfile", "torch,tasks", "python:3.11-slim-bookworm")
+TRIAL_CPU = ImageSpec("cpu", "trial-cpu.Dockerfile", "torch", "python:3.11-slim-bookworm")
 TRIAL_CUDA = ImageSpec(
     "cuda", "trial-cuda.Dockerfile", "torch", "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
 )

@@ -1,7 +1,7 @@
 # The CPU trial environment: Python 3.11, torch 2.13.0 (CPU), numpy, tensorboardX and the harness
-# (`import determined`), and JupyterLab and TensorBoard for notebook and TensorBoard tasks, in a
-# venv first on PATH, so `python3 train.py` finds them (no sshd: `det shell` needs an image with
-# openssh-server and libnss-wrapper, as the CUDA one has). Built by
+# (`import determined`), in a venv first on PATH, so `python3 train.py` finds them. Not JupyterLab:
+# the wheels are resolved for the host's Python, and some of its dependencies need a newer 3.11
+# than Debian's (soupsieve: >= 3.11.5; bookworm has 3.11.2); nor sshd (no package index here). Built by
 # `det deploy local build-images` from a folder of wheels made on the host (no network).
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE} AS build
