@@ -153,6 +153,8 @@ async def test_a_trial_dies_with_its_agent_and_a_restarted_agent_runs_it_once_mo
             assert os.getpgid(trial) == os.getpgid(child) == record.pgid != os.getpgid(0)
             leader = record.pid  # the trial itself, or the shell running it
             assert record.start_ticks == start_ticks(leader)
+            # The trial can write its pids before the agent's AllocationStarted is stored.
+            await wait_for(event_store, lambda es: bool(payloads(es, ev.AllocationStarted)))
 
             agent.kill()
             agent.wait()
