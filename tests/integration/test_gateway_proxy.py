@@ -25,12 +25,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from support.pg_server import new_database
-from support.security_gateway import PASSWORD, SECRET, gateway_settings
+from support import module_gateway
+from support.security_gateway import PASSWORD, SECRET
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from deploy.local.servers import PostgresServer, free_port, wait_for_port
+from deploy.local.servers import free_port, wait_for_port
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
@@ -153,28 +153,9 @@ class Tasks:
     command: str
 
 
-@pytest.fixture(scope="module")
-def module_namespace() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module")
-async def gateway(
-    nats_url: str, module_namespace: str, postgres_server: PostgresServer
-) -> AsyncIterator[Gateway]:
-    database_url = await new_database(postgres_server, module_namespace)
-    started = await Gateway.start(
-        gateway_settings(nats_url, module_namespace, database_url, "proxy-test", PASSWORD)
-    )
-    yield started
-    await started.stop()
-
-
-@pytest.fixture(scope="module")
-async def store(nats_url: str, module_namespace: str) -> AsyncIterator[EventStore]:
-    opened = await EventStore.connect(nats_url, module_namespace)
-    yield opened
-    await opened.close()
+module_namespace = module_gateway.module_namespace
+gateway = module_gateway.gateway
+store = module_gateway.store
 
 
 @pytest.fixture(scope="module")

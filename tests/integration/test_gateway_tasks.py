@@ -17,11 +17,10 @@ import grpc
 import httpx
 import pytest
 from google.protobuf.message import Message
-from support.pg_server import new_database
-from support.security_gateway import gateway_settings
+from support import module_gateway
+from support.security_gateway import PASSWORD
 from test_gateway import stored
 
-from deploy.local.servers import PostgresServer
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
 from services.common.envelope import Append
@@ -31,7 +30,6 @@ from services.gateway.server import Gateway
 from services.scheduler.__main__ import SchedulerSettings
 from services.scheduler.__main__ import run as run_scheduler
 
-PASSWORD = "Tasks-test-1"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0 alice@laptop"
 EXPERIMENT = """
 entrypoint: python3 train.py
@@ -49,28 +47,9 @@ class Users:
     mallory_token: str
 
 
-@pytest.fixture(scope="module")
-def module_namespace() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module")
-async def gateway(
-    nats_url: str, module_namespace: str, postgres_server: PostgresServer
-) -> AsyncIterator[Gateway]:
-    database_url = await new_database(postgres_server, module_namespace)
-    started = await Gateway.start(
-        gateway_settings(nats_url, module_namespace, database_url, "tasks-test", PASSWORD)
-    )
-    yield started
-    await started.stop()
-
-
-@pytest.fixture(scope="module")
-async def store(nats_url: str, module_namespace: str) -> AsyncIterator[EventStore]:
-    opened = await EventStore.connect(nats_url, module_namespace)
-    yield opened
-    await opened.close()
+module_namespace = module_gateway.module_namespace
+gateway = module_gateway.gateway
+store = module_gateway.store
 
 
 @pytest.fixture(scope="module")
