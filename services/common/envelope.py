@@ -122,6 +122,7 @@ SUBJECT_KINDS: dict[str, str] = {
     "user_password_changed": "user",
     "user_session_started": "user",
     "user_session_revoked": "user",
+    "user_login_failed": "user",
 }
 
 

@@ -121,6 +121,7 @@ AGGREGATE_ID: dict[str, Callable[[Message], str]] = {
     "user_password_changed": _USER,
     "user_session_started": _USER,
     "user_session_revoked": _USER,
+    "user_login_failed": _USER,
 }
 
 

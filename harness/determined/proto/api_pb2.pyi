@@ -232,11 +232,21 @@ class GetExperimentsResponse(_message.Message):
     experiments: _containers.RepeatedCompositeFieldContainer[Experiment]
     def __init__(self, experiments: _Optional[_Iterable[_Union[Experiment, _Mapping]]] = ...) -> None: ...
 
+class AsOf(_message.Message):
+    __slots__ = ("sequence", "time_ns")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    time_ns: int
+    def __init__(self, sequence: _Optional[int] = ..., time_ns: _Optional[int] = ...) -> None: ...
+
 class GetExperimentRequest(_message.Message):
-    __slots__ = ("experiment_id",)
+    __slots__ = ("experiment_id", "as_of")
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     experiment_id: int
-    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, experiment_id: _Optional[int] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetExperimentResponse(_message.Message):
     __slots__ = ("experiment", "trials")
@@ -247,10 +257,12 @@ class GetExperimentResponse(_message.Message):
     def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ..., trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
 
 class GetExperimentTrialsRequest(_message.Message):
-    __slots__ = ("experiment_id",)
+    __slots__ = ("experiment_id", "as_of")
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     experiment_id: int
-    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, experiment_id: _Optional[int] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetExperimentTrialsResponse(_message.Message):
     __slots__ = ("trials",)
@@ -417,8 +429,10 @@ class SlotUse(_message.Message):
     def __init__(self, slot_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
 
 class GetAgentsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("as_of",)
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    as_of: AsOf
+    def __init__(self, as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetAgentsResponse(_message.Message):
     __slots__ = ("agents",)
@@ -614,10 +628,12 @@ class DisableAgentResponse(_message.Message):
     def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
-    __slots__ = ("resource_pool",)
+    __slots__ = ("resource_pool", "as_of")
     RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     resource_pool: str
-    def __init__(self, resource_pool: _Optional[str] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, resource_pool: _Optional[str] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "type", "name", "experiment_id", "owner", "resource_pool", "priority", "weight", "max_slots", "submitted_at_ns", "slots_needed", "slots_acquired", "state", "position", "waiting_reason")
@@ -1161,3 +1177,174 @@ class TaskLogsResponse(_message.Message):
     agent_id: str
     lines: _containers.RepeatedCompositeFieldContainer[_events_pb2.LogLine]
     def __init__(self, task_id: _Optional[str] = ..., allocation_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., lines: _Optional[_Iterable[_Union[_events_pb2.LogLine, _Mapping]]] = ...) -> None: ...
+
+class EventFilter(_message.Message):
+    __slots__ = ("experiment_id", "trial_id", "allocation_id", "task_id", "user", "types", "since_ns", "until_ns", "from_sequence")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_NS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_NS_FIELD_NUMBER: _ClassVar[int]
+    FROM_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    trial_id: int
+    allocation_id: str
+    task_id: str
+    user: str
+    types: _containers.RepeatedScalarFieldContainer[str]
+    since_ns: int
+    until_ns: int
+    from_sequence: int
+    def __init__(self, experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., user: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., since_ns: _Optional[int] = ..., until_ns: _Optional[int] = ..., from_sequence: _Optional[int] = ...) -> None: ...
+
+class LoggedEvent(_message.Message):
+    __slots__ = ("sequence", "occurred_at_ns", "aggregate", "type", "actor", "reason", "summary", "event_id", "causation_id", "causation_sequence", "correlation_id", "payload_json")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CAUSATION_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    occurred_at_ns: int
+    aggregate: str
+    type: str
+    actor: str
+    reason: str
+    summary: str
+    event_id: str
+    causation_id: str
+    causation_sequence: int
+    correlation_id: str
+    payload_json: str
+    def __init__(self, sequence: _Optional[int] = ..., occurred_at_ns: _Optional[int] = ..., aggregate: _Optional[str] = ..., type: _Optional[str] = ..., actor: _Optional[str] = ..., reason: _Optional[str] = ..., summary: _Optional[str] = ..., event_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., causation_sequence: _Optional[int] = ..., correlation_id: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class GetEventsRequest(_message.Message):
+    __slots__ = ("filter", "follow", "limit", "tail")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    filter: EventFilter
+    follow: bool
+    limit: int
+    tail: bool
+    def __init__(self, filter: _Optional[_Union[EventFilter, _Mapping]] = ..., follow: _Optional[bool] = ..., limit: _Optional[int] = ..., tail: _Optional[bool] = ...) -> None: ...
+
+class GetEventsResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[LoggedEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[LoggedEvent, _Mapping]]] = ...) -> None: ...
+
+class ExplainEventsRequest(_message.Message):
+    __slots__ = ("kind", "id")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    id: str
+    def __init__(self, kind: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class ExplainedEvent(_message.Message):
+    __slots__ = ("event", "depth")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    event: LoggedEvent
+    depth: int
+    def __init__(self, event: _Optional[_Union[LoggedEvent, _Mapping]] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class ExplainEventsResponse(_message.Message):
+    __slots__ = ("chain", "outcome")
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    chain: _containers.RepeatedCompositeFieldContainer[ExplainedEvent]
+    outcome: str
+    def __init__(self, chain: _Optional[_Iterable[_Union[ExplainedEvent, _Mapping]]] = ..., outcome: _Optional[str] = ...) -> None: ...
+
+class GetWorkloadRequest(_message.Message):
+    __slots__ = ("since_ns", "until_ns")
+    SINCE_NS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_NS_FIELD_NUMBER: _ClassVar[int]
+    since_ns: int
+    until_ns: int
+    def __init__(self, since_ns: _Optional[int] = ..., until_ns: _Optional[int] = ...) -> None: ...
+
+class RecordedAllocation(_message.Message):
+    __slots__ = ("allocation_id", "task_id", "job_id", "task_type", "owner", "resource_pool", "slots", "priority", "weight", "max_slots", "preemptible", "requested_at_ns", "assigned_at_ns", "ended_at_ns", "placements", "run_ns")
+    ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_NS_FIELD_NUMBER: _ClassVar[int]
+    allocation_id: str
+    task_id: str
+    job_id: str
+    task_type: str
+    owner: str
+    resource_pool: str
+    slots: int
+    priority: int
+    weight: float
+    max_slots: int
+    preemptible: bool
+    requested_at_ns: int
+    assigned_at_ns: int
+    ended_at_ns: int
+    placements: _containers.RepeatedCompositeFieldContainer[_events_pb2.Placement]
+    run_ns: int
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., task_type: _Optional[str] = ..., owner: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., requested_at_ns: _Optional[int] = ..., assigned_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[_events_pb2.Placement, _Mapping]]] = ..., run_ns: _Optional[int] = ...) -> None: ...
+
+class RecordedAgent(_message.Message):
+    __slots__ = ("agent_id", "resource_pool", "slots", "registered_at_ns", "lost_at_ns")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LOST_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    resource_pool: str
+    slots: int
+    registered_at_ns: int
+    lost_at_ns: int
+    def __init__(self, agent_id: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., registered_at_ns: _Optional[int] = ..., lost_at_ns: _Optional[int] = ...) -> None: ...
+
+class GetWorkloadResponse(_message.Message):
+    __slots__ = ("allocations", "agents", "pool_schedulers", "first_sequence", "last_sequence")
+    class PoolSchedulersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    POOL_SCHEDULERS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    allocations: _containers.RepeatedCompositeFieldContainer[RecordedAllocation]
+    agents: _containers.RepeatedCompositeFieldContainer[RecordedAgent]
+    pool_schedulers: _containers.ScalarMap[str, str]
+    first_sequence: int
+    last_sequence: int
+    def __init__(self, allocations: _Optional[_Iterable[_Union[RecordedAllocation, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[RecordedAgent, _Mapping]]] = ..., pool_schedulers: _Optional[_Mapping[str, str]] = ..., first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...

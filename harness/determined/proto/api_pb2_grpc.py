@@ -294,6 +294,21 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.TaskLogsRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.TaskLogsResponse.FromString,
                 _registered_method=True)
+        self.GetEvents = channel.unary_stream(
+                '/determined.api.Determined/GetEvents',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetEventsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetEventsResponse.FromString,
+                _registered_method=True)
+        self.ExplainEvents = channel.unary_unary(
+                '/determined.api.Determined/ExplainEvents',
+                request_serializer=determined_dot_proto_dot_api__pb2.ExplainEventsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ExplainEventsResponse.FromString,
+                _registered_method=True)
+        self.GetWorkload = channel.unary_unary(
+                '/determined.api.Determined/GetWorkload',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetWorkloadRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetWorkloadResponse.FromString,
+                _registered_method=True)
 
 
 class DeterminedServicer:
@@ -627,6 +642,30 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEvents(self, request, context):
+        """The event log, read by operators and auditors: admins see every event,
+        other users the events of their own experiments, trials and tasks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExplainEvents(self, request, context):
+        """The causation tree of a trial, experiment or allocation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkload(self, request, context):
+        """The recorded workload (one record per allocation) for `det events
+        simulate`, which replays it through the scheduler's core on the caller's
+        side (the gateway runs no other service's code). Admins only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DeterminedServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -889,6 +928,21 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.TaskLogs,
                     request_deserializer=determined_dot_proto_dot_api__pb2.TaskLogsRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.TaskLogsResponse.SerializeToString,
+            ),
+            'GetEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetEvents,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetEventsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetEventsResponse.SerializeToString,
+            ),
+            'ExplainEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainEvents,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ExplainEventsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ExplainEventsResponse.SerializeToString,
+            ),
+            'GetWorkload': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkload,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetWorkloadRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetWorkloadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -2295,6 +2349,87 @@ class Determined:
             '/determined.api.Determined/TaskLogs',
             determined_dot_proto_dot_api__pb2.TaskLogsRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.TaskLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/determined.api.Determined/GetEvents',
+            determined_dot_proto_dot_api__pb2.GetEventsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ExplainEvents',
+            determined_dot_proto_dot_api__pb2.ExplainEventsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ExplainEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetWorkload',
+            determined_dot_proto_dot_api__pb2.GetWorkloadRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetWorkloadResponse.FromString,
             options,
             channel_credentials,
             insecure,

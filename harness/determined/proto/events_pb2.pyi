@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked", "user_login_failed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class Envelope(_message.Message):
     USER_PASSWORD_CHANGED_FIELD_NUMBER: _ClassVar[int]
     USER_SESSION_STARTED_FIELD_NUMBER: _ClassVar[int]
     USER_SESSION_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    USER_LOGIN_FAILED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -161,7 +162,8 @@ class Envelope(_message.Message):
     user_password_changed: UserPasswordChanged
     user_session_started: UserSessionStarted
     user_session_revoked: UserSessionRevoked
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ...) -> None: ...
+    user_login_failed: UserLoginFailed
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ..., user_login_failed: _Optional[_Union[UserLoginFailed, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
     __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
@@ -206,20 +208,22 @@ class ExperimentProgressChanged(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
 
 class TrialCreated(_message.Message):
-    __slots__ = ("trial_id", "experiment_id", "request_id", "hparams_json", "trial_seed", "length")
+    __slots__ = ("trial_id", "experiment_id", "request_id", "hparams_json", "trial_seed", "length", "reason")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     experiment_id: int
     request_id: str
     hparams_json: str
     trial_seed: int
     length: int
-    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+    reason: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ..., length: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TrialEnded(_message.Message):
     __slots__ = ("trial_id", "experiment_id", "state", "reason")
@@ -471,7 +475,7 @@ class TrialLaunch(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., searcher_length: _Optional[int] = ...) -> None: ...
 
 class AllocationRequested(_message.Message):
-    __slots__ = ("allocation_id", "task_id", "task_type", "slots", "resource_pool", "job_id", "weight", "priority", "max_slots", "preemptible", "owner", "trial", "task")
+    __slots__ = ("allocation_id", "task_id", "task_type", "slots", "resource_pool", "job_id", "weight", "priority", "max_slots", "preemptible", "owner", "reason", "trial", "task")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -483,6 +487,7 @@ class AllocationRequested(_message.Message):
     MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTIBLE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     TRIAL_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
@@ -496,9 +501,10 @@ class AllocationRequested(_message.Message):
     max_slots: int
     preemptible: bool
     owner: str
+    reason: str
     trial: TrialLaunch
     task: TaskLaunch
-    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ..., task: _Optional[_Union[TaskLaunch, _Mapping]] = ...) -> None: ...
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., task_type: _Optional[str] = ..., slots: _Optional[int] = ..., resource_pool: _Optional[str] = ..., job_id: _Optional[str] = ..., weight: _Optional[float] = ..., priority: _Optional[int] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., owner: _Optional[str] = ..., reason: _Optional[str] = ..., trial: _Optional[_Union[TrialLaunch, _Mapping]] = ..., task: _Optional[_Union[TaskLaunch, _Mapping]] = ...) -> None: ...
 
 class TaskLaunch(_message.Message):
     __slots__ = ("description", "config_json", "context_hash", "command", "tensorboard_sources", "shell_public_key")
@@ -537,7 +543,7 @@ class Placement(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class AllocationAssigned(_message.Message):
-    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "task_id", "placements")
+    __slots__ = ("allocation_id", "trial_id", "experiment_id", "agent_id", "slot_ids", "trial_run_id", "config_json", "hparams_json", "context_hash", "trial_seed", "latest_checkpoint", "steps_completed", "owner", "task_id", "placements", "reason")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -553,6 +559,7 @@ class AllocationAssigned(_message.Message):
     OWNER_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     trial_id: int
     experiment_id: int
@@ -568,7 +575,8 @@ class AllocationAssigned(_message.Message):
     owner: str
     task_id: str
     placements: _containers.RepeatedCompositeFieldContainer[Placement]
-    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., task_id: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., agent_id: _Optional[str] = ..., slot_ids: _Optional[_Iterable[int]] = ..., trial_run_id: _Optional[int] = ..., config_json: _Optional[str] = ..., hparams_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., trial_seed: _Optional[int] = ..., latest_checkpoint: _Optional[str] = ..., steps_completed: _Optional[int] = ..., owner: _Optional[str] = ..., task_id: _Optional[str] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocationStarted(_message.Message):
     __slots__ = ("allocation_id", "trial_id", "agent_id", "pid")
@@ -916,3 +924,15 @@ class UserSessionRevoked(_message.Message):
     user_id: int
     session_id: str
     def __init__(self, user_id: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class UserLoginFailed(_message.Message):
+    __slots__ = ("user_id", "username", "address", "reason")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    username: str
+    address: str
+    reason: str
+    def __init__(self, user_id: _Optional[int] = ..., username: _Optional[str] = ..., address: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
