@@ -16,8 +16,8 @@ Determined reads it:
 
 Whatever the type, a kernel that is busy (a long cell runs) is active, and a
 poll that gets no answer counts as active: a notebook is never stopped for
-what the agent could not see. TensorBoards have no idle_timeout here
-(Determined stops them on proxy inactivity, which the agent does not see).
+what the agent could not see. A TensorBoard's idle_timeout is the gateway's
+(services/gateway/features/tasks/idle.py): only its proxy sees one used.
 """
 
 import asyncio

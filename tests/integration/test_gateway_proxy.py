@@ -236,6 +236,7 @@ async def given_task(
     started: bool = True,
     exit_code: int | None = None,
     task_id: str = "",
+    config_json: str = "{}",
 ) -> str:
     """alice's task (a new id unless given), as the gateway, the scheduler and an agent
     would have appended its events."""
@@ -249,7 +250,7 @@ async def given_task(
         slots=1,
         job_id=f"task/{task_id}",
         owner="alice",
-        task=events_pb2.TaskLaunch(description=f"a {task_type.lower()}", config_json="{}"),
+        task=events_pb2.TaskLaunch(description=f"a {task_type.lower()}", config_json=config_json),
     )
     payloads: list[tuple[Message, str]] = [
         (requested, "requested"),
@@ -479,6 +480,30 @@ async def test_a_task_that_cannot_answer_is_a_502_naming_it(
     assert shell.status_code == 400 and "SSH connection over a WebSocket" in shell.json()["message"]
 
 
+async def test_a_tensorboard_nobody_opens_is_killed_after_its_idle_timeout(
+    store: EventStore, gateway: Gateway, backend: Backend
+) -> None:
+    """The gateway's own proxy looks for idle TensorBoards while it serves (whether one in
+    use is kept: tests/unit/test_tensorboard_idle.py)."""
+    task_id = await given_task(
+        store,
+        gateway,
+        "TENSORBOARD",
+        ready_at=f"127.0.0.1:{backend.port}",
+        config_json=json.dumps({"idle_timeout": "1s"}),
+    )
+    async with asyncio.timeout(DEADLINE_S):
+        while (stored := await store.last_event(f"allocation/{task_id}.1")) is not None and (
+            stored.envelope.WhichOneof("payload") != "allocation_kill_requested"
+        ):
+            await asyncio.sleep(0.2)
+    assert stored is not None
+    assert stored.envelope.actor == "service:gateway"
+    assert stored.envelope.allocation_kill_requested.reason == (
+        "idle_timeout: nobody opened it through the gateway for 1s"
+    )
+
+
 async def test_a_task_that_stops_answering_is_a_502_once_the_read_timeout_passes(
     gateway: Gateway, users: Users, tasks: Tasks, silent: int
 ) -> None:
@@ -488,6 +513,7 @@ async def test_a_task_that_stops_answering_is_a_502_once_the_read_timeout_passes
         authenticator.authenticate,
         gateway.api.tasks.proxy_target,
         SECRET,
+        gateway.api.tasks.stop_idle_tensorboards,
         Timeouts(connect_s=5, read_s=0.2),
     )
     server = await HttpServer.start(

@@ -89,6 +89,8 @@ def test_a_command_takes_an_entrypoint_and_a_tensorboard_its_arguments() -> None
         ("entrypoint: ls", "NOTEBOOK", "entrypoint: is for commands only (the command line's arguments)"),
         ("entrypoint: []", "COMMAND", "entrypoint: must be a command string or a non-empty list of strings"),
         ("tensorboard_args: [-x]", "SHELL", "tensorboard_args: is for TensorBoards only"),
+        ("tensorboard_args: [--port=7000]", "TENSORBOARD", "tensorboard_args: '--port=7000' is set by the TensorBoard task itself"),
+        ("tensorboard_args: [--logdir, /x]", "TENSORBOARD", "tensorboard_args: '--logdir' is set by the TensorBoard task itself"),
         ("notebook_idle_type: never", "NOTEBOOK", 'notebook_idle_type: must be one of "kernels_or_terminals", "kernel_connections" or "activity" (got "never")'),
         ("bind_mounts: [{host_path: data, container_path: /d}]", "SHELL", "bind_mounts[0].host_path: must be an absolute path"),
         ("[1, 2]", "COMMAND", "the task configuration must be a mapping of fields, not a list"),

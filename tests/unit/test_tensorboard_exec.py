@@ -15,7 +15,7 @@ ENV = {"DET_TASK_HOST": "0.0.0.0", "DET_TASK_PORT": "6006", "DET_PROXY_PREFIX": 
 
 
 def test_tensorboard_listens_where_the_agent_says_under_the_prefix(tmp_path: pathlib.Path) -> None:
-    command = tensorboard.tensorboard_command(tmp_path, ENV)
+    command = tensorboard.tensorboard_command(tmp_path, ENV, [])
     assert command[:3] == [sys.executable, "-m", "tensorboard.main"]
     assert set(command[3:]) >= {
         f"--logdir={tmp_path}",
@@ -23,6 +23,14 @@ def test_tensorboard_listens_where_the_agent_says_under_the_prefix(tmp_path: pat
         "--port=6006",
         "--path_prefix=/proxy/abc",
     }
+
+
+def test_the_configs_tensorboard_args_come_last(tmp_path: pathlib.Path) -> None:
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"tensorboard_args": ["--samples_per_plugin=images=100"]}))
+    args = tensorboard.config_tensorboard_args({**ENV, "DET_TASK_CONFIG_FILE": str(config_file)})
+    assert tensorboard.tensorboard_command(tmp_path, ENV, args)[-1] == "--samples_per_plugin=images=100"
+    assert tensorboard.config_tensorboard_args(ENV) == []
 
 
 @pytest.mark.parametrize(
@@ -35,7 +43,7 @@ def test_tensorboard_listens_where_the_agent_says_under_the_prefix(tmp_path: pat
 )
 def test_a_bad_environment_is_named(env: dict[str, str], message: str, tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        tensorboard.tensorboard_command(tmp_path, env)
+        tensorboard.tensorboard_command(tmp_path, env, [])
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ trials' storage paths). Ends with TensorBoard's exit code; SIGTERM and SIGINT st
 """
 
 import importlib.util
+import json
 import logging
 import os
 import pathlib
@@ -29,9 +30,10 @@ RELOAD_S = 5
 FOLDER = "tensorboard"
 
 
-def tensorboard_command(logdir: pathlib.Path, env: Mapping[str, str]) -> list[str]:
-    """TensorBoard's command line for the task's environment; ValueError naming a variable
-    that is missing or wrong."""
+def tensorboard_command(logdir: pathlib.Path, env: Mapping[str, str], extra_args: list[str]) -> list[str]:
+    """TensorBoard's command line for the task's environment, then the config's
+    `tensorboard_args` (checked when the task was launched); ValueError naming a variable that
+    is missing or wrong."""
     host, port, prefix = (
         env.get(name, "") for name in ("DET_TASK_HOST", "DET_TASK_PORT", "DET_PROXY_PREFIX")
     )
@@ -50,14 +52,26 @@ def tensorboard_command(logdir: pathlib.Path, env: Mapping[str, str]) -> list[st
         # The Python loader (TensorBoard's Rust one is a separate, optional binary).
         "--load_fast=false",
         f"--reload_interval={RELOAD_S}",
+        *extra_args,
     ]
+
+
+def config_tensorboard_args(env: Mapping[str, str]) -> list[str]:
+    """The `tensorboard_args` of the task's config (DET_TASK_CONFIG_FILE; none without it)."""
+    config_file = env.get("DET_TASK_CONFIG_FILE")
+    if not config_file:
+        return []
+    args = json.loads(pathlib.Path(config_file).read_text()).get("tensorboard_args") or []
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise ValueError("tensorboard_args in the task's config must be a list of strings")
+    return args
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
     logdir = pathlib.Path.cwd() / FOLDER
     try:
-        command = tensorboard_command(logdir, os.environ)
+        command = tensorboard_command(logdir, os.environ, config_tensorboard_args(os.environ))
         sources_file = os.environ.get("DET_TENSORBOARD_SOURCES_FILE")
         if not sources_file:
             raise ValueError("DET_TENSORBOARD_SOURCES_FILE must be set: the agent sets it")

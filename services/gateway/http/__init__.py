@@ -20,5 +20,10 @@ from services.gateway.http.routes import Routes
 
 
 def http_api(api: Api, authenticate: Authenticate) -> Starlette:
-    proxy = TaskProxy(authenticate, api.tasks.proxy_target, api.parts.settings.cluster_secret)
+    proxy = TaskProxy(
+        authenticate,
+        api.tasks.proxy_target,
+        api.parts.settings.cluster_secret,
+        api.tasks.stop_idle_tensorboards,
+    )
     return application([*Routes(api, authenticate).routes(), *proxy.routes()], lifespan=proxy.running)

@@ -23,6 +23,7 @@ so a request never hangs on a task that stopped answering.
 import asyncio
 import contextlib
 import html
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ from services.gateway.errors import (
     UnauthenticatedError,
     as_gateway_error,
 )
+from services.gateway.features.tasks.idle import ProxyActivity
 from services.gateway.features.tasks.queries import ProxyTarget
 from services.gateway.http import proxy_rules as rules
 from services.gateway.http.app import Authenticate, credentials, error_body, error_response
@@ -69,9 +71,15 @@ KEPT_CONNECTIONS = 64
 # The most bytes of a shell's TCP stream sent as one WebSocket frame.
 SHELL_CHUNK = 64 * 1024
 
+# A look for idle TensorBoards that failed is made again this much later.
+IDLE_RETRY_S = 5.0
+
 # The task a /proxy/<task id>/ names, if the caller may open it (the tasks
 # feature's Tasks.proxy_target: NotFoundError, PermissionDeniedError otherwise).
 Lookup = Callable[[str], Awaitable[ProxyTarget]]
+# Kills the TensorBoards the proxy saw unused for their idle_timeout (Tasks.stop_idle_tensorboards);
+# answers the seconds until the next look.
+StopIdle = Callable[[ProxyActivity, int], Awaitable[float]]
 
 
 @dataclass(frozen=True)
@@ -82,12 +90,19 @@ class Timeouts:
 
 class TaskProxy:
     def __init__(
-        self, authenticate: Authenticate, lookup: Lookup, secret: str, timeouts: Timeouts = Timeouts()
+        self,
+        authenticate: Authenticate,
+        lookup: Lookup,
+        secret: str,
+        stop_idle: StopIdle,
+        timeouts: Timeouts = Timeouts(),
     ) -> None:
         self.authenticate = authenticate
         self.lookup = lookup
         self.secret = secret
+        self.stop_idle = stop_idle
         self.timeouts = timeouts
+        self.activity = ProxyActivity()
         # One pool of connections to every task's server, as many as requests are in flight (no
         # user's notebook waits for another's to free one), kept open a while; none of the
         # gateway environment's proxy settings.
@@ -102,11 +117,26 @@ class TaskProxy:
 
     @contextlib.asynccontextmanager
     async def running(self, app: Starlette) -> AsyncIterator[None]:
-        """The HTTP server's lifespan: the connections to tasks close with it."""
+        """The HTTP server's lifespan: idle TensorBoards are looked for while it
+        serves, and the connections to tasks close with it."""
+        watching = asyncio.create_task(self._stop_idle_tensorboards(), name="tensorboard-idle")
         try:
             yield
         finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
             await self.client.aclose()
+
+    async def _stop_idle_tensorboards(self) -> None:
+        watching_since_ns = time.time_ns()
+        while True:
+            try:
+                pause_s = await self.stop_idle(self.activity, watching_since_ns)
+            except Exception as error:  # the read models or the log down: look again later
+                log.warning("tensorboard_idle_check_failed", error=str(error) or type(error).__name__)
+                pause_s = IDLE_RETRY_S
+            await asyncio.sleep(pause_s)
 
     # -- HTTP ----------------------------------------------------------------------------
 
@@ -119,6 +149,7 @@ class TaskProxy:
                     f"{rules.named(target)} takes an SSH connection over a WebSocket to this address"
                     f" (det shell open {target.task_id}), not HTTP"
                 )
+            self.activity.used(target.task_id, time.time_ns())
             return await self._forward(request, target)
         except Exception as error:
             gateway_error = as_gateway_error(error)
@@ -156,10 +187,14 @@ class TaskProxy:
         limit_outage_wait(EVENT_LOG_WAIT_S)
         try:
             target = await self._allowed(websocket)
-            if target.task_type == "SHELL":
-                await self._bridge_shell(websocket, target)
-            else:
-                await self._bridge_websocket(websocket, target)
+            self.activity.opened(target.task_id, time.time_ns())
+            try:
+                if target.task_type == "SHELL":
+                    await self._bridge_shell(websocket, target)
+                else:
+                    await self._bridge_websocket(websocket, target)
+            finally:
+                self.activity.closed(target.task_id, time.time_ns())
         except InvalidStatus as refused:  # the task's server answered the handshake with a refusal
             answer = refused.response
             await websocket.send_denial_response(

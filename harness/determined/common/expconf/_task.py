@@ -121,6 +121,7 @@ class TaskConfig(ConfigModel):
             problems.append(("entrypoint", "is for commands only (the command line's arguments)"))
         if self.tensorboard_args and task_type not in (TaskType.TENSORBOARD, None):
             problems.append(("tensorboard_args", "is for TensorBoards only"))
+        problems.extend(("tensorboard_args", why) for why in _tensorboard_args_problems(self.tensorboard_args))
         raise_problems(problems)
         return self
 
@@ -135,6 +136,19 @@ class TaskConfig(ConfigModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The fully defaulted, JSON-able form that is stored and read by the agent."""
         return self.model_dump(mode="json")
+
+
+# The flags of `tensorboard` that the task sets itself (where it listens, what it serves).
+TENSORBOARD_FLAGS_SET_BY_TASK = ("--logdir", "--logdir_spec", "--host", "--bind_all", "--port", "--path_prefix")
+
+
+def _tensorboard_args_problems(args: list[str]) -> list[str]:
+    """Flags in tensorboard_args that would move where TensorBoard listens or what it reads."""
+    return [
+        f"{arg!r} is set by the TensorBoard task itself"
+        for arg in args
+        if arg.split("=", 1)[0] in TENSORBOARD_FLAGS_SET_BY_TASK
+    ]
 
 
 def load_task_config(source: str | bytes | Mapping[str, Any], task_type: str) -> TaskConfig:

@@ -8,12 +8,13 @@ notebook's log shows its server's URLs, and the proxy lets only them in).
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import structlog
 
-from determined.common.states import TaskState
+from determined.common.states import TaskState, TaskType
 from determined.proto import api_pb2, events_pb2
 from services.common.eventlog import ConflictError
 from services.gateway.auth import require_user
@@ -23,7 +24,7 @@ from services.gateway.features.experiments import commands as experiment_command
 from services.gateway.features.experiments.service import Experiments
 from services.gateway.features.logs import stream
 from services.gateway.features.parts import FeatureService, Parts
-from services.gateway.features.tasks import commands
+from services.gateway.features.tasks import commands, idle
 from services.gateway.features.tasks.commands import TaskRequest
 from services.gateway.features.tasks.queries import ProxyTarget
 
@@ -137,6 +138,15 @@ class Tasks(FeatureService):
         shown = api_pb2.Task(id=target.task_id, owner=target.owner)
         commands.check_owner_or_admin(shown, principal.username, admin=principal.admin, what="open it")
         return target
+
+    async def stop_idle_tensorboards(self, activity: idle.ProxyActivity, watching_since_ns: int) -> float:
+        """Kills each TensorBoard unused through the proxy for its idle_timeout
+        (idle.py); answers how many seconds until the next look."""
+        timeouts = idle.idle_timeouts(await self.queries.tasks.tasks(TaskType.TENSORBOARD, False))
+        for kill in idle.idle_kills(timeouts, activity, watching_since_ns, time.time_ns()):
+            await self.store.append(kill, actor=idle.ACTOR)
+            log.info("tensorboard_idle_killed", aggregate=kill.aggregate)
+        return idle.check_every_s(timeouts)
 
     async def _task(self, task_id: str) -> api_pb2.Task:
         """The task, after a catch-up on a miss; NotFoundError if there is none."""
