@@ -55,7 +55,7 @@ def test_a_tensorboard_is_killed_once_unused_for_its_timeout(
     assert [kill.aggregate for kill in kills] == (["allocation/tb.1"] if killed else [])
     if killed:
         assert kills[0].msg_id == "allocation-kill-idle-tb.1"
-        assert kills[0].payload.reason == "idle_timeout: nobody opened it through the gateway for 60s"  # type: ignore[attr-defined]
+        assert kills[0].payload.reason == "idle_timeout: nobody opened it through the gateway for 60s"
 
 
 def test_a_closed_websocket_counts_as_the_last_use() -> None:
