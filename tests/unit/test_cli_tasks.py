@@ -126,10 +126,22 @@ def test_the_cli_exits_with_the_commands_status() -> None:
     assert _tasks.exit_summary(api_pb2.Task(state="RUNNING")) == ""
 
 
+def reporting(http_port: int, **gateway: object) -> SimpleNamespace:
+    """A gateway whose GetMaster reports this HTTP port."""
+    master = api_pb2.GetMasterResponse(http_port=http_port)
+    stub = SimpleNamespace(GetMaster=None)
+    return SimpleNamespace(stub=stub, call=lambda method, request: master, **gateway)
+
+
 def test_urls_are_the_gateways_http_port() -> None:
-    plain = SimpleNamespace(address="localhost:8080", tls=False)
-    assert _tasks.proxy_url(plain, NOTEBOOK_ID) == f"http://localhost:8081/proxy/{NOTEBOOK_ID}/"  # type: ignore[arg-type]
-    assert _tasks.http_url(SimpleNamespace(address="[::1]:443", tls=True)) == "https://[::1]:444"  # type: ignore[arg-type]
+    plain = reporting(9000, address="localhost:8080", tls=False)
+    assert _tasks.proxy_url(plain, NOTEBOOK_ID) == f"http://localhost:9000/proxy/{NOTEBOOK_ID}/"  # type: ignore[arg-type]
+    # A gateway that reports none (older, or told to pick a port): the master's port + 1.
+    assert _tasks.http_url(reporting(0, address="[::1]:443", tls=True)) == "https://[::1]:444"  # type: ignore[arg-type]
+
+
+# The HTTP port the test gateway reports.
+HTTP_PORT = 18443
 
 
 class TaskGateway(api_pb2_grpc.DeterminedServicer):
@@ -152,6 +164,9 @@ class TaskGateway(api_pb2_grpc.DeterminedServicer):
                 id=OTHERS_ID, task_type="NOTEBOOK", owner="ann", state="RUNNING", config_json='{"a": 1}'
             ),
         }
+
+    def GetMaster(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return api_pb2.GetMasterResponse(http_port=HTTP_PORT)
 
     def LaunchTask(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
@@ -224,10 +239,9 @@ def test_notebook_start_waits_until_it_answers_and_prints_its_url(
     ]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    port = int(address.rpartition(":")[2])
     assert out.splitlines() == [
         f"Launched notebook (id: {NOTEBOOK_ID}, name: Notebook (jolly-cat)).",
-        f"Jupyter Notebook is running at: http://127.0.0.1:{port + 1}/proxy/{NOTEBOOK_ID}/",
+        f"Jupyter Notebook is running at: http://127.0.0.1:{HTTP_PORT}/proxy/{NOTEBOOK_ID}/",
     ]
     assert "warning: no pool has 1 free slot" in err and f"notebook {NOTEBOOK_ID} is RUNNING" not in err
     (launch,) = servicer.requests

@@ -324,10 +324,13 @@ def exit_summary(task: Any) -> str:
 
 
 def http_url(gateway: Gateway) -> str:
-    """The gateway's HTTP address (the web UI's, and /proxy/'s): the master's port + 1,
-    as `det deploy local cluster-up` serves it."""
+    """The gateway's HTTP address (the web UI's, and /proxy/'s): the port it reports, else
+    the master's port + 1, as `det deploy local cluster-up` serves it by default."""
+    from determined.proto import api_pb2
+
     host, _, port = gateway.address.rpartition(":")
-    return f"{'https' if gateway.tls else 'http'}://{host}:{int(port) + 1}"
+    http_port = gateway.call(gateway.stub.GetMaster, api_pb2.GetMasterRequest()).http_port
+    return f"{'https' if gateway.tls else 'http'}://{host}:{http_port or int(port) + 1}"
 
 
 def proxy_url(gateway: Gateway, task_id: str) -> str:

@@ -12,20 +12,22 @@ class GetMasterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMasterResponse(_message.Message):
-    __slots__ = ("version", "cluster_id", "cluster_name", "parts", "nats_url", "namespace")
+    __slots__ = ("version", "cluster_id", "cluster_name", "parts", "nats_url", "namespace", "http_port")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
     NATS_URL_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_PORT_FIELD_NUMBER: _ClassVar[int]
     version: str
     cluster_id: str
     cluster_name: str
     parts: _containers.RepeatedCompositeFieldContainer[ClusterPart]
     nats_url: str
     namespace: str
-    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ..., nats_url: _Optional[str] = ..., namespace: _Optional[str] = ...) -> None: ...
+    http_port: int
+    def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ..., nats_url: _Optional[str] = ..., namespace: _Optional[str] = ..., http_port: _Optional[int] = ...) -> None: ...
 
 class ClusterPart(_message.Message):
     __slots__ = ("name", "state", "pid", "restarts", "last_error", "started_at_ns", "disk_bytes")

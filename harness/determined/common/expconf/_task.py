@@ -121,7 +121,9 @@ class TaskConfig(ConfigModel):
             problems.append(("entrypoint", "is for commands only (the command line's arguments)"))
         if self.tensorboard_args and task_type not in (TaskType.TENSORBOARD, None):
             problems.append(("tensorboard_args", "is for TensorBoards only"))
-        problems.extend(("tensorboard_args", why) for why in _tensorboard_args_problems(self.tensorboard_args))
+        problems.extend(
+            ("tensorboard_args", why) for why in _tensorboard_args_problems(self.tensorboard_args)
+        )
         raise_problems(problems)
         return self
 
@@ -139,7 +141,14 @@ class TaskConfig(ConfigModel):
 
 
 # The flags of `tensorboard` that the task sets itself (where it listens, what it serves).
-TENSORBOARD_FLAGS_SET_BY_TASK = ("--logdir", "--logdir_spec", "--host", "--bind_all", "--port", "--path_prefix")
+TENSORBOARD_FLAGS_SET_BY_TASK = (
+    "--logdir",
+    "--logdir_spec",
+    "--host",
+    "--bind_all",
+    "--port",
+    "--path_prefix",
+)
 
 
 def _tensorboard_args_problems(args: list[str]) -> list[str]:

@@ -24,6 +24,7 @@ class Agents(FeatureService):
             parts=cluster_parts(self.settings.status_file),
             nats_url=self.settings.advertised_nats_url or self.settings.nats_url,
             namespace=self.settings.namespace,
+            http_port=self.settings.http_port or 0,
         )
 
     async def get_agents(self, request: api_pb2.GetAgentsRequest) -> api_pb2.GetAgentsResponse:
