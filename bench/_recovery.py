@@ -6,8 +6,9 @@ that a second run measures without generating again."""
 import shutil
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,10 @@ from gen_log import append_log, describe
 
 from deploy.local.servers import NatsServer, PostgresServer, free_port
 from services.common.eventstore import EventStore
+from services.gateway.features.parts import Parts, Queries
+from services.gateway.features.users.directory import UserDirectory
+from services.gateway.projector import Projector
+from services.gateway.settings import GatewaySettings
 
 DEFAULT_DATA_DIR = Path("/tmp/det-bench-recovery")
 
@@ -93,3 +98,25 @@ async def ensure_database(postgres_url: str, database: str) -> None:
             await connection.execute(f'CREATE DATABASE "{database}"')
     finally:
         await connection.close()
+
+
+@asynccontextmanager
+async def live_parts(running: Servers, events: int, seed: int, name: str) -> AsyncIterator[Parts]:
+    """What the gateway's feature functions stand on (features/parts.py), over
+    the generated log and read models brought up to its end (a full replay
+    the first time), as a gateway of that cluster would have them."""
+    namespace, _ = await ensure_log(running.nats_url, events, seed)
+    await ensure_database(running.postgres_url, namespace)
+    database_url = running.database_url(namespace)
+    store = await EventStore.connect(running.nats_url, namespace, name=name)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
+    try:
+        projector = Projector(store, pool)
+        started = time.perf_counter()
+        await projector.run(follow=False)
+        print(f"read models at sequence {projector.position:,} ({time.perf_counter() - started:.1f} s)")
+        settings = GatewaySettings(nats_url=running.nats_url, namespace=namespace, database_url=database_url)
+        yield Parts(settings, store, projector, Queries(pool), UserDirectory(store))
+    finally:
+        await pool.close()
+        await store.close()

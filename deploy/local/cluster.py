@@ -160,6 +160,9 @@ class ClusterOptions:
     # checked by deploy/local/tls.py); "": plaintext.
     tls_cert: str = ""
     tls_key: str = ""
+    # The bundle a read-only cluster replays (det deploy local replay; replay_home.py): it runs
+    # nats-server, PostgreSQL and the gateway only. "": a cluster.
+    replay: str = ""
 
 
 @dataclass
@@ -196,10 +199,11 @@ class ClusterRecord:
     listen: str = "127.0.0.1"
     tls_cert: str = ""
     tls_key: str = ""
+    replay: str = ""
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "ClusterRecord":
-        agents = initial_agents(options.agents, options.cpu_slots, options.agent_id)
+        agents = [] if options.replay else initial_agents(options.agents, options.cpu_slots, options.agent_id)
         return cls(
             options.master_port,
             options.nats_port,
@@ -216,6 +220,7 @@ class ClusterRecord:
             listen=options.listen,
             tls_cert=options.tls_cert,
             tls_key=options.tls_key,
+            replay=options.replay,
         )
 
     def options(self, data_dir: Path) -> ClusterOptions:
@@ -236,10 +241,11 @@ class ClusterRecord:
             self.listen,
             self.tls_cert,
             self.tls_key,
+            self.replay,
         )
 
     def agent_specs(self) -> list[AgentSpec]:
-        if not self.agents and not self.remote:
+        if not self.agents and not self.remote and not self.replay:
             return initial_agents(1, self.cpu_slots, self.agent_id)
         return [AgentSpec(**agent) for agent in self.agents]
 
@@ -247,7 +253,8 @@ class ClusterRecord:
         return RemoteCluster(**self.remote) if self.remote else None
 
     def part_names(self) -> tuple[str, ...]:
-        return part_names([agent.part for agent in self.agent_specs()], agents_only=bool(self.remote))
+        agents = [agent.part for agent in self.agent_specs()]
+        return part_names(agents, agents_only=bool(self.remote), replay=bool(self.replay))
 
     def master_host(self) -> str:
         return master_host(self.listen)

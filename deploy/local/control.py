@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from deploy.local import mailbox
+from deploy.local import mailbox, replay_home
 from deploy.local.cluster import (
     AGENT_SECRETS,
     AgentSpec,
@@ -81,6 +81,8 @@ def cluster_up(options: ClusterOptions) -> UpResult:
         states={part.name: part.state for part in status.parts} if status else {},
     )
     if record is None or plan.action == "start":
+        if not options.replay:
+            replay_home.refuse_cluster_up(data_dir)
         return _start(replace(options, data_dir=data_dir))
     if plan.action == "replace-supervisor":
         return _replace_supervisor(data_dir, record, sorted(leftovers))
@@ -99,11 +101,8 @@ def cluster_up(options: ClusterOptions) -> UpResult:
 def _start(options: ClusterOptions) -> UpResult:
     data_dir = options.data_dir
     _check_ports(options)
-    try:
-        print(trial_user_note(trial_user_name(options.settings, euid=os.geteuid())))
-    except OsUserError as error:
-        hint = "or let trials run as root: DET_AGENT_TRIAL_USER= det deploy local cluster-up"
-        raise DeployError(f"{error} ({hint})") from None
+    if not options.replay:  # a replay runs no trial
+        _note_trial_user(options)
     for folder in FOLDERS:
         (data_dir / folder).mkdir(parents=True, exist_ok=True)
     _clear_run_files(data_dir)
@@ -112,11 +111,19 @@ def _start(options: ClusterOptions) -> UpResult:
     record.save(data_dir)
     supervisor = _launch_supervisor(data_dir)
     try:
-        _wait_until_running(data_dir, supervisor, {})
+        _wait_until_running(data_dir, supervisor, {}, READY_DEADLINE_S + replay_home.loading_s(data_dir))
     except DeployError:
         _stop(data_dir, ClusterRecord.load(data_dir) or record)
         raise
     return UpResult(UpOutcome.STARTED, "started a new cluster", record)
+
+
+def _note_trial_user(options: ClusterOptions) -> None:
+    try:
+        print(trial_user_note(trial_user_name(options.settings, euid=os.geteuid())))
+    except OsUserError as error:
+        hint = "or let trials run as root: DET_AGENT_TRIAL_USER= det deploy local cluster-up"
+        raise DeployError(f"{error} ({hint})") from None
 
 
 def _replace_supervisor(data_dir: Path, record: ClusterRecord, leftovers: list[str]) -> UpResult:
@@ -192,11 +199,14 @@ def _launch_supervisor(data_dir: Path) -> int:
 
 
 def _wait_until_running(
-    data_dir: Path, supervisor_pid: int, restarts_before: dict[str, int]
+    data_dir: Path,
+    supervisor_pid: int,
+    restarts_before: dict[str, int],
+    deadline_s: float = READY_DEADLINE_S,
 ) -> ClusterStatus:
     """Until the supervisor reports every part running. DeployError when a
-    part crashed meanwhile, the supervisor exited, or READY_DEADLINE_S passed."""
-    deadline = time.monotonic() + READY_DEADLINE_S
+    part crashed meanwhile, the supervisor exited, or `deadline_s` passed."""
+    deadline = time.monotonic() + deadline_s
     while True:
         status = _status_of(data_dir, supervisor_pid)
         if status is not None:
@@ -206,7 +216,7 @@ def _wait_until_running(
             if all(part.state == "running" for part in status.parts):
                 return status
         if time.monotonic() > deadline:
-            raise DeployError(_not_ready(data_dir, status))
+            raise DeployError(_not_ready(data_dir, status, deadline_s))
         time.sleep(POLL_S)
 
 
@@ -218,13 +228,13 @@ def _status_of(data_dir: Path, supervisor_pid: int) -> ClusterStatus | None:
     return status if status is not None and status.supervisor_pid == supervisor_pid else None
 
 
-def _not_ready(data_dir: Path, status: ClusterStatus | None) -> str:
+def _not_ready(data_dir: Path, status: ClusterStatus | None, deadline_s: float) -> str:
     waiting = [part for part in status.parts if part.state != "running"] if status else []
     if not waiting:
-        return f"the supervisor did not report after {READY_DEADLINE_S:.0f} s"
+        return f"the supervisor did not report after {deadline_s:.0f} s"
     first = waiting[0]
     return (
-        f"{first.name} was not ready after {READY_DEADLINE_S:.0f} s ({first.state}); "
+        f"{first.name} was not ready after {deadline_s:.0f} s ({first.state}); "
         f"{last_words(data_dir / 'logs', first.name)}"
     )
 

@@ -238,6 +238,8 @@ def permissions(user: str, namespace: str = "det") -> Permissions:
             f"$JS.API.STREAM.UPDATE.{streams[0]}",
             f"$JS.API.STREAM.UPDATE.{streams[1]}",
             f"$JS.API.STREAM.PURGE.{streams[2]}",
+            # /metrics: each reader's lag, from the events stream's consumers (no event in it).
+            f"$JS.API.CONSUMER.LIST.{streams[0]}",
         )
         return Permissions(publish, inbox)
     agent_id = user.removeprefix(AGENT_USER_PREFIX) if user.startswith(AGENT_USER_PREFIX) else ""

@@ -19,6 +19,8 @@ SERVERS = ("nats-server", "postgres")
 SERVICES = PARTS[2:]
 # The parts of a cluster before its agents (each agent is a part of its own).
 CORE_PARTS = PARTS[:-1]
+# A replay's (det deploy local replay): the servers and a gateway that only reads.
+REPLAY_PARTS = (*SERVERS, "gateway")
 
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
@@ -53,10 +55,15 @@ class Part:
     stop_deadline: float = 0.0
 
 
-def part_names(agent_parts: Sequence[str] = ("agent",), *, agents_only: bool = False) -> tuple[str, ...]:
+def part_names(
+    agent_parts: Sequence[str] = ("agent",), *, agents_only: bool = False, replay: bool = False
+) -> tuple[str, ...]:
     """The parts of a cluster, in start order: the servers, the services, then
     one part per agent. `agents_only`: a folder that runs only agents, for a
-    cluster elsewhere (det deploy local agent-up --master-host)."""
+    cluster elsewhere (det deploy local agent-up --master-host); `replay`: a
+    replay's (REPLAY_PARTS)."""
+    if replay:
+        return REPLAY_PARTS
     return tuple(agent_parts) if agents_only else (*CORE_PARTS, *agent_parts)
 
 

@@ -9,6 +9,7 @@ that hold its logs and the paths its disk use counts.
                   `determined` database exist and
                   every connection needs a password
     a service     it wrote run/<name>.ready         SIGTERM       logs/<name>.out
+                  (a replay's gateway: python -m deploy.local.replay_gateway, replay_home.py)
     an agent      it wrote run/<part>.ready         SIGTERM       logs/<part>.out
                   (python -m services.agent, with its AgentSpec's id, slots, pool and folder)
 
@@ -32,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deploy.local import initial_password
+from deploy.local import initial_password, replay_home
 from deploy.local.cluster import (
     DATABASE,
     AgentSpec,
@@ -141,24 +142,27 @@ class PartRunner:
                 return self.nats.spawn(output)
             if name == "postgres":
                 return self.postgres.spawn(output)
-            environment, module = self.environment, name
+            environment, module = self.environment, f"services.{name}"
             if self.credentials is not None:
                 agent_id = self.agents[name].agent_id if name in self.agents else ""
                 login = part_credentials(name, self.data_dir, self.postgres.port, agent_id)
                 environment = dict(environment, **login)
             if name == "gateway":
                 environment = dict(environment, **initial_password.gateway_environment(self.data_dir))
+                replay = replay_home.gateway_environment(self.data_dir)
+                if replay:  # it loads its bundle, then serves, read-only
+                    environment, module = dict(environment, **replay), replay_home.GATEWAY_MODULE
             if name in self.agents:
                 agent = self.agents[name]
                 environment, module = (
                     agent_environment(environment, agent, self.data_dir, self.agent_address),
-                    "agent",
+                    "services.agent",
                 )
                 make_work_dir(
                     agent_work_dir(self.data_dir, name), self.data_dir, recorded_cluster_id(self.data_dir)
                 )
             return subprocess.Popen(
-                [sys.executable, "-m", f"services.{module}"],
+                [sys.executable, "-m", module],
                 env=dict(
                     environment,
                     DET_LOG_FILE=str(self.logs / f"{name}.log"),

@@ -22,8 +22,9 @@ buckets, one per name and namespace, keeping the last value of each key.
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, replace
+from typing import cast
 
 import nats.js.errors
 import structlog
@@ -39,6 +40,7 @@ from services.common.eventlog import (
     ConflictError,
     RefusedEventError,
     StoredEvent,
+    first_occurred_at,
     namespaced,
     refusal,
     stored_event,
@@ -258,40 +260,89 @@ class EventStore:
         return {subject[len(prefix) :]: count for subject, count in subjects.items()}
 
     async def read(
-        self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
+        self,
+        kinds: list[str] | None = None,
+        start_sequence: int = 1,
+        follow: bool = True,
+        aggregates: list[str] | None = None,
     ) -> AsyncIterator[StoredEvent]:
         """Events in stream order from `start_sequence`, of the given aggregate
-        kinds (all when None). With follow=False it stops at the current end.
-        Each kind is read through a consumer of its own subjects (which
-        nats-server's permissions of a part can narrow), merged in order."""
-        reading = self.reader.read(self.events_stream, self._subjects(kinds), start_sequence, follow)
+        kinds (all when None), or of exactly the given aggregates. With
+        follow=False it stops at the current end. Each kind is read through a
+        consumer of its own subjects (which nats-server's permissions of a
+        part can narrow), merged in order; aggregates through one consumer of
+        their subjects (stream_reading.py), which only a reader of everything
+        may make."""
+        subjects = self._subjects(kinds, aggregates)
+        reading = self.reader.read(self.events_stream, subjects, start_sequence, follow)
         async with contextlib.aclosing(reading) as read:
             async for raw in read:
                 yield self.stored_event(raw)
 
-    async def read_stored(self, start_sequence: int) -> AsyncIterator[list[Raw]]:
-        """Every event from `start_sequence` to the current end as (sequence,
-        envelope bytes, caught_up, subject), in lists, undecoded: for a reader
-        that decodes them elsewhere (services/gateway/replay.py)."""
-        reading = self.reader.read_batches(self.events_stream, self._subjects(None), start_sequence, False)
+    async def read_stored(
+        self,
+        start_sequence: int,
+        kinds: list[str] | None = None,
+        follow: bool = False,
+        aggregates: list[str] | None = None,
+    ) -> AsyncIterator[list[Raw]]:
+        """As `read_batches` (by default every event from `start_sequence` to
+        the current end), each as (sequence, envelope bytes, caught_up,
+        subject), undecoded: for a reader that decodes them elsewhere
+        (services/gateway/replay.py), or that looks at a few fields of each
+        before it checks the few it keeps (`stored_event`: det events)."""
+        subjects = self._subjects(kinds, aggregates)
+        reading = self.reader.read_batches(self.events_stream, subjects, start_sequence, follow)
         async with contextlib.aclosing(reading) as read:
             async for batch in read:
                 yield batch
 
     async def read_batches(
-        self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
+        self,
+        kinds: list[str] | None = None,
+        start_sequence: int = 1,
+        follow: bool = True,
+        aggregates: list[str] | None = None,
     ) -> AsyncIterator[list[StoredEvent]]:
         """As `read`, in lists of the events that have arrived (at most
         stream_reading.READ_BUFFER), for readers that apply a replay in bulk."""
-        reading = self.reader.read_batches(self.events_stream, self._subjects(kinds), start_sequence, follow)
+        reading = cast(
+            AsyncGenerator[list[Raw], None], self.read_stored(start_sequence, kinds, follow, aggregates)
+        )
         async with contextlib.aclosing(reading) as read:
             async for batch in read:
                 yield [self.stored_event(raw) for raw in batch]
 
-    def _subjects(self, kinds: list[str] | None) -> list[str]:
+    async def first_sequence_at(self, time_ns: int) -> int:
+        """The sequence of the first event that occurred at or after `time_ns`
+        (eventlog.first_occurred_at: a binary search of single events, each a direct get)."""
+        return await first_occurred_at(self._occurred_at, await self.last_sequence(), time_ns)
+
+    async def _occurred_at(self, sequence: int) -> int:
+        """When the event at `sequence` occurred (0: it cannot be read)."""
+        try:
+            msg = await self.connection.call(
+                lambda: self.js.get_msg(self.events_stream, seq=sequence, direct=True)
+            )
+        except nats.js.errors.NotFoundError:
+            return 0
+        return self.stored_event(
+            (sequence, msg.data or b"", False, msg.subject or "")
+        ).envelope.occurred_at_ns
+
+    def _subjects(self, kinds: list[str] | None, aggregates: list[str] | None = None) -> list[str]:
+        if aggregates is not None:
+            return [self._exact_subject(name) for name in dict.fromkeys(aggregates)]
         if kinds is None:
             return [f"{self.namespace}.events.>"]
         return [f"{self.namespace}.events.{kind}.>" for kind in kinds]
+
+    def _exact_subject(self, aggregate_name: str) -> str:
+        """The aggregate's subject; ValueError for a name that would read others' (a wildcard)."""
+        subject = self.subject(aggregate_name)
+        if any(token in ("", "*", ">") for token in subject.split(".")) or " " in subject:
+            raise ValueError(f"not an aggregate: {aggregate_name!r}")
+        return subject
 
     # -- values beside the events ----------------------------------------------
 

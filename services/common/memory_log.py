@@ -13,7 +13,7 @@ a holder of a part's password could publish and a test can watch it skipped.
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from determined.common.limits import MAX_EVENT_BYTES
 from services.common.envelope import Append, Envelope, subject_for, wrap
@@ -23,6 +23,7 @@ from services.common.eventlog import (
     EventStoreError,
     RefusedEventError,
     StoredEvent,
+    first_occurred_at,
     refusal,
     stored_event,
 )
@@ -105,26 +106,40 @@ class MemoryEventLog:
                 versions[subject[len(prefix) :]] = versions.get(subject[len(prefix) :], 0) + 1
         return versions
 
+    async def first_sequence_at(self, time_ns: int) -> int:
+        return await first_occurred_at(self._occurred_at, len(self._messages), time_ns)
+
+    async def _occurred_at(self, sequence: int) -> int:
+        return self._stored(sequence, caught_up=False).envelope.occurred_at_ns
+
     async def read(
-        self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
+        self,
+        kinds: list[str] | None = None,
+        start_sequence: int = 1,
+        follow: bool = True,
+        aggregates: list[str] | None = None,
     ) -> AsyncIterator[StoredEvent]:
-        async for batch in self.read_batches(kinds, start_sequence, follow):
+        async for batch in self.read_batches(kinds, start_sequence, follow, aggregates):
             for stored in batch:
                 yield stored
 
     async def read_batches(
-        self, kinds: list[str] | None = None, start_sequence: int = 1, follow: bool = True
+        self,
+        kinds: list[str] | None = None,
+        start_sequence: int = 1,
+        follow: bool = True,
+        aggregates: list[str] | None = None,
     ) -> AsyncIterator[list[StoredEvent]]:
         """What is stored from `start_sequence`, in one list, caught_up on its
         last; then, following, what each append stores."""
-        prefixes = self._prefixes(kinds)
+        wanted = self._wanted(kinds, aggregates)
         read_up_to = max(start_sequence, 1) - 1
         while True:
             grown, end = self._grown, len(self._messages)
             found = [
                 sequence
                 for sequence in range(read_up_to + 1, end + 1)
-                if self._messages[sequence - 1][0].startswith(prefixes)
+                if wanted(self._messages[sequence - 1][0])
             ]
             read_up_to = end
             if found:
@@ -148,6 +163,13 @@ class MemoryEventLog:
 
     async def close(self) -> None:
         """Nothing to close: the events stay in memory while the object lives."""
+
+    def _wanted(self, kinds: list[str] | None, aggregates: list[str] | None) -> Callable[[str], bool]:
+        """Whether a subject is read: one of the aggregates' when named, else of the kinds."""
+        if aggregates is not None:
+            return {subject_for(self.namespace, name) for name in aggregates}.__contains__
+        prefixes = self._prefixes(kinds)
+        return lambda subject: subject.startswith(prefixes)
 
     def _prefixes(self, kinds: list[str] | None) -> tuple[str, ...]:
         if kinds is None:

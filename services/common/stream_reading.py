@@ -2,7 +2,8 @@
 outages of nats-server: what the event store and the trial logs read through.
 
 What is stored when a read starts is replayed through pull consumers, one
-per subject, merged in stream order; with `follow`, ordered push consumers,
+per subject, merged in stream order, or one for all of them when they are
+exact subjects (a few aggregates); with `follow`, ordered push consumers,
 one per subject, then follow from the end of the replay (see `read_batches`).
 The messages of a replay reach it through fast_delivery.py.
 """
@@ -83,17 +84,23 @@ class StreamReader:
         waits, but nats-py answers the "stalled" heartbeat that follows every
         idle_heartbeat whether or not the reader took what it holds, so a
         slow reader's buffer grows by a window per heartbeat (1 GB on a
-        replay of a million events). Several subjects are replayed one
-        consumer each, merged in stream order (`_merged_batches`): nats-server
-        2.15 serves a consumer of several filters 5 to 15 times slower than
-        one of a single filter, and slower as the log grows. With `follow`,
-        an ordered push consumer then follows from the end of the replay."""
+        replay of a million events). Several subjects with wildcards (kinds)
+        are replayed one consumer each, merged in stream order
+        (`_merged_batches`): nats-server 2.15 serves a consumer of several
+        such filters 5 to 15 times slower than one of a single filter, and
+        slower as the log grows. Exact subjects (aggregates, which hold a
+        few events each) are replayed through one consumer of them all,
+        which nats-server finds through its index of subjects: one consumer
+        where an experiment has hundreds of aggregates. Such a consumer's
+        create request names no filter, so only a reader that may read
+        everything (the gateway, `operator`) can make it. With `follow`, an
+        ordered push consumer then follows from the end of the replay."""
         stored_end = await self.last_sequence_of(stream, subjects)
         if stored_end >= start_sequence:
-            if len(subjects) > 1:
+            if len(subjects) > 1 and any(_is_wildcard(subject) for subject in subjects):
                 replay = self._merged_batches(stream, subjects, start_sequence, stored_end)
             else:
-                replay = self._pulled_batches(stream, subjects[0], start_sequence, stored_end)
+                replay = self._pulled_batches(stream, subjects, start_sequence, stored_end)
             try:
                 async for batch in replay:
                     yield batch
@@ -182,9 +189,9 @@ class StreamReader:
         ]
 
     async def _pulled_batches(
-        self, stream: str, subject: str, start_sequence: int, end: int
+        self, stream: str, subjects: list[str], start_sequence: int, end: int
     ) -> AsyncGenerator[list[Raw], None]:
-        """The messages of `subject` from `start_sequence` to `end` (stored
+        """The messages of `subjects` from `start_sequence` to `end` (stored
         already), through an ephemeral pull consumer: PULL_BATCH messages per
         request, at most PULL_AHEAD asked for and not yet read. A consumer
         that delivers nothing for PULL_STALL_S (lost in an outage of
@@ -192,16 +199,16 @@ class StreamReader:
         expected = max(start_sequence, 1)
         while expected <= end:
             try:
-                async with contextlib.aclosing(self._pulled_once(stream, subject, expected, end)) as batches:
+                async with contextlib.aclosing(self._pulled_once(stream, subjects, expected, end)) as batches:
                     async for batch in batches:
                         expected = batch[-1][0] + 1
                         yield batch
-                return  # the attempt read every message of `subject` up to `end`
+                return  # the attempt read every message of `subjects` up to `end`
             except _Stalled:
-                log.info("replay_consumer_remade", subject=subject, from_sequence=expected)
+                log.info("replay_consumer_remade", subjects=subjects[:3], from_sequence=expected)
 
     async def _pulled_once(
-        self, stream: str, subject: str, start_sequence: int, end: int
+        self, stream: str, subjects: list[str], start_sequence: int, end: int
     ) -> AsyncGenerator[list[Raw], None]:
         """One attempt of _pulled_batches: ends early (without error) when its
         consumer stalls; its inbox goes with it, so that nothing it asked for
@@ -213,7 +220,7 @@ class StreamReader:
             arrived.append((reply, data, stored_on))
             waiting.set()
 
-        made = functools.partial(self._pull_consumer, stream, subject, start_sequence)
+        made = functools.partial(self._pull_consumer, stream, subjects, start_sequence)
         consumer, stored = await self.connection.call(made)
         nc = self.connection.nc
         inbox = nc.new_inbox()
@@ -248,14 +255,15 @@ class StreamReader:
             await self._direct.unsubscribe(sub)
             await self._delete_consumer(stream, consumer)
 
-    async def _pull_consumer(self, stream: str, subject: str, start_sequence: int) -> tuple[str, int]:
-        """An ephemeral pull consumer of `subject` from `start_sequence`, and
+    async def _pull_consumer(self, stream: str, subjects: list[str], start_sequence: int) -> tuple[str, int]:
+        """An ephemeral pull consumer of `subjects` from `start_sequence`, and
         how many of its messages are stored."""
         config = js_api.ConsumerConfig(
             deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start_sequence,
             ack_policy=js_api.AckPolicy.NONE,
-            filter_subject=subject,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
             inactive_threshold=PULL_STALL_S * 4,
             mem_storage=True,
             # Named: nats-py then creates it through the API subject that names its filter.
@@ -277,7 +285,7 @@ class StreamReader:
         merged. A message is passed on once every reader that is not done
         holds one at least as new; caught_up is True on `end`."""
         readers = {
-            subject: self._pulled_batches(stream, subject, start_sequence, end) for subject in subjects
+            subject: self._pulled_batches(stream, [subject], start_sequence, end) for subject in subjects
         }
         held: dict[str, collections.deque[Raw]] = {s: collections.deque() for s in subjects}
         done: set[str] = set()
@@ -310,14 +318,15 @@ class StreamReader:
         return await self.connection.call(lambda: self._newest_of(stream, subjects))
 
     async def _newest_of(self, stream: str, subjects: list[str]) -> int:
-        last = 0
-        for subject in subjects:
-            try:
-                msg = await self.js.get_last_msg(stream, subject, direct=True)
-            except nats.js.errors.NotFoundError:
-                continue
-            last = max(last, msg.seq or 0)
-        return last
+        """Asked for all subjects at once: an experiment's read names hundreds."""
+        return max(await asyncio.gather(*(self._newest_of_one(stream, s) for s in subjects)), default=0)
+
+    async def _newest_of_one(self, stream: str, subject: str) -> int:
+        try:
+            msg = await self.js.get_last_msg(stream, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            return 0
+        return msg.seq or 0
 
 
 @dataclass
@@ -369,6 +378,10 @@ class _Follower:
             taken.append(self.held.popleft())
         self._room.set()
         return taken
+
+
+def _is_wildcard(subject: str) -> bool:
+    return any(token in ("*", ">") for token in subject.split("."))
 
 
 def _taken_until(messages: "collections.deque[Raw]", bound: int) -> list[Raw]:

@@ -13,8 +13,9 @@ say who it is.
 
 Each line is the envelope in protobuf's JSON form (field names as in
 events.proto) plus "sequence"; follow a chain with its correlation_id, and
-an event's reason with its causation_id. A user's password hash is printed
-as "(redacted)". An event that is not well-formed
+an event's reason with its causation_id. Secrets (password hashes, tokens,
+storage credentials, also inside config_json) are printed as "(redacted)"
+(services/gateway/features/events/redaction.py). An event that is not well-formed
 (services/common/wellformed.py: bytes that are no envelope, an unknown type,
 an aggregate that does not match its subject) is the line
 {"sequence": N, "unreadable": "<why>"}.
@@ -27,7 +28,7 @@ import json
 import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from google.protobuf import json_format
 from pydantic import SecretStr
@@ -37,6 +38,7 @@ from services.common.eventlog import StoredEvent
 from services.common.eventstore import EventStore
 from services.common.logging import configure_logging
 from services.common.settings import NatsCredentials
+from services.gateway.features.events.redaction import redacted_fields
 
 OPERATOR = "operator"
 
@@ -48,23 +50,7 @@ def envelope_line(stored: StoredEvent) -> str:
     if stored.skipped:
         return json.dumps({"sequence": stored.sequence, "unreadable": stored.skipped})
     fields = json_format.MessageToDict(stored.envelope, preserving_proto_field_name=True)
-    return json.dumps({"sequence": stored.sequence, **_redacted(fields)})
-
-
-REDACTED = "(redacted)"
-
-
-def _redacted(fields: dict[str, Any]) -> dict[str, Any]:
-    """The fields with every user's password hash (UserCreated, UserPasswordChanged)
-    replaced by REDACTED: an audit shows that it changed, never the hash."""
-    return {
-        key: REDACTED
-        if key == "password_hash" and value
-        else _redacted(value)
-        if isinstance(value, dict)
-        else value
-        for key, value in fields.items()
-    }
+    return json.dumps({"sequence": stored.sequence, **redacted_fields(fields)})
 
 
 async def print_events(store: EventStore, kinds: list[str] | None, start: int, follow: bool) -> None:

@@ -43,7 +43,7 @@ gateway's report file every REPORT_EVERY_S for `det deploy local status`.
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterator, Sequence
 from typing import cast
 
 import asyncpg
@@ -106,6 +106,10 @@ class Projector:
         self._moved_at = time.monotonic()
         self._behind_since: float | None = None
         self._log_last = 0
+        # Called with each batch of events it read once applied (the gateway's /metrics
+        # observes trials' start phases: features/monitoring/phases.py); must not raise.
+        # Not called for a stretch the replay helper planned (a start far behind the log).
+        self.observers: list[Callable[[Sequence[StoredEvent]], None]] = []
 
     async def run(self, follow: bool = True, until: int | None = None) -> None:
         """Applies the log from the stored position; with follow=False it
@@ -297,6 +301,8 @@ class Projector:
         log.debug("projected", events=len(events), sequence=position)
         woken = _watched(events) if self._watchers else set()
         await self._advance(position, woken)
+        for observe in self.observers:
+            observe(events)
 
     async def _apply_batch(self, events: Sequence[StoredEvent], plan: Plan | None) -> int:
         async with self._transaction() as connection:

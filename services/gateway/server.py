@@ -23,6 +23,7 @@ from services.gateway.http import http_api
 from services.gateway.http.server import HttpServer, listen
 from services.gateway.projector import Projector
 from services.gateway.read_models import POSTGRES_DOWN
+from services.gateway.read_only import ReplayStore, admit_operator
 from services.gateway.schema import ensure_schema
 from services.gateway.servicer import Servicer
 from services.gateway.settings import GatewaySettings
@@ -65,13 +66,15 @@ class Gateway:
         answer UNAVAILABLE meanwhile."""
         ports = _bind(settings)
         try:
-            store = await EventStore.connect(
+            store = await (ReplayStore if settings.replay_of else EventStore).connect(
                 settings.nats_url,
                 settings.namespace,
                 name="gateway",
                 limits=StreamLimits(settings.logs_max_bytes),
             )
             store.skips = Skips(report_path_of(settings.ready_file))  # the skipped events, for status
+            if isinstance(store, ReplayStore):
+                store.replay_of = settings.replay_of
         except BaseException:
             await ports.close()
             raise
@@ -81,9 +84,12 @@ class Gateway:
         users = UserDirectory(store)
         try:
             await users.start()
-            await users.create_built_in_users(
-                settings.initial_user_password, allow_blank=settings.allow_blank_password
-            )
+            if settings.replay_of:
+                admit_operator(users.current, settings)
+            else:
+                await users.create_built_in_users(
+                    settings.initial_user_password, allow_blank=settings.allow_blank_password
+                )
             with contextlib.suppress(*POSTGRES_DOWN):  # else the projector creates them once it is back
                 await _create_read_models(pool)
             projector = Projector(store, pool)

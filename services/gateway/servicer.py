@@ -284,6 +284,24 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         async for response in self.api.tasks.task_logs(request):
             yield response
 
+    # -- the event log -----------------------------------------------------------------------
+
+    async def GetEvents(
+        self, request: api_pb2.GetEventsRequest, context: Context
+    ) -> AsyncIterator[api_pb2.GetEventsResponse]:
+        async for response in self.api.events.get_events(request):
+            yield response
+
+    async def ExplainEvents(
+        self, request: api_pb2.ExplainEventsRequest, context: Context
+    ) -> api_pb2.ExplainEventsResponse:
+        return await self.api.explanations.explain_events(request)
+
+    async def GetWorkload(
+        self, request: api_pb2.GetWorkloadRequest, context: Context
+    ) -> api_pb2.GetWorkloadResponse:
+        return await self.api.workloads.get_workload(request)
+
 
 def _peer_address(context: Context) -> str:
     """The client's address as HTTP names it: gRPC's peer ("ipv4:10.0.0.5:41234",

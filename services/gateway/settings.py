@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from determined.common.expconf import CheckpointStorage
 from services.common.eventstore import LOGS_MAX_BYTES
@@ -46,6 +46,11 @@ class GatewaySettings(CommonSettings):
     # TLS with (cluster-up --tls-cert/--tls-key); both unset: plaintext.
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # Set: this gateway replays the bundle of that name and changes nothing (read_only.py); only
+    # replay_user logs in, with replay_password (det deploy local replay, deploy/local/replay_home.py).
+    replay_of: str = ""
+    replay_user: str = ""
+    replay_password: SecretStr = SecretStr("")
 
     @field_validator("checkpoint_storage")
     @classmethod
@@ -58,6 +63,14 @@ class GatewaySettings(CommonSettings):
     def _tls_files_together(self) -> "GatewaySettings":
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("DET_TLS_CERT_FILE and DET_TLS_KEY_FILE go together: set both or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _replay_has_a_login(self) -> "GatewaySettings":
+        if self.replay_of and not (self.replay_user and self.replay_password.get_secret_value()):
+            raise ValueError(
+                "DET_REPLAY_OF needs DET_REPLAY_USER and DET_REPLAY_PASSWORD: who logs in to the replay"
+            )
         return self
 
     def tls_files(self) -> tuple[Path, Path] | None:

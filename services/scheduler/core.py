@@ -16,7 +16,8 @@ state, and message ids derived from the allocation make a repeat harmless):
   exits once every part did (gang.py);
 - AllocationStopRequested: an allocation on an agent disabled without drain;
 - per resource pool (pool.py), by the pool's scheduler (fair_share.py or
-  priority.py): AllocationAssigned (placements by fitting.py) and
+  priority.py): AllocationAssigned (placements by fitting.py; its reason
+  says, for people, what the pool's scheduler saw and why there) and
   AllocationStopRequested for preemption.
 
 Time is the log's: the newest folded envelope's occurred_at_ns, or a clock
@@ -29,6 +30,7 @@ from functools import partial
 from determined.proto import events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, aggregate
+from services.common.reasons import capped
 from services.common.scheduling import PRIORITY
 from services.scheduler import fair_share, priority
 from services.scheduler.config import SchedulerConfig
@@ -72,7 +74,10 @@ def plan_pool(pool: Pool, state: SchedulerState, config: SchedulerConfig, explai
 
 
 def _decisions(pool: Pool, plan: Plan) -> list[Append]:
-    appends = [_assigned(request, placements, pool) for request, placements in plan.starts]
+    appends = [
+        _assigned(request, placements, pool, plan.reasons.get(request.allocation_id, ""))
+        for request, placements in plan.starts
+    ]
     for request, why in plan.victims:
         msg_id = f"allocation-preempt-{request.allocation_id}"
         appends.append(_stop(request, msg_id, f"preempted by the scheduler: {why}"))
@@ -117,7 +122,9 @@ def _stop(request: Request, msg_id: str, reason: str) -> Append:
     return Append(aggregate("allocation", request.allocation_id), event, msg_id)
 
 
-def _assigned(request: Request, placements: list[tuple[str, tuple[int, ...]]], pool: Pool) -> Append:
+def _assigned(
+    request: Request, placements: list[tuple[str, tuple[int, ...]]], pool: Pool, reason: str
+) -> Append:
     event = events_pb2.AllocationAssigned(
         allocation_id=request.allocation_id,
         task_id=request.requested.task_id,
@@ -125,6 +132,7 @@ def _assigned(request: Request, placements: list[tuple[str, tuple[int, ...]]], p
             events_pb2.Placement(agent_id=agent_id, slot_ids=slot_ids, address=pool.addresses[agent_id])
             for agent_id, slot_ids in placements
         ],
+        reason=capped(reason),
     )
     return Append(
         aggregate("allocation", request.allocation_id),

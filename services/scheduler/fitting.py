@@ -70,6 +70,18 @@ class FreeSlots:
             left -= room
         return None
 
+    def where(self, placements: list[Placement]) -> str:
+        """Why the gang goes there, in words, before it is taken: "best fit on
+        agent-2 (2 of 8 slots free)", "spans 2 agents (a, b): none has 6 free"."""
+        if len(placements) == 1:
+            agent_id, slot_ids = placements[0]
+            if not slot_ids:
+                return f"on {agent_id}"
+            return f"best fit on {agent_id} ({len(self.free[agent_id])} of {self.sizes[agent_id]} slots free)"
+        agents = ", ".join(agent_id for agent_id, _ in placements)
+        slots = sum(len(slot_ids) for _, slot_ids in placements)
+        return f"spans {len(placements)} agents ({agents}): none has {slots} slots free"
+
     def take(self, placements: list[Placement]) -> None:
         for agent_id, slot_ids in placements:
             taken = set(slot_ids)

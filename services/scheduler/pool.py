@@ -55,6 +55,15 @@ class Plan:
     victims: list[tuple[Request, str]] = field(default_factory=list)
     # Allocation id -> why a pending request waits, in users' words.
     waiting: dict[str, str] = field(default_factory=dict)
+    # Allocation id -> why a request starts now and there (AllocationAssigned.reason).
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def start(self, request: Request, placements: list[Placement], slots: FreeSlots, why: str) -> None:
+        """Starts `request` on `placements`, taken from `slots`; `why` the
+        scheduler's words, to which where it goes is added."""
+        self.reasons[request.allocation_id] = f"{why}; {slots.where(placements)}"
+        slots.take(placements)
+        self.starts.append((request, placements))
 
 
 def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:

@@ -51,9 +51,9 @@ def plan(pool: Pool, now_ns: int, min_run_ns: int, explain: bool = False) -> Pla
         # A gang may span agents: enough free slots always fit it (a task's must be on one agent).
         placements = pool.slots.fit(request.slots, request.single_agent) if request.slots <= free else None
         if placements is not None:
-            pool.slots.take(placements)
+            why = f"priority {settings.priority}: the first waiting request of pool {pool.name!r} that fits"
+            result.start(request, placements, pool.slots, why)
             held[request.job_id] = holds + request.slots
-            result.starts.append((request, placements))
             continue
         reserved += free
         held[request.job_id] = holds + request.slots  # what it waits for counts against max_slots

@@ -12,7 +12,7 @@ def start_outside_shares(pool: Pool, request: Request, plan: Plan) -> None:
     if placements is None:
         plan.waiting[request.allocation_id] = f"no agent in pool {pool.name!r}"
     else:
-        plan.starts.append((request, placements))
+        plan.start(request, placements, pool.slots, "needs no slot")
 
 
 def over_capacity(pool: Pool, request: Request) -> str:

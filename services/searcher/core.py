@@ -9,6 +9,11 @@ the searcher's own events only confirm them. So replaying the log feeds the
 method the same events in the same order and rebuilds the same state, and a
 restarted searcher decides nothing twice.
 
+Reasons: each TrialCreated says what the method did (its Create's reason)
+and, for a trial created as another one was stopped or ended, which trial
+it replaces and why; each TrialStopRequested the method's words. They are
+words for people, never part of a decision.
+
 Randomness: a trial's hyperparameters (when the method does not choose
 them), request id and trial seed come from a `random.Random` seeded by the
 experiment seed and the trial's request number, so a rerun with the same
@@ -28,6 +33,7 @@ from determined.proto import events_pb2
 from services.common.config import experiment_config
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.reasons import capped
 from services.searcher.methods.base import (
     Action,
     Create,
@@ -59,13 +65,20 @@ class TrialRequest:
     hparams_json: str
     trial_seed: int
     length: int
+    # Why the method asked for it, in words (TrialCreated.reason).
+    reason: str = ""
     trial_id: int = 0
     # Its terminal state once it ended (UNSPECIFIED while it lives).
     ended_state: int = TrialState.TRIAL_STATE_UNSPECIFIED
-    # Stopped by the searcher: later validations are not the method's business.
-    stopped: bool = False
+    # Why the searcher stopped it ("" while it did not): later validations
+    # are not the method's business.
+    stop_reason: str = ""
     # The trial said its hyperparameters are invalid (det.InvalidHP) before it ended.
     invalid_hp: bool = False
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self.stop_reason)
 
 
 @dataclass(frozen=True)
@@ -230,7 +243,7 @@ def _on_validation(search: Search, event: events_pb2.TrialValidationReported) ->
         decided = search.method.validation_reported(request.request, metrics, event.steps_completed)
     except (SearcherMetricError, ValueError):
         return search
-    return _apply(search, decided)
+    return _apply(search, decided, answering=request.request)
 
 
 # The gateway stores NaN and the infinities as these strings (PostgreSQL's jsonb
@@ -254,9 +267,10 @@ def _on_trial_ended(search: Search, event: events_pb2.TrialEnded) -> Search:
     )
     reason = ExitReason.INVALID_HP if request.invalid_hp else _EARLY_EXIT_REASONS.get(event.state)
     if reason is not None and search.method is not None:
-        search = _apply(search, search.method.trial_exited_early(request.request, reason))
+        decided = search.method.trial_exited_early(request.request, reason)
+        search = _apply(search, decided, answering=request.request)
     assert search.method is not None
-    return _apply(search, search.method.trial_exited(request.request))
+    return _apply(search, search.method.trial_exited(request.request), answering=request.request)
 
 
 _EARLY_EXIT_REASONS = {
@@ -265,28 +279,29 @@ _EARLY_EXIT_REASONS = {
 }
 
 
-def _apply(search: Search, decided: Decided) -> Search:
-    """The method's next value, with its actions waiting to be decided."""
+def _apply(search: Search, decided: Decided, answering: int | None = None) -> Search:
+    """The method's next value, with its actions waiting to be decided;
+    `answering` is the request whose validation or end the method answered."""
     search = replace(search, method=decided.method)
     for action in decided.actions:
-        search = _queue(search, action)
+        search = _queue(search, action, answering)
     return search
 
 
-def _queue(search: Search, action: Action) -> Search:
+def _queue(search: Search, action: Action, answering: int | None) -> Search:
     match action:
         case Create():
-            return _queue_create(search, action)
+            return _queue_create(search, action, answering)
         case Stop():
             request = search.requests[action.request]
-            search = _with_request(search, replace(request, stopped=True))
+            search = _with_request(search, replace(request, stop_reason=action.reason))
             return replace(search, stops={**search.stops, action.request: action})
         case SetLength():
             return replace(search, lengths=(*search.lengths, action))
     return search
 
 
-def _queue_create(search: Search, create: Create) -> Search:
+def _queue_create(search: Search, create: Create, answering: int | None) -> Search:
     """Draws the trial now, from an RNG seeded by (experiment seed, request):
     the same seed always yields the same hyperparameters, request id and seed."""
     assert search.method is not None and search.config is not None
@@ -300,9 +315,29 @@ def _queue_create(search: Search, create: Create) -> Search:
         hparams_json=json.dumps(hparams, sort_keys=True),
         trial_seed=rng.randrange(TRIAL_SEED_BOUND),
         length=create.length,
+        reason=_creation_reason(search, create, answering),
     )
     search = replace(search, method=search.method.trial_created(request, create))
     return _with_request(search, trial)
+
+
+def _creation_reason(search: Search, create: Create, answering: int | None) -> str:
+    """The Create's reason, and the trial it replaces: the one whose stop or
+    end the method answered with it."""
+    replaced = search.requests.get(answering) if answering is not None else None
+    why = _why_replaced(replaced) if replaced is not None else ""
+    if replaced is None or not why or not replaced.trial_id:
+        return capped(create.reason)
+    return capped(f"{create.reason}; replaces trial {replaced.trial_id} ({why})")
+
+
+def _why_replaced(request: TrialRequest) -> str:
+    """Why a trial left room for another ("" when it did not)."""
+    if request.invalid_hp:
+        return "invalid hyperparameters"
+    if _exited(request):
+        return f"ended {states.trial_state(request.ended_state).value}"
+    return request.stop_reason
 
 
 def _sampled(config: ExperimentConfig, rng: random.Random) -> dict[str, Any]:
@@ -347,6 +382,7 @@ def _trial_created(search: Search, request: TrialRequest, trial_id: int) -> Appe
         hparams_json=request.hparams_json,
         trial_seed=request.trial_seed,
         length=request.length,
+        reason=request.reason,
     )
     msg_id = f"trial-created-{search.experiment_id}-{request.request}"
     return Append(aggregate("trial", trial_id), event, msg_id, expected_version=0)
@@ -358,7 +394,10 @@ def _stops(search: Search) -> list[Append]:
         trial_id = search.requests[stop.request].trial_id
         if trial_id:
             event = events_pb2.TrialStopRequested(
-                trial_id=trial_id, experiment_id=search.experiment_id, reason=stop.reason, rung=stop.rung
+                trial_id=trial_id,
+                experiment_id=search.experiment_id,
+                reason=capped(stop.reason),
+                rung=stop.rung,
             )
             appends.append(Append(aggregate("trial", trial_id), event, f"trial-stop-{trial_id}"))
     return appends

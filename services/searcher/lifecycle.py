@@ -20,6 +20,10 @@ allocation's end means for the trial (Determined's task/allocation split):
 - nothing running and the searcher is done with it: COMPLETED; killed by a
   user: CANCELED; its experiment paused: it waits.
 
+Each request says why, for people (AllocationRequested.reason): the trial's
+first run, or how the run before it ended ("trial 7 run 2: resumes after
+agent-2 was lost, from checkpoint 3be9d38e at 700 batches").
+
 It runs in the searcher's process, beside the search core, with its own
 consumer. The scheduler knows none of this: it reads requests and exits.
 """
@@ -34,6 +38,7 @@ from determined.proto import events_pb2
 from services.common.config import experiment_config
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.common.reasons import capped
 from services.common.stops import NO_STOP, Stops
 from services.common.upcast import TRIAL_TASK
 
@@ -41,6 +46,10 @@ ExperimentState = events_pb2.ExperimentState
 TrialState = events_pb2.TrialState
 
 TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.TERMINAL_STATES)
+# The reason of the stop a pause asks for.
+PAUSED = "experiment paused"
+# A checkpoint's uuid is named by its first characters, as `det checkpoint` lists do.
+SHORT_UUID = 8
 
 
 @dataclass(frozen=True)
@@ -60,9 +69,18 @@ class Run:
     stops: Stops = NO_STOP
     # Asked to stop at some point: a kill past the grace period is then no failure.
     stop_requested: bool = False
+    # (event id, reason) of each stop asked, in order.
+    stop_reasons: tuple[tuple[str, str], ...] = ()
     kill_requested: bool = False
     # How many of its stops were withdrawn: the next stop and withdrawal are numbered after them.
     withdrawals: int = 0
+
+    @property
+    def stop_reason(self) -> str:
+        """Why it was asked to stop: the first request still standing, else
+        the first asked (an acknowledged stop stands even when withdrawn)."""
+        standing = (why for event_id, why in self.stop_reasons if event_id in self.stops.standing)
+        return next(standing, self.stop_reasons[0][1] if self.stop_reasons else "")
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,8 @@ class Trial:
     # What an exit decided, appended as TrialEnded by `decide`.
     ending: Ending | None = None
     checkpoint: Checkpoint | None = None
+    # Why the next run is asked for, in words: how the last one ended.
+    next_run_reason: str = ""
 
     @property
     def trial_id(self) -> int:
@@ -173,10 +193,8 @@ def _allocation_event(state: LifecycleState, event: Any, event_id: str) -> Lifec
             return _on_stop_event(state, event, event_id)
         case events_pb2.AllocationKillRequested():
             return _update_run(state, event.allocation_id, kill_requested=True)
-        case events_pb2.AllocationCanceled():
-            return _on_run_closed(state, event.allocation_id, None)
-        case events_pb2.AllocationExited():
-            return _on_run_closed(state, event.allocation_id, event)
+        case events_pb2.AllocationCanceled() | events_pb2.AllocationExited():
+            return _on_run_closed(state, event)
     return state
 
 
@@ -222,20 +240,22 @@ def _on_checkpoint(state: LifecycleState, event: events_pb2.CheckpointReported) 
 
 
 def _on_run_closed(
-    state: LifecycleState, allocation_id: str, exited: events_pb2.AllocationExited | None
+    state: LifecycleState, event: events_pb2.AllocationExited | events_pb2.AllocationCanceled
 ) -> LifecycleState:
-    """The trial's open run `allocation_id` ended: exited, or canceled before
-    it was assigned (`exited` None: nothing ran, nothing to judge)."""
+    """The trial's open run ended: exited, or canceled before it was
+    assigned (nothing ran, nothing to judge)."""
+    allocation_id = event.allocation_id
     trial_id = state.allocation_trials.get(allocation_id)
     trial = state.trials.get(trial_id) if trial_id is not None else None
     if trial is None or trial.run is None or trial.run.allocation_id != allocation_id:
         return state
     allocations = {k: v for k, v in state.allocation_trials.items() if k != allocation_id}
     state = replace(state, allocation_trials=allocations)
-    if exited is None:
-        return _with_trial(state, replace(trial, run=None))
+    if isinstance(event, events_pb2.AllocationCanceled):
+        why = _resumes(trial, trial.run, f"was canceled before it got slots ({event.reason})")
+        return _with_trial(state, replace(trial, run=None, next_run_reason=why))
     max_restarts = state.experiments[trial.created.experiment_id].config.max_restarts
-    return _with_trial(state, _after_exit(trial, trial.run, exited, max_restarts))
+    return _with_trial(state, _after_exit(trial, trial.run, event, max_restarts))
 
 
 def _after_exit(trial: Trial, run: Run, event: events_pb2.AllocationExited, max_restarts: int) -> Trial:
@@ -244,18 +264,35 @@ def _after_exit(trial: Trial, run: Run, event: events_pb2.AllocationExited, max_
     succeeded = event.exit_code == 0 and not event.error and not event.killed
     if succeeded:
         if run.stops.acknowledged:
-            return trial
+            return replace(trial, next_run_reason=_resumes(trial, run, f"stopped ({run.stop_reason})"))
         return replace(trial, ending=Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop or ""))
-    if event.agent_lost or (event.killed and (run.stop_requested or run.kill_requested)):
-        return trial
+    if event.agent_lost:
+        lost = f"lost its agent ({event.error or event.agent_id})"
+        return replace(trial, next_run_reason=_resumes(trial, run, lost))
+    if event.killed and (run.stop_requested or run.kill_requested):
+        killed = "was killed" + (
+            f" after it was asked to stop ({run.stop_reason})" if run.stop_reason else ""
+        )
+        return replace(trial, next_run_reason=_resumes(trial, run, killed))
     return _after_failure(trial, event, max_restarts)
+
+
+def _resumes(trial: Trial, run: Run, ended: str) -> str:
+    """Why the trial's next run is asked for, once `run` (its run
+    `trial.run_id`) ended as `ended` says: "resumes after run 1 stopped (...)",
+    or, when a pause stopped it, "activated after a pause"."""
+    if run.stop_reason == PAUSED:
+        return "activated after a pause"
+    return f"resumes after run {trial.run_id} {ended}"
 
 
 def _after_failure(trial: Trial, event: events_pb2.AllocationExited, max_restarts: int) -> Trial:
     """A restart, unless none is left or the trial said a restart cannot help (`fatal`)."""
     restarts = trial.restarts + 1
     if restarts <= max_restarts and not event.fatal:
-        return replace(trial, restarts=restarts)
+        failed = f"failed with exit code {event.exit_code}" + (f": {event.error}" if event.error else "")
+        why = f"restart {restarts} of {max_restarts}: run {trial.run_id} {failed}"
+        return replace(trial, restarts=restarts, next_run_reason=why)
     reason = f"allocation {event.allocation_id} exited with code {event.exit_code}"
     if event.error:
         reason += f": {event.error}"
@@ -293,10 +330,14 @@ def _on_stop_event(
         took_back = (
             isinstance(event, events_pb2.AllocationStopWithdrawn) and stops.standing != run.stops.standing
         )
+        reasons = run.stop_reasons
+        if isinstance(event, events_pb2.AllocationStopRequested) and event_id not in dict(reasons):
+            reasons = (*reasons, (event_id, event.reason))
         return replace(
             run,
             stops=stops,
             stop_requested=run.stop_requested or asked,
+            stop_reasons=reasons,
             withdrawals=run.withdrawals + took_back,
         )
 
@@ -363,7 +404,7 @@ def _signal_run(trial: Trial, run: Run, killed: bool, paused: bool) -> list[Appe
     acknowledged it (a later pause then asks anew)."""
     if killed:
         return [] if run.kill_requested else [_kill_requested(trial, run)]
-    stop_reason = trial.searcher_stop or ("experiment paused" if paused else None)
+    stop_reason = trial.searcher_stop or (PAUSED if paused else None)
     if run.kill_requested or (stop_reason is not None and run.stops.requested):
         return []
     if stop_reason is None:
@@ -437,6 +478,7 @@ def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
         searcher_length=trial.searcher_length,
     )
     resources = config.resources
+    reason = f"trial {trial.trial_id}'s first run" if run_id == 1 else _next_run_reason(trial, run_id)
     event = events_pb2.AllocationRequested(
         allocation_id=allocation_id,
         task_id=str(trial.trial_id),
@@ -449,6 +491,7 @@ def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
         max_slots=resources.max_slots or 0,
         preemptible=True,
         owner=created.owner,
+        reason=capped(reason),
         trial=launch,
     )
     return Append(
@@ -457,3 +500,14 @@ def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
         f"allocation-requested-{allocation_id}",
         expected_version=0,
     )
+
+
+def _next_run_reason(trial: Trial, run_id: int) -> str:
+    """ "trial 7 run 2: resumes after run 1 stopped (...), from checkpoint 3be9d38e at 700 batches"."""
+    why = f"trial {trial.trial_id} run {run_id}" + (
+        f": {trial.next_run_reason}" if trial.next_run_reason else ""
+    )
+    checkpoint = trial.checkpoint
+    if checkpoint is None:
+        return why
+    return f"{why}, from checkpoint {checkpoint.uuid[:SHORT_UUID]} at {checkpoint.steps_completed} batches"

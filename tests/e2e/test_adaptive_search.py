@@ -5,7 +5,9 @@
 - a seed-era `adaptive_asha` config (`max_length`) whose script loops over
   `core_context.searcher.operations()` gets one operation per rung;
 - pausing a running experiment stops its trials at their next check, and activating it
-  resumes each from its checkpoint, with every step reported once in what users see.
+  resumes each from its checkpoint, with every step reported once in what users see;
+- `det events explain` gives the chain of a cut trial (its validation, the searcher's cut
+  with the numbers, the stop) and of a resumed one (the pause, the activation, run 2).
 """
 
 import json
@@ -128,8 +130,8 @@ def test_async_halving_cuts_trials_at_the_rungs(cluster: Cluster, tmp_path: Path
     # or run to the top rung.
     assert len(trials) == 6, trials
     assert {t["state"] for t in trials} == {"COMPLETED"}, trials
-    cut = [t for t in trials if t["end_reason"] == "cut at rung 0 (4 batches)"]
-    top = [t for t in trials if t["end_reason"] == "reached the top rung (16 batches)"]
+    cut = [t for t in trials if t["end_reason"].startswith("cut at rung 0 (4 batches): x ")]
+    top = [t for t in trials if t["end_reason"].startswith("reached the top rung (16 batches): x ")]
     assert len(cut) + len(top) == 6 and top, trials
     assert all(t["total_batches"] < 16 for t in cut), cut
     assert all(t["total_batches"] == 16 for t in top), top
@@ -137,6 +139,25 @@ def test_async_halving_cuts_trials_at_the_rungs(cluster: Cluster, tmp_path: Path
     assert all(t["rung"] == 1 and t["searcher_length"] == 16 for t in top), top
     described = cluster.json("experiment", "describe", str(experiment_id))
     assert described["experiment"]["progress"] == 1.0
+    a_cut_trial_is_explained(cluster, cut[-1])
+
+
+def a_cut_trial_is_explained(cluster: Cluster, trial: dict[str, Any]) -> None:
+    """Its creation by the search, its validation at rung 0, the cut with the numbers, the stop."""
+    chain, outcome = cluster.explain("trial", trial["id"])
+    cut = trial["end_reason"]
+    assert "not in the top 1/4 of" in cut, cut
+    types = [event_type for _, event_type, _ in chain]
+    [created] = [reason for _, event_type, reason in chain if event_type == "trial_created"]
+    assert created.startswith("ASHA: a new trial for rung 0 (4 batches)"), created
+    stop = types.index("trial_stop_requested")
+    depth = chain[stop][0]
+    assert chain[stop - 1][:2] == (depth - 1, "trial_validation_reported"), chain
+    assert chain[stop][2] == cut and chain[stop + 1] == (depth + 1, "allocation_stop_requested", cut), chain
+    assert ("allocation_requested" in types) and ("allocation_exited" in types), chain
+    [ended] = [(d, reason) for d, event_type, reason in chain if event_type == "trial_ended"]
+    assert ended[1] == cut, chain
+    assert outcome == f"stopped: {cut}"
 
 
 def test_seed_era_adaptive_asha_yields_one_operation_per_rung(cluster: Cluster, tmp_path: Path) -> None:
@@ -158,10 +179,10 @@ def test_seed_era_adaptive_asha_yields_one_operation_per_rung(cluster: Cluster, 
     assert len(trials) == 4 and {t["state"] for t in trials} == {"COMPLETED"}, trials
     for trial in trials:
         logs = cluster.logs(trial["id"])
-        if trial["end_reason"] == "cut at rung 0 (4 batches)":
+        if trial["end_reason"].startswith("cut at rung 0 (4 batches)"):
             assert trial["total_batches"] == 4 and "operation done at 16" not in logs, trial
         else:
-            assert trial["end_reason"] == "reached the top rung (16 batches)", trial
+            assert trial["end_reason"].startswith("reached the top rung (16 batches)"), trial
             assert "operation done at 4" in logs and "operation done at 16" in logs, logs
             assert trial["total_batches"] == 16
 
@@ -203,3 +224,19 @@ def test_pause_and_activate_resume_every_trial_from_its_checkpoint(cluster: Clus
             "SELECT count(*) AS n FROM read_model.allocations WHERE trial_id = $1", trial["id"]
         )
         assert runs[0]["n"] == 2
+    a_resumed_trial_is_explained(cluster, trials[0]["id"])
+
+
+def a_resumed_trial_is_explained(cluster: Cluster, trial_id: int) -> None:
+    """The pause (a user's command) asked its run to stop; the activation asked for run 2."""
+    chain, outcome = cluster.explain("trial", trial_id)
+    pause = chain.index((1, "allocation_stop_requested", "experiment paused"))
+    assert chain[pause - 1][:2] == (0, "experiment_state_changed"), chain
+    [activated] = [n for n, (_, event_type, _) in enumerate(chain) if event_type == "allocation_requested"][
+        1:
+    ]
+    assert chain[activated - 1][:2] == (0, "experiment_state_changed") and chain[activated][0] == 1, chain
+    resumed = chain[activated][2]
+    assert resumed.startswith(f"trial {trial_id} run 2: activated after a pause, from checkpoint "), resumed
+    assert "allocation_stop_acknowledged" in [event_type for _, event_type, _ in chain]
+    assert outcome == "completed: its code finished"

@@ -202,6 +202,12 @@ def test_kill_cancels_a_running_experiment(cluster: Cluster, context_dir: Path) 
         lambda: cluster.json("e", "describe", str(experiment_id))["experiment"]["state"] == "CANCELED",
         "the experiment to end CANCELED",
     )
+    # Why the trial ended: the user's kill, which the trial's lifecycle passed on to its run.
+    chain, outcome = cluster.explain("trial", _first_trial(cluster, experiment_id))
+    kill = chain.index((0, "experiment_kill_requested", ""))
+    assert chain[kill + 1] == (1, "allocation_kill_requested", "experiment killed"), chain
+    assert ("trial_ended" in [event_type for _, event_type, _ in chain]) and outcome.startswith("killed by ")
+    assert outcome.endswith(" (its experiment)"), outcome
 
 
 def _first_trial(cluster: Cluster, experiment_id: int) -> int | None:

@@ -370,3 +370,10 @@ def test_a_lost_agent_s_trial_resumes_on_the_other_agent(cluster: AgentsCluster,
         ("AGENT_LOST", [lost_agent]),
         ("COMPLETED", [again["agent_id"]]),
     ], described["runs"]
+    # And the log says why run 2 was asked for.
+    chain, outcome = cluster.explain("trial", trial_id)
+    [_, second] = [reason for _, event_type, reason in chain if event_type == "allocation_requested"]
+    assert second.startswith(
+        f"trial {trial_id} run 2: resumes after run 1 lost its agent (agent {lost_agent} lost"
+    )
+    assert outcome == "completed: its code finished"

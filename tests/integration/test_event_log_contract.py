@@ -6,6 +6,7 @@ implementation must pass all of it."""
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator
 from typing import cast
 
@@ -108,6 +109,54 @@ async def test_a_following_read_gets_what_comes_later(event_log: EventLog) -> No
         await event_log.append(trial(2), actor="service:searcher")
         second = await asyncio.wait_for(later, 30)
         assert (second.sequence, second.envelope.event_id, second.caught_up) == (3, "trial-2", True)
+
+
+async def test_reads_of_named_aggregates_give_exactly_theirs(event_log: EventLog) -> None:
+    for trial_id in (1, 2, 11, 12):
+        await event_log.append(trial(trial_id), actor="service:searcher")
+    await event_log.append(created(1, "create-a"), actor="user:x")
+    await event_log.append(Append("trial/1", events_pb2.TrialEnded(trial_id=1), "end-1"), actor="s")
+    allocation = Append("allocation/1.1", events_pb2.AllocationRequested(allocation_id="1.1"), "request-1.1")
+    await event_log.append(allocation, actor="service:searcher")
+
+    async def read(aggregates: list[str], start: int = 1) -> list[int]:
+        reading = event_log.read(["agent"], start_sequence=start, follow=False, aggregates=aggregates)
+        return [event.sequence async for event in reading]
+
+    assert await read(["trial/1"]) == [1, 6]  # not trial/11 or trial/12; the kinds are ignored
+    assert await read(["trial/1", "experiment/1", "allocation/1.1"]) == [1, 5, 6, 7]
+    assert await read(["trial/1", "allocation/1.1", "trial/1"], start=2) == [6, 7]
+    assert await read(["trial/3"]) == []
+    batches = [b async for b in event_log.read_batches(follow=False, aggregates=["trial/2", "trial/12"])]
+    events = [event for batch in batches for event in batch]
+    assert [e.sequence for e in events] == [2, 4] and events[-1].caught_up
+
+
+async def test_a_following_read_of_aggregates_gets_theirs_later(event_log: EventLog) -> None:
+    await event_log.append(trial(1), actor="service:searcher")
+    reading = event_log.read(follow=True, aggregates=["trial/1", "trial/2"])
+    async with contextlib.aclosing(cast(AsyncGenerator[StoredEvent, None], reading)) as following:
+        assert (await anext(following)).sequence == 1
+        later = asyncio.ensure_future(anext(following))
+        await event_log.append(trial(3), actor="service:searcher")
+        await event_log.append(trial(2), actor="service:searcher")
+        second = await asyncio.wait_for(later, 30)
+        assert (second.sequence, second.envelope.event_id) == (3, "trial-2")
+
+
+async def test_the_first_sequence_at_a_time(event_log: EventLog) -> None:
+    before = time.time_ns()
+    assert await event_log.first_sequence_at(before) == 1
+    await event_log.append(trial(1), actor="service:searcher")
+    await event_log.append(trial(2), actor="service:searcher")
+    [_, second] = await stored(event_log)
+    await asyncio.sleep(0.01)  # the stored times of the next events are after `middle`
+    middle = time.time_ns()
+    await event_log.append(trial(3), actor="service:searcher")
+    assert await event_log.first_sequence_at(before) == 1
+    assert await event_log.first_sequence_at(second.envelope.occurred_at_ns - 10**9) == 1
+    assert await event_log.first_sequence_at(middle) == 3
+    assert await event_log.first_sequence_at(time.time_ns() + 10**9) == 4
 
 
 async def test_positions_versions_and_newest_events(event_log: EventLog) -> None:

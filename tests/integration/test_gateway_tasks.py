@@ -50,19 +50,8 @@ class Users:
 module_namespace = module_gateway.module_namespace
 gateway = module_gateway.gateway
 store = module_gateway.store
-
-
-@pytest.fixture(scope="module")
-async def stub(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
-        yield api_pb2_grpc.DeterminedStub(channel)
-
-
-@pytest.fixture(scope="module")
-async def web(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
-    assert gateway.http is not None
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=60) as client:
-        yield client
+stub = module_gateway.stub
+web = module_gateway.web
 
 
 @pytest.fixture(scope="module")

@@ -8,28 +8,17 @@ from typing import cast
 
 import asyncpg
 import pytest
-from support.golden_log import golden_log
+from support.golden_log import golden_log, stored_as_recorded
 from test_projection_digests import EXPECTED, digests
 
 from determined.proto import events_pb2
-from services.common.envelope import Append, Envelope
+from services.common.envelope import Append
 from services.common.eventstore import EventStore
 from services.gateway import replay
 from services.gateway.projector import Projector
 from services.gateway.read_models import SCHEMA
 
 LOG = "generated_cluster.jsonl.gz"
-
-
-async def stored_as_recorded(store: EventStore, envelopes: list[Envelope]) -> None:
-    """Appends the recorded envelopes byte for byte (their times included)."""
-    for envelope in envelopes:
-        await store.js.publish(
-            store.subject(envelope.aggregate),
-            envelope.SerializeToString(),
-            stream=store.events_stream,
-            headers={"Nats-Msg-Id": envelope.event_id},
-        )
 
 
 async def test_a_replay_helper_gives_the_rows_of_the_in_process_projection(

@@ -53,13 +53,16 @@ TRIAL_REQUESTS: Mapping[str, Message] = {
     "AcknowledgeStop": api_pb2.AcknowledgeStopRequest(allocation_id="1.1"),
     "DeleteCheckpoints": api_pb2.DeleteCheckpointsRequest(uuids=[CHECKPOINT]),
 }
-# Path parameters of the routes: trial 1 of experiment 1 and its checkpoint; a task.
+# Path parameters of the routes: trial 1 of experiment 1 and its checkpoint; a task; an explanation.
 PATH_VALUES = {
     "experiment_id": "1",
     "trial_id": "1",
     "uuid": CHECKPOINT,
     "path": "model.pt",
     "task_id": "6f1c2d3e-4a5b-4c6d-8e7f-a1b2c3d4e5f6",
+    # det events explain trial 1
+    "kind": "trial",
+    "id": "1",
 }
 
 
@@ -207,6 +210,7 @@ async def test_no_http_route_takes_an_allocation_token(
                     answer = await http.request(method, path, headers={"authorization": f"Bearer {value}"})
                     assert answer.status_code == 401, (method, path, answer.text)
                     assert "an allocation token is not a user's session token" in answer.json()["message"]
-    assert len(needing_a_login) == len(walked) - 6  # all but /info, /health, login and the web UI's
+    # All but /info, /health, /metrics (open to loopback: test_gateway_monitoring.py), login and the web UI's.
+    assert len(needing_a_login) == len(walked) - 7
     experiment = await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=1), metadata=admin)
     assert experiment.experiment.state == "ACTIVE"  # the kill and pause routes did nothing

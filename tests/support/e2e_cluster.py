@@ -94,6 +94,15 @@ class Cluster:
     def json(self, *args: str) -> Any:
         return json.loads(self.det(*args, "--json").stdout)
 
+    def explain(self, kind: str, key: object) -> tuple[list[tuple[int, str, str]], str]:
+        """`det events explain`: (depth, type, reason) of each event of the chain, and the outcome."""
+        answer = self.json("events", "explain", kind, str(key))
+        chain = [
+            (node.get("depth", 0), node["event"].get("type", ""), node["event"].get("reason", ""))
+            for node in answer.get("chain", [])
+        ]
+        return chain, str(answer["outcome"])
+
     def create(self, context: Path, config_text: str) -> int:
         """Writes the config into the context folder and creates the experiment."""
         (context / "config.yaml").write_text(config_text)

@@ -1,13 +1,17 @@
 """A real gateway (gRPC and HTTP) for a whole test module, over the tests' nats-server and
 PostgreSQL in a namespace and database of the module's own, and an event store of that
-namespace: `gateway = module_gateway.gateway` (and `store`, `module_namespace`) in the module."""
+namespace: `gateway = module_gateway.gateway` (and `store`, `module_namespace`, and clients of
+it: `stub` for gRPC, `web` for HTTP) in the module."""
 
 import uuid
 from collections.abc import AsyncIterator
 
+import grpc
+import httpx
 import pytest
 
 from deploy.local.servers import PostgresServer
+from determined.proto import api_pb2_grpc
 from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
 from support.pg_server import new_database
@@ -36,3 +40,16 @@ async def store(nats_url: str, module_namespace: str) -> AsyncIterator[EventStor
     opened = await EventStore.connect(nats_url, module_namespace)
     yield opened
     await opened.close()
+
+
+@pytest.fixture(scope="module")
+async def stub(gateway: Gateway) -> AsyncIterator[api_pb2_grpc.DeterminedStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+        yield api_pb2_grpc.DeterminedStub(channel)
+
+
+@pytest.fixture(scope="module")
+async def web(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    assert gateway.http is not None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.http.port}", timeout=60) as client:
+        yield client

@@ -204,6 +204,7 @@ def test_the_first_run_is_requested_when_a_trial_of_an_active_experiment_is_crea
     assert (launch.hparams_json, launch.trial_seed, launch.context_hash) == ('{"lr": 5}', 105, "ctx-1")
     assert (launch.latest_checkpoint, launch.steps_completed) == ("", 0)
     assert (launch.owner, launch.searcher_length) == ("alice", 250)
+    assert request.reason == "trial 5's first run"
 
 
 def test_the_request_carries_the_configs_resources() -> None:
@@ -266,9 +267,10 @@ def test_a_trial_ends_only_once_and_its_late_events_are_ignored() -> None:
 
 
 def test_failures_are_restarted_until_max_restarts_then_error() -> None:
-    state, appends = settle(running(exited("1.1", 3), max_restarts=1))
+    state, appends = settle(running(exited("1.1", 3, error="boom"), max_restarts=1))
     assert msg_ids(appends) == ["allocation-requested-1.2"]
     assert appends[0].payload.trial.trial_run_id == 2
+    assert appends[0].payload.reason == "trial 1 run 2: restart 1 of 1: run 1 failed with exit code 3: boom"
     assert (state.trials[1].restarts, state.trials[1].run_id) == (1, 2)
     assert state.allocation_trials == {"1.2": 1}
     state, appends = settle(given(exited("1.2", 3), state=state))
@@ -324,6 +326,7 @@ def test_an_unasked_kill_is_a_failure() -> None:
 def test_a_lost_agent_runs_the_trial_again_without_counting_a_restart() -> None:
     state, appends = settle(running(agent_lost("1.1"), max_restarts=0))
     assert msg_ids(appends) == ["allocation-requested-1.2"]
+    assert appends[0].payload.reason == "trial 1 run 2: resumes after run 1 lost its agent (agent restarted)"
     assert state.trials[1].restarts == 0
     state, appends = settle(given(agent_lost("1.2"), state=state))
     assert msg_ids(appends) == ["allocation-requested-1.3"]
@@ -347,6 +350,9 @@ def test_a_resumed_run_carries_the_newest_checkpoint_and_the_searchers_length() 
     launch = append.payload.trial
     assert (launch.trial_run_id, launch.latest_checkpoint, launch.steps_completed) == (2, "new", 20)
     assert launch.searcher_length == 400
+    assert append.payload.reason == (
+        "trial 1 run 2: restart 1 of 5: run 1 failed with exit code 1, from checkpoint new at 20 batches"
+    )
 
 
 def test_a_checkpoint_with_as_many_steps_replaces_the_older_one() -> None:
@@ -441,6 +447,7 @@ def test_pause_asks_the_run_to_stop_and_the_trial_waits_then_resumes_from_its_ch
     state, appends = settle(given(ACTIVATED, state=state))
     [append] = appends
     assert append.msg_id == "allocation-requested-1.2"
+    assert append.payload.reason == "trial 1 run 2: activated after a pause, from checkpoint ck at 60 batches"
     launch = append.payload.trial
     assert (launch.trial_run_id, launch.latest_checkpoint, launch.steps_completed) == (2, "ck", 60)
     assert state.trials[1].restarts == 0
@@ -589,6 +596,9 @@ def test_a_canceled_request_is_requested_again_while_active() -> None:
     state, _ = settle(given(experiment(max_restarts=0), trial(1)))
     state, appends = settle(given(canceled("1.1"), state=state))
     assert msg_ids(appends) == ["allocation-requested-1.2"]
+    assert appends[0].payload.reason == (
+        "trial 1 run 2: resumes after run 1 was canceled before it got slots (stopped before it was assigned)"
+    )
     assert state.trials[1].restarts == 0 and state.allocation_trials == {"1.2": 1}
 
 
@@ -600,6 +610,7 @@ def test_a_request_canceled_by_a_pause_waits_for_the_activation() -> None:
     assert appends == []
     _, appends = settle(given(ACTIVATED, state=state))
     assert msg_ids(appends) == ["allocation-requested-1.2"]
+    assert appends[0].payload.reason == "trial 1 run 2: activated after a pause"
 
 
 def test_a_request_canceled_after_a_searcher_stop_completes_the_trial() -> None:

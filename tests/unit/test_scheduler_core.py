@@ -119,7 +119,11 @@ def test_a_request_is_assigned_its_slots() -> None:
     )
     # The placement carries the agent's address (its hostname, when it registered none).
     assert assigned == ev.AllocationAssigned(
-        allocation_id="5.1", task_id="5", placements=[ev.Placement(agent_id="a", slot_ids=[0], address="a")]
+        allocation_id="5.1",
+        task_id="5",
+        placements=[ev.Placement(agent_id="a", slot_ids=[0], address="a")],
+        reason="fair share: job experiment/1 is entitled to 1 of 1 slots in pool 'default';"
+        " best fit on a (1 of 1 slots free)",
     )
     # Today's shape: none of the old inline fields.
     assert (assigned.trial_id, assigned.agent_id, list(assigned.slot_ids), assigned.config_json) == (

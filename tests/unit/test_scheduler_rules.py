@@ -536,3 +536,33 @@ def test_the_queue_view() -> None:
         "experiment/2": "needs 2 slots; the largest free block is 1 on agent-2",
     }
     assert payload_field(ev.JobResourcesChanged()) == "job_resources_changed"
+
+
+# -- why an assignment was made (AllocationAssigned.reason) -----------------------------
+
+
+def reasons(appends: list[Append]) -> dict[str, str]:
+    return {
+        a.payload.allocation_id: a.payload.reason
+        for a in appends
+        if a.msg_id.startswith("allocation-assigned-")
+    }
+
+
+def test_an_assignment_says_what_the_pools_scheduler_saw_and_why_there() -> None:
+    run = Run().given(agent("agent-1", 4), agent("agent-2", 2))
+    fill(run, 1, 10, 1, slots=2)
+    fill(run, 2, 20, 1, slots=4)
+    assert reasons(run.settle()) == {
+        "10.1": "fair share: job experiment/1 is entitled to 2 of 6 slots in pool 'default';"
+        " best fit on agent-2 (2 of 2 slots free)",
+        "20.1": "fair share: job experiment/2 is entitled to 4 of 6 slots in pool 'default';"
+        " best fit on agent-1 (4 of 4 slots free)",
+    }
+    run = Run(PRIO).given(agent("agent-1", 1), agent("agent-2", 1))
+    run.given(requested("1.1", slots=2, priority=7), requested("2.1", slots=0, experiment=2))
+    assert reasons(run.settle()) == {
+        "1.1": "priority 7: the first waiting request of pool 'default' that fits;"
+        " spans 2 agents (agent-1, agent-2): none has 2 slots free",
+        "2.1": "needs no slot; on agent-1",
+    }

@@ -198,9 +198,13 @@ def test_events_go_to_the_bracket_that_asked_for_the_trial() -> None:
     assert driver.validate(8, loss=1.0, batches=234) == (SetLength(8, 1, 937),)
     assert driver.validate(0, loss=1.0, batches=58) == (SetLength(0, 1, 234),)
     assert driver.validate(1, loss=2.0, batches=58) == (
-        Stop(1, "cut at rung 0 (58 batches)", 0),
+        Stop(1, "cut at rung 0 (58 batches): loss 2 not in the top 1/4 of 2", 0),
         Create(length=58, bracket=0),
     )
+    assert [c.reason for c in driver.creates[7:9]] == [
+        "adaptive ASHA bracket 0: a new trial for rung 0 (58 batches)",
+        "adaptive ASHA bracket 1: a new trial for rung 0 (234 batches)",
+    ]
 
 
 # -- async_halving ----------------------------------------------------------------
@@ -227,7 +231,7 @@ def test_the_first_to_reach_a_rung_survives_then_the_top_half() -> None:
     assert driver.validate(0, loss=0.5, batches=2) == (SetLength(0, 1, 4),)
     # 2 at rung 0: keep 1, and 0.6 is second
     assert driver.validate(1, loss=0.6, batches=2) == (
-        Stop(1, "cut at rung 0 (2 batches)", 0),
+        Stop(1, "cut at rung 0 (2 batches): loss 0.6 not in the top 1/2 of 2", 0),
         Create(length=2, bracket=0),
     )
     # 3 at rung 0: keep 1, and 0.4 is best
@@ -236,8 +240,12 @@ def test_the_first_to_reach_a_rung_survives_then_the_top_half() -> None:
     assert driver.validate(3, loss=0.45, batches=2) == (SetLength(3, 1, 4),)
     # at rung 1 the first survives, the second (worse) is cut
     assert driver.validate(2, loss=0.3, batches=4) == (SetLength(2, 2, 8),)
-    assert driver.validate(0, loss=0.35, batches=5)[0] == Stop(0, "cut at rung 1 (4 batches)", 1)
-    assert driver.validate(2, loss=0.2, batches=8)[0] == Stop(2, "reached the top rung (8 batches)", 2)
+    assert driver.validate(0, loss=0.35, batches=5)[0] == Stop(
+        0, "cut at rung 1 (4 batches): loss 0.35 not in the top 1/2 of 2", 1
+    )
+    assert driver.validate(2, loss=0.2, batches=8)[0] == Stop(
+        2, "reached the top rung (8 batches): loss 0.2", 2
+    )
 
 
 def test_an_equal_metric_ranks_before_the_earlier_one() -> None:
@@ -252,7 +260,9 @@ def test_larger_is_better_when_asked() -> None:
     driver.start()
     driver.validate(0, accuracy=0.5, batches=2)
     assert driver.validate(1, accuracy=0.6, batches=2) == (SetLength(1, 1, 4),)
-    assert isinstance(driver.validate(2, accuracy=0.1, batches=2)[0], Stop)
+    assert driver.validate(2, accuracy=0.1, batches=2)[0] == Stop(
+        2, "cut at rung 0 (2 batches): accuracy 0.1 not in the top 1/2 of 3", 0
+    )
 
 
 def test_a_nan_metric_ranks_worst() -> None:
@@ -268,7 +278,7 @@ def test_one_report_can_pass_every_rung() -> None:
     assert driver.validate(0, loss=0.5, batches=100) == (
         SetLength(0, 1, 4),
         SetLength(0, 2, 8),
-        Stop(0, "reached the top rung (8 batches)", 2),
+        Stop(0, "reached the top rung (8 batches): loss 0.5", 2),
         Create(length=2, bracket=0),
     )
 
@@ -292,7 +302,9 @@ def test_stopped_trials_are_replaced_until_max_trials_were_requested() -> None:
     driver.start()
     driver.validate(0, loss=0.5, batches=2)
     assert driver.validate(1, loss=0.9, batches=2)[-1] == Create(length=2, bracket=0)
-    assert driver.validate(2, loss=0.9, batches=2) == (Stop(2, "cut at rung 0 (2 batches)", 0),)
+    assert driver.validate(2, loss=0.9, batches=2) == (
+        Stop(2, "cut at rung 0 (2 batches): loss 0.9 not in the top 1/2 of 3", 0),
+    )
     assert len(driver.creates) == 3
 
 
@@ -411,7 +423,7 @@ def test_removed_searchers_are_unsupported(name: str) -> None:
 
 def test_single_random_and_grid_from_the_config() -> None:
     assert search_method(config(name="single")) == RandomSearch(
-        max_trials=1, max_concurrent_trials=1, replace_invalid=False
+        max_trials=1, max_concurrent_trials=1, single=True
     )
     assert search_method(config(name="random", max_trials=40)) == RandomSearch(
         max_trials=40, max_concurrent_trials=16
@@ -433,6 +445,18 @@ def test_random_keeps_max_concurrent_trials_going_until_max_trials() -> None:
     assert driver.method.progress() == pytest.approx(2 / 3)
     assert driver.end(2) == ()
     assert driver.method.progress() == 1.0
+
+
+def test_creates_say_what_the_method_did() -> None:
+    assert [c.reason for c in Driver(RandomSearch(max_trials=3, max_concurrent_trials=0)).start()] == [
+        "random draw 1 of 3",
+        "random draw 2 of 3",
+        "random draw 3 of 3",
+    ]
+    assert [c.reason for c in Driver(search_method(config(name="single"))).start()] == ["the single trial"]
+    grid = Driver(GridSearch(hyperparameters=GRID_TYPED, max_concurrent_trials=2)).start()
+    assert [c.reason for c in grid] == ["grid point 6 of 6", "grid point 5 of 6"]
+    assert {c.reason for c in Driver(asha()).start()} == {"ASHA: a new trial for rung 0 (2 batches)"}
 
 
 def test_random_without_a_cap_starts_every_trial() -> None:

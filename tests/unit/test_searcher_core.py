@@ -55,6 +55,7 @@ def test_single_creates_one_trial() -> None:
     assert (created.trial_id, created.experiment_id) == (1, 1)
     assert json.loads(created.hparams_json)["lr"] == 0.1
     assert 0 <= created.trial_seed < 2**31 and len(created.request_id) == 36
+    assert created.reason == "the single trial"
 
 
 def test_creation_is_reproducible_and_depends_on_the_seed() -> None:
@@ -85,8 +86,10 @@ def test_grid_runs_every_point_last_first_within_its_concurrency() -> None:
     created = ev.ExperimentCreated(experiment_id=1, config_json=json.dumps(config), activate=True)
     state, first = settle(given(created))
     assert [json.loads(a.payload.hparams_json) for a in first] == [{"x": 3}, {"x": 2}]
+    assert [a.payload.reason for a in first] == ["grid point 3 of 3", "grid point 2 of 3"]
     state, rest = settle(given(ended(1, ev.TRIAL_STATE_COMPLETED), state=state))
     assert [json.loads(a.payload.hparams_json) for a in rest] == [{"x": 1}]
+    assert [a.payload.reason for a in rest] == ["grid point 1 of 3; replaces trial 1 (ended COMPLETED)"]
     _, last = settle(
         given(ended(2, ev.TRIAL_STATE_COMPLETED), ended(3, ev.TRIAL_STATE_COMPLETED), state=state)
     )
@@ -103,8 +106,10 @@ def test_trial_ids_are_global_across_experiments() -> None:
 def test_random_respects_max_concurrent_trials_and_refills_on_exit() -> None:
     state, appends = settle(given(experiment(name="random", max_trials=3, max_concurrent_trials=2)))
     assert [a.msg_id for a in appends] == ["trial-created-1-0", "trial-created-1-1"]
-    state, appends = settle(given(ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
+    assert [a.payload.reason for a in appends] == ["random draw 1 of 3", "random draw 2 of 3"]
+    state, appends = settle(given(ended(1, TS.TRIAL_STATE_ERROR), state=state))
     assert [a.msg_id for a in appends] == ["trial-created-1-2"]
+    assert appends[0].payload.reason == "random draw 3 of 3; replaces trial 1 (ended ERROR)"
     state, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
     assert appends == []
     state, appends = settle(given(ended(3, TS.TRIAL_STATE_ERROR), state=state))
@@ -207,12 +212,10 @@ def test_asha_promotes_stops_and_replaces_trials_through_events() -> None:
     # A worse one is cut there, and a new trial replaces it.
     state, appends = settle(given(validation(2, 0.9, 4), state=state))
     stop, created = appends
-    assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == (
-        "trial-stop-2",
-        "cut at rung 0 (4 batches)",
-        0,
-    )
+    cut = "cut at rung 0 (4 batches): loss 0.9 not in the top 1/4 of 2"
+    assert (stop.msg_id, stop.payload.reason, stop.payload.rung) == ("trial-stop-2", cut, 0)
     assert (created.payload.trial_id, created.msg_id) == (3, "trial-created-1-2")
+    assert created.payload.reason == f"ASHA: a new trial for rung 0 (4 batches); replaces trial 2 ({cut})"
     # A stopped trial's later validations are not the search's business.
     _, appends = settle(given(validation(2, 0.1, 8), state=state))
     assert appends == []
@@ -231,7 +234,7 @@ def test_asha_ends_once_every_trial_exited() -> None:
     state, _ = settle(given(asha(max_trials=2)))
     state, _ = settle(given(validation(1, 0.5, 4), validation(2, 0.4, 4), state=state))
     state, appends = settle(given(validation(1, 0.5, 16), state=state))
-    assert [a.payload.reason for a in appends] == ["reached the top rung (16 batches)"]
+    assert [a.payload.reason for a in appends] == ["reached the top rung (16 batches): loss 0.5"]
     state, appends = settle(given(ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
     assert appends == []
     _, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
@@ -256,7 +259,7 @@ def test_asha_ranks_a_diverged_trial_worst() -> None:
     )
     _, appends = settle(given(nan, state=state))
     assert [a.payload.reason for a in appends if isinstance(a.payload, ev.TrialStopRequested)] == [
-        "cut at rung 0 (4 batches)"
+        "cut at rung 0 (4 batches): loss nan not in the top 1/4 of 2"
     ]
 
 
@@ -266,6 +269,7 @@ def test_a_trial_with_invalid_hyperparameters_is_replaced() -> None:
     early_exit = ev.TrialEarlyExitReported(trial_id=1, experiment_id=1, reason="INVALID_HP")
     state, appends = settle(given(early_exit, ended(1, TS.TRIAL_STATE_COMPLETED), state=state))
     assert [a.msg_id for a in appends] == ["trial-created-1-1"]
+    assert appends[0].payload.reason == "random draw 1 of 2; replaces trial 1 (invalid hyperparameters)"
     # It does not count against max_trials: two more trials run in all.
     state, appends = settle(given(ended(2, TS.TRIAL_STATE_COMPLETED), state=state))
     assert [a.msg_id for a in appends] == ["trial-created-1-2"]

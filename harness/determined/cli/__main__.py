@@ -15,6 +15,7 @@ from determined.cli import (
     checkpoint,
     command,
     deploy,
+    events,
     experiment,
     job,
     master,
@@ -43,6 +44,7 @@ COMMAND_MODULES = (
     command,
     shell,
     task,
+    events,
     deploy,
 )
 

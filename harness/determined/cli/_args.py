@@ -5,6 +5,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 # Ids are int64 on the wire (proto) and BIGINT in the read models.
 MAX_ID = 2**63 - 1
@@ -97,3 +98,29 @@ def job_id(text: str) -> str:
             f"{text!r} is not a job id: experiment/<id> (or the id alone), or task/<task id>"
         )
     return f"experiment/{EXPERIMENT_ID(key)}"
+
+
+def time_ns(text: str) -> int:
+    """A moment, in ISO 8601 ("2026-11-22T03:00:00Z", "2026-11-22 03:00", "2026-11-22"),
+    as Unix nanoseconds; one without a zone is in UTC, as the CLI prints times."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: ISO 8601, e.g. 2026-11-22T03:00:00Z or '2026-11-22 03:00' (UTC)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = int(moment.timestamp())
+    value = seconds * 10**9 + moment.microsecond * 1000
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a time after 1970-01-01")
+    return value
+
+
+def sequence(text: str) -> int:
+    """A sequence of the event log: a whole number from 1."""
+    value = _whole(text, "a sequence of the event log")
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"{text} is not a sequence of the event log: they go from 1")
+    return value

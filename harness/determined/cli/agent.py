@@ -4,6 +4,7 @@ state, and what runs on each of their slots."""
 import argparse
 from typing import Any
 
+from determined.cli._as_of import add_as_of_arguments, as_of, print_as_of
 from determined.cli._client import connect
 from determined.cli._output import format_time, message_dict, print_json, print_table
 
@@ -24,9 +25,10 @@ SLOT_HEADERS = ["Agent ID", "Resource Pool", "Slot ID", "State", "Allocation ID"
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     agent = commands.add_parser("agent", aliases=["a"], help="the cluster's agents")
     agent_verbs = agent.add_subparsers(dest="verb", metavar="<verb>")
-    agent.set_defaults(run=list_agents, json=False)
+    agent.set_defaults(run=list_agents, json=False, at=None, at_seq=None)
     agents = agent_verbs.add_parser("list", aliases=["ls"], help="list agents")
     agents.add_argument("--json", action="store_true")
+    add_as_of_arguments(agents)
     agents.set_defaults(run=list_agents)
     enable = agent_verbs.add_parser("enable", help="let the agent take work again")
     enable.add_argument("agent_id", metavar="AGENT_ID")
@@ -40,17 +42,22 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     slot = commands.add_parser("slot", aliases=["s"], help="the slots agents offer")
     slot_verbs = slot.add_subparsers(dest="verb", metavar="<verb>")
-    slot.set_defaults(run=list_slots, json=False)
+    slot.set_defaults(run=list_slots, json=False, at=None, at_seq=None)
     slots = slot_verbs.add_parser("list", aliases=["ls"], help="list slots and what runs on each")
     slots.add_argument("--json", action="store_true")
+    add_as_of_arguments(slots)
     slots.set_defaults(run=list_slots)
 
 
 def _agents(args: argparse.Namespace) -> Any:
+    """The agents (as they were, with --at or --at-seq: then the point is printed first)."""
     from determined.proto import api_pb2
 
     gateway = connect(args)
-    return gateway.call(gateway.stub.GetAgents, api_pb2.GetAgentsRequest()).agents
+    response = gateway.call(gateway.stub.GetAgents, api_pb2.GetAgentsRequest(as_of=as_of(args)))
+    if not args.json:
+        print_as_of(response)
+    return response.agents
 
 
 def list_agents(args: argparse.Namespace) -> int:

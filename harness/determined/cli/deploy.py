@@ -1,6 +1,7 @@
 """`det deploy local cluster-up | cluster-down | status | restart-service |
 stop-service | start-service | agent-up | agent-down | agent-credentials |
-build-images | verify`: a local cluster run by its supervisor (deploy/local/supervisor.py).
+build-images | verify | replay`: a local cluster run by its supervisor (deploy/local/supervisor.py);
+replay (_deploy_replay.py) starts a read-only one over a bundle of exported events.
 
 Agents: cluster-up --agents 1 runs the part "agent" (agent id: --agent-name or
 the host name); --agents N > 1 runs parts agent-1 .. agent-N with agent ids
@@ -105,6 +106,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         command.set_defaults(run=change_part, action=verb.split("-")[0])
     _add_agent_verbs(verbs)
     _add_verify(verbs)
+    from determined.cli._deploy_replay import add_replay_parser  # it imports this module
+
+    add_replay_parser(verbs)
 
 
 def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

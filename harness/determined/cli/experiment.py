@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from determined.cli import _args
 from determined.cli._args import EXPERIMENT_ID
+from determined.cli._as_of import add_as_of_arguments, as_of, print_as_of
 from determined.cli._client import CliError, Gateway, connect
 from determined.cli._output import (
     compact_json,
@@ -93,15 +94,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.add_argument("experiment_id", type=EXPERIMENT_ID)
     describe.add_argument("--json", action="store_true")
     describe.add_argument("--config", action="store_true", help="print the stored, fully defaulted config")
+    add_as_of_arguments(describe)
     describe.set_defaults(run=describe_experiment)
 
     config = verbs.add_parser("config", help="print the stored, fully defaulted config as YAML")
     config.add_argument("experiment_id", type=EXPERIMENT_ID)
-    config.set_defaults(run=print_config)
+    config.set_defaults(run=print_config, at=None, at_seq=None)
 
     trials = verbs.add_parser("list-trials", aliases=["lt"], help="list an experiment's trials")
     trials.add_argument("experiment_id", type=EXPERIMENT_ID)
     trials.add_argument("--json", action="store_true")
+    add_as_of_arguments(trials)
     trials.set_defaults(run=list_trials)
 
     checkpoints = verbs.add_parser("list-checkpoints", aliases=["lc"], help="an experiment's checkpoints")
@@ -321,7 +324,8 @@ def _get_experiment(args: argparse.Namespace) -> Any:
 
     gateway = connect(args)
     return gateway.call(
-        gateway.stub.GetExperiment, api_pb2.GetExperimentRequest(experiment_id=args.experiment_id)
+        gateway.stub.GetExperiment,
+        api_pb2.GetExperimentRequest(experiment_id=args.experiment_id, as_of=as_of(args)),
     )
 
 
@@ -332,6 +336,7 @@ def describe_experiment(args: argparse.Namespace) -> int:
     if args.json:
         print_json(message_dict(response))
         return 0
+    print_as_of(response)
     e = response.experiment
     print_table(
         ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Searcher", "Metric", "Labels"],
@@ -372,11 +377,12 @@ def list_trials(args: argparse.Namespace) -> int:
     gateway = connect(args)
     response = gateway.call(
         gateway.stub.GetExperimentTrials,
-        api_pb2.GetExperimentTrialsRequest(experiment_id=args.experiment_id),
+        api_pb2.GetExperimentTrialsRequest(experiment_id=args.experiment_id, as_of=as_of(args)),
     )
     if args.json:
         print_json([message_dict(t) for t in response.trials])
         return 0
+    print_as_of(response)
     _print_trials(response.trials)
     return 0
 

@@ -5,6 +5,7 @@ import argparse
 from typing import Any
 
 from determined.cli import _args
+from determined.cli._as_of import add_as_of_arguments, as_of, print_as_of
 from determined.cli._client import Gateway, connect
 from determined.cli._output import format_time, message_dict, print_json, print_table
 
@@ -25,12 +26,13 @@ HEADERS = [
 def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     job = commands.add_parser("job", aliases=["j"], help="the scheduler's queue of jobs")
     verbs = job.add_subparsers(dest="verb", metavar="<verb>")
-    job.set_defaults(run=list_jobs, json=False, resource_pool="")
+    job.set_defaults(run=list_jobs, json=False, resource_pool="", at=None, at_seq=None)
     listing = verbs.add_parser(
         "list", aliases=["ls"], help="the queue of each pool, in the order it is served"
     )
     listing.add_argument("-p", "--resource-pool", default="", metavar="POOL", help="only this pool")
     listing.add_argument("--json", action="store_true")
+    add_as_of_arguments(listing)
     listing.set_defaults(run=list_jobs)
 
     update = verbs.add_parser("update", help="change a job's priority, weight or max slots")
@@ -58,10 +60,13 @@ def list_jobs(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = connect(args)
-    response = gateway.call(gateway.stub.GetJobs, api_pb2.GetJobsRequest(resource_pool=args.resource_pool))
+    response = gateway.call(
+        gateway.stub.GetJobs, api_pb2.GetJobsRequest(resource_pool=args.resource_pool, as_of=as_of(args))
+    )
     if args.json:
         print_json(message_dict(response))
         return 0
+    print_as_of(response)
     pools = sorted({job.resource_pool for job in response.jobs})
     if not pools:
         print("No jobs are queued or running")

@@ -251,12 +251,14 @@ class GetExperimentRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetExperimentResponse(_message.Message):
-    __slots__ = ("experiment", "trials")
+    __slots__ = ("experiment", "trials", "as_of")
     EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     experiment: Experiment
     trials: _containers.RepeatedCompositeFieldContainer[Trial]
-    def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ..., trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ..., trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetExperimentTrialsRequest(_message.Message):
     __slots__ = ("experiment_id", "as_of")
@@ -267,10 +269,12 @@ class GetExperimentTrialsRequest(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetExperimentTrialsResponse(_message.Message):
-    __slots__ = ("trials",)
+    __slots__ = ("trials", "as_of")
     TRIALS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     trials: _containers.RepeatedCompositeFieldContainer[Trial]
-    def __init__(self, trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class KillExperimentRequest(_message.Message):
     __slots__ = ("experiment_id",)
@@ -437,10 +441,12 @@ class GetAgentsRequest(_message.Message):
     def __init__(self, as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class GetAgentsResponse(_message.Message):
-    __slots__ = ("agents",)
+    __slots__ = ("agents", "as_of")
     AGENTS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[Agent]
-    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class ReportMetricsRequest(_message.Message):
     __slots__ = ("trial_id", "trial_run_id", "batch_seq", "reports", "reporter_id")
@@ -672,7 +678,7 @@ class Job(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., type: _Optional[str] = ..., name: _Optional[str] = ..., experiment_id: _Optional[int] = ..., owner: _Optional[str] = ..., resource_pool: _Optional[str] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., submitted_at_ns: _Optional[int] = ..., slots_needed: _Optional[int] = ..., slots_acquired: _Optional[int] = ..., state: _Optional[str] = ..., position: _Optional[int] = ..., waiting_reason: _Optional[str] = ...) -> None: ...
 
 class GetJobsResponse(_message.Message):
-    __slots__ = ("jobs", "schedulers")
+    __slots__ = ("jobs", "schedulers", "as_of")
     class SchedulersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -682,9 +688,11 @@ class GetJobsResponse(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOBS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULERS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     schedulers: _containers.ScalarMap[str, str]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., schedulers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    as_of: AsOf
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., schedulers: _Optional[_Mapping[str, str]] = ..., as_of: _Optional[_Union[AsOf, _Mapping]] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
     __slots__ = ("job_id", "priority", "weight", "max_slots")
@@ -1281,7 +1289,7 @@ class GetWorkloadRequest(_message.Message):
     def __init__(self, since_ns: _Optional[int] = ..., until_ns: _Optional[int] = ...) -> None: ...
 
 class RecordedAllocation(_message.Message):
-    __slots__ = ("allocation_id", "task_id", "job_id", "task_type", "owner", "resource_pool", "slots", "priority", "weight", "max_slots", "preemptible", "requested_at_ns", "assigned_at_ns", "ended_at_ns", "placements", "run_ns")
+    __slots__ = ("allocation_id", "task_id", "job_id", "task_type", "owner", "resource_pool", "slots", "priority", "weight", "max_slots", "preemptible", "requested_at_ns", "assigned_at_ns", "ended_at_ns", "placements", "run_ns", "requested_sequence", "assigned_sequence", "ended_sequence", "stop_requested_at_ns", "stop_sequence", "preempted")
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -1298,6 +1306,12 @@ class RecordedAllocation(_message.Message):
     ENDED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     RUN_NS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ENDED_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STOP_REQUESTED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FIELD_NUMBER: _ClassVar[int]
     allocation_id: str
     task_id: str
     job_id: str
@@ -1314,21 +1328,31 @@ class RecordedAllocation(_message.Message):
     ended_at_ns: int
     placements: _containers.RepeatedCompositeFieldContainer[_events_pb2.Placement]
     run_ns: int
-    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., task_type: _Optional[str] = ..., owner: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., requested_at_ns: _Optional[int] = ..., assigned_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[_events_pb2.Placement, _Mapping]]] = ..., run_ns: _Optional[int] = ...) -> None: ...
+    requested_sequence: int
+    assigned_sequence: int
+    ended_sequence: int
+    stop_requested_at_ns: int
+    stop_sequence: int
+    preempted: bool
+    def __init__(self, allocation_id: _Optional[str] = ..., task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., task_type: _Optional[str] = ..., owner: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., weight: _Optional[float] = ..., max_slots: _Optional[int] = ..., preemptible: _Optional[bool] = ..., requested_at_ns: _Optional[int] = ..., assigned_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., placements: _Optional[_Iterable[_Union[_events_pb2.Placement, _Mapping]]] = ..., run_ns: _Optional[int] = ..., requested_sequence: _Optional[int] = ..., assigned_sequence: _Optional[int] = ..., ended_sequence: _Optional[int] = ..., stop_requested_at_ns: _Optional[int] = ..., stop_sequence: _Optional[int] = ..., preempted: _Optional[bool] = ...) -> None: ...
 
 class RecordedAgent(_message.Message):
-    __slots__ = ("agent_id", "resource_pool", "slots", "registered_at_ns", "lost_at_ns")
+    __slots__ = ("agent_id", "resource_pool", "slots", "registered_at_ns", "lost_at_ns", "registered_sequence", "lost_sequence")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_POOL_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     LOST_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LOST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     resource_pool: str
     slots: int
     registered_at_ns: int
     lost_at_ns: int
-    def __init__(self, agent_id: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., registered_at_ns: _Optional[int] = ..., lost_at_ns: _Optional[int] = ...) -> None: ...
+    registered_sequence: int
+    lost_sequence: int
+    def __init__(self, agent_id: _Optional[str] = ..., resource_pool: _Optional[str] = ..., slots: _Optional[int] = ..., registered_at_ns: _Optional[int] = ..., lost_at_ns: _Optional[int] = ..., registered_sequence: _Optional[int] = ..., lost_sequence: _Optional[int] = ...) -> None: ...
 
 class GetWorkloadResponse(_message.Message):
     __slots__ = ("allocations", "agents", "pool_schedulers", "first_sequence", "last_sequence")

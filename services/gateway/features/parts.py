@@ -19,8 +19,10 @@ from services.gateway.errors import FailedPreconditionError, NotFoundError
 from services.gateway.features.agents.queries import AgentQueries
 from services.gateway.features.checkpoints.queries import CheckpointQueries
 from services.gateway.features.commands import Unchanged
+from services.gateway.features.events.queries import EventScopeQueries
 from services.gateway.features.experiments.queries import ExperimentQueries
 from services.gateway.features.models.queries import ModelQueries
+from services.gateway.features.monitoring.queries import MonitoringQueries
 from services.gateway.features.tasks.queries import TaskQueries
 from services.gateway.features.trials.queries import TrialQueries
 from services.gateway.features.users.directory import UserDirectory
@@ -47,6 +49,8 @@ class Queries:
         self.agents = AgentQueries(pool)
         self.users = UserQueries(pool)
         self.tasks = TaskQueries(pool)
+        self.monitoring = MonitoringQueries(pool)
+        self.events = EventScopeQueries(pool)
         # For /health: whether PostgreSQL answers.
         self.pool = ReadModels(pool)
 

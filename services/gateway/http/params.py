@@ -4,14 +4,18 @@ names and spells them (`states=STATE_ACTIVE`, `sortBy=SORT_BY_START_TIME`,
 A list parameter may be repeated (`states=A&states=B`) or comma separated.
 """
 
+import datetime
 import json
 from typing import Any
 
 from starlette.requests import Request
 
+from determined.proto import api_pb2
 from services.gateway.errors import InvalidArgumentError
 from services.gateway.features.experiments.queries import EXPERIMENT_SORTS, ExperimentListing
 
+# Unix nanoseconds fit an int64 in at most this many digits (today's have 19).
+MAX_TIME_DIGITS = 19
 # Determined's sortBy names that differ from ours.
 _SORT_NAMES = {"user": "owner"}
 
@@ -127,3 +131,38 @@ def body_str(body: dict[str, Any], name: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{name} must be a string")
     return value
+
+
+def event_filter(request: Request) -> api_pb2.EventFilter:
+    """GET /api/v1/events's filter: experimentId, trialId, allocationId, taskId,
+    user, type (repeated or comma separated), since and until (Unix
+    nanoseconds or ISO 8601), fromSeq."""
+    return api_pb2.EventFilter(
+        experiment_id=number(request, "experimentId", 0, least=0),
+        trial_id=number(request, "trialId", 0, least=0),
+        allocation_id=request.query_params.get("allocationId", ""),
+        task_id=request.query_params.get("taskId", ""),
+        user=request.query_params.get("user", ""),
+        types=listed(request, "type"),
+        since_ns=time_ns(request, "since"),
+        until_ns=time_ns(request, "until"),
+        from_sequence=number(request, "fromSeq", 0, least=0),
+    )
+
+
+def time_ns(request: Request, name: str) -> int:
+    """A time as Unix nanoseconds or ISO 8601 (UTC unless it names its zone); 0 when absent."""
+    text = request.query_params.get(name, "")
+    if not text or text.isdigit():
+        if len(text) > MAX_TIME_DIGITS:
+            raise InvalidArgumentError(f"{name} must be Unix nanoseconds or an ISO 8601 time, not {text!r}")
+        return int(text or 0)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError as error:
+        raise InvalidArgumentError(
+            f"{name} must be Unix nanoseconds or an ISO 8601 time, not {text!r}"
+        ) from error
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 10**9)

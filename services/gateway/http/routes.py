@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from google.protobuf import json_format
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -40,10 +41,12 @@ from services.gateway.http.app import (
     set_session_cookie,
     unauthenticated,
 )
+from services.gateway.http.metrics import metrics_endpoint
 from services.gateway.http.model_definition import context_archive
 from services.gateway.http.params import (
     body_flag,
     body_str,
+    event_filter,
     experiment_listing,
     flag,
     id_list,
@@ -52,6 +55,7 @@ from services.gateway.http.params import (
     optional_number,
     order_by,
     str_list,
+    time_ns,
 )
 
 # A chart's points when the request names no max_points, and the most it may ask for.
@@ -91,6 +95,7 @@ class Routes:
             Route("/api/v1/cluster/stream", stream(self.cluster_stream)),
             Route("/info", unauthenticated(self.info)),
             Route("/health", unauthenticated(self.health)),
+            Route("/metrics", unauthenticated(metrics_endpoint(self.api, self.authenticate))),
             Route("/api/v1/auth/login", unauthenticated(self.login), methods=["POST"]),
             Route("/api/v1/auth/logout", user(self.logout), methods=["POST"]),
             Route("/api/v1/me", user(self.me)),
@@ -115,6 +120,9 @@ class Routes:
             Route("/api/v1/tasks/{task_id:str}/logs", user(self.task_logs)),
             Route("/api/v1/agents", user(self.agents)),
             Route("/api/v1/job-queues", user(self.job_queues)),
+            Route("/api/v1/events", user(self.events)),
+            Route("/api/v1/events/explain/{kind:str}/{id:str}", user(self.explain_events)),
+            Route("/api/v1/events/workload", user(self.workload)),
             Route("/", self.web_ui),
             Route("/index.html", self.web_ui),
             Mount("/ui", StaticFiles(directory=UI_DIRECTORY), name="ui"),
@@ -486,6 +494,38 @@ class Routes:
         return JSONResponse(
             {"jobs": [shapes.job(j) for j in answer.jobs], "schedulers": dict(answer.schedulers)}
         )
+
+    # -- the event log -------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        """det events over HTTP: `{"events": [LoggedEvent in protobuf's JSON form]}`,
+        at most events.service.MAX_PAGE_EVENTS, never following (params.event_filter)."""
+        answer = await self.api.events.events_page(
+            api_pb2.GetEventsRequest(
+                filter=event_filter(request),
+                limit=number(request, "limit", 0, least=0),
+                tail=flag(request, "tail"),
+            )
+        )
+        return JSONResponse({"events": [json_format.MessageToDict(event) for event in answer.events]})
+
+    async def explain_events(self, request: Request) -> Response:
+        """det events explain over HTTP: `{"chain": [{"event": LoggedEvent, "depth": n}], "outcome": ".."}`."""
+        answer = await self.api.explanations.explain_events(
+            api_pb2.ExplainEventsRequest(kind=request.path_params["kind"], id=request.path_params["id"])
+        )
+        chain = [
+            {"event": json_format.MessageToDict(node.event), "depth": node.depth} for node in answer.chain
+        ]
+        return JSONResponse({"chain": chain, "outcome": answer.outcome})
+
+    async def workload(self, request: Request) -> Response:
+        """GetWorkload over HTTP (admins): ?since=&until= (Unix nanoseconds or ISO 8601);
+        the answer in protobuf's JSON form."""
+        workload = api_pb2.GetWorkloadRequest(
+            since_ns=time_ns(request, "since"), until_ns=time_ns(request, "until")
+        )
+        return JSONResponse(json_format.MessageToDict(await self.api.workloads.get_workload(workload)))
 
 
 async def _log_lines(

@@ -122,6 +122,7 @@ class AdaptiveASHA:
                 max_concurrent_trials=shape.max_concurrent_trials,
                 time_from_steps=time_from_steps,
                 bracket=index,
+                label=f"adaptive ASHA bracket {index}",
             )
             for index, shape in enumerate(shapes)
         )

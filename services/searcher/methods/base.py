@@ -48,11 +48,14 @@ class Create:
     """Create one trial. `hparams` None = the core samples them from the
     experiment's seeded RNG; `length` = how far it should train at first in
     the searcher's time unit (0 = the config's length); `bracket` lets a
-    method that combines others (adaptive ASHA) route the trial's events."""
+    method that combines others (adaptive ASHA) route the trial's events.
+    `reason` says what the method did, for people ("random draw 3 of 8"; the
+    core adds which trial it replaces): words, not part of the decision."""
 
     hparams: Mapping[str, Any] | None = None
     length: int = 0
     bracket: int = 0
+    reason: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

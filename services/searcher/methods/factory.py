@@ -22,7 +22,7 @@ def search_method(config: ExperimentConfig) -> SearchMethod:
     searcher = config.searcher
     match searcher.name:
         case "single":
-            return RandomSearch(max_trials=1, max_concurrent_trials=1, replace_invalid=False)
+            return RandomSearch(max_trials=1, max_concurrent_trials=1, single=True)
         case "random":
             return RandomSearch(
                 max_trials=_required(searcher.max_trials),

@@ -48,5 +48,11 @@ class GridSearch:
 
     def _creating(self, count: int) -> Decided:
         points = range(self.requested, self.requested + count)
-        creates = tuple(Create(hparams=grid_point(self.hyperparameters, self.total - 1 - k)) for k in points)
+        creates = tuple(
+            Create(
+                hparams=grid_point(self.hyperparameters, self.total - 1 - k),
+                reason=f"grid point {self.total - k} of {self.total}",
+            )
+            for k in points
+        )
         return Decided(replace(self, requested=self.requested + count), creates)

@@ -15,7 +15,7 @@ class RandomSearch:
 
     max_trials: int
     max_concurrent_trials: int
-    replace_invalid: bool = True
+    single: bool = False
     requested: int = 0
     # Trials that reported invalid hyperparameters and were replaced: they
     # do not count toward max_trials.
@@ -34,7 +34,7 @@ class RandomSearch:
         return Decided(self)
 
     def trial_exited_early(self, request: int, reason: ExitReason) -> Decided:
-        if reason is ExitReason.INVALID_HP and self.replace_invalid:
+        if reason is ExitReason.INVALID_HP and not self.single:
             return Decided(replace(self, invalid=self.invalid + 1))
         return Decided(self)
 
@@ -46,4 +46,10 @@ class RandomSearch:
         return (self.exited - self.invalid) / self.max_trials
 
     def _creating(self, count: int) -> Decided:
-        return Decided(replace(self, requested=self.requested + count), (Create(),) * count)
+        # The draws counted as max_trials counts them (invalid ones replaced aside).
+        first = self.requested - self.invalid + 1
+        creates = tuple(Create(reason=self._reason(first + n)) for n in range(count))
+        return Decided(replace(self, requested=self.requested + count), creates)
+
+    def _reason(self, draw: int) -> str:
+        return "the single trial" if self.single else f"random draw {draw} of {self.max_trials}"

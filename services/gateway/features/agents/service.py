@@ -12,10 +12,16 @@ from services.gateway.errors import FailedPreconditionError, NotFoundError
 from services.gateway.features.agents import commands
 from services.gateway.features.agents.cluster_parts import cluster_parts
 from services.gateway.features.commands import Unchanged
-from services.gateway.features.parts import FeatureService
+from services.gateway.features.events.as_of import AsOfReads
+from services.gateway.features.events.as_of_point import asked
+from services.gateway.features.parts import FeatureService, Parts
 
 
 class Agents(FeatureService):
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self._as_of = AsOfReads(parts)
+
     async def get_master(self, request: api_pb2.GetMasterRequest) -> api_pb2.GetMasterResponse:
         return api_pb2.GetMasterResponse(
             version=_version(),
@@ -28,6 +34,8 @@ class Agents(FeatureService):
         )
 
     async def get_agents(self, request: api_pb2.GetAgentsRequest) -> api_pb2.GetAgentsResponse:
+        if asked(request.as_of):
+            return await self._as_of.agents(request)
         return api_pb2.GetAgentsResponse(agents=await self.queries.agents.agents())
 
     async def enable_agent(self, request: api_pb2.EnableAgentRequest) -> api_pb2.EnableAgentResponse:

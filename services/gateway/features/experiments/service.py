@@ -26,9 +26,11 @@ from services.gateway.errors import (
     ReadModelsUnavailableError,
 )
 from services.gateway.features.commands import Unchanged
+from services.gateway.features.events.as_of import AsOfReads
+from services.gateway.features.events.as_of_point import asked
 from services.gateway.features.experiments import commands
 from services.gateway.features.experiments.queries import ExperimentListing
-from services.gateway.features.parts import FeatureService
+from services.gateway.features.parts import FeatureService, Parts
 
 CREATE_ATTEMPTS = 20
 
@@ -36,6 +38,10 @@ log = structlog.get_logger()
 
 
 class Experiments(FeatureService):
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self._as_of = AsOfReads(parts)
+
     async def create(self, request: api_pb2.CreateExperimentRequest) -> api_pb2.CreateExperimentResponse:
         request_id = commands.checked_request_id(request.request_id) or uuid.uuid4().hex
         return await self.create_experiment(request, request_id=request_id, principal=current_principal())
@@ -166,6 +172,8 @@ class Experiments(FeatureService):
         return api_pb2.GetExperimentsResponse(experiments=experiments)
 
     async def get_experiment(self, request: api_pb2.GetExperimentRequest) -> api_pb2.GetExperimentResponse:
+        if asked(request.as_of):
+            return await self._as_of.experiment(request)
         experiment = await self._found(
             self.queries.experiments.experiment, request.experiment_id, "experiment"
         )
@@ -177,6 +185,8 @@ class Experiments(FeatureService):
     async def get_experiment_trials(
         self, request: api_pb2.GetExperimentTrialsRequest
     ) -> api_pb2.GetExperimentTrialsResponse:
+        if asked(request.as_of):
+            return await self._as_of.experiment_trials(request)
         await self._experiment_state(request.experiment_id)
         return api_pb2.GetExperimentTrialsResponse(
             trials=await self.queries.trials.trials(request.experiment_id)

@@ -6,9 +6,12 @@ from determined.common import states
 from determined.proto import api_pb2
 from services.common.envelope import aggregate
 from services.common.eventlog import ConflictError
+from services.common.job_queue import PublishedQueue
 from services.gateway.auth import current_principal, require_user
 from services.gateway.errors import FailedPreconditionError, NotFoundError
 from services.gateway.features.commands import Unchanged
+from services.gateway.features.events.as_of import AsOfReads
+from services.gateway.features.events.as_of_point import asked
 from services.gateway.features.jobs import commands
 from services.gateway.features.jobs.queue import JobQueue
 from services.gateway.features.parts import FeatureService, Parts
@@ -19,16 +22,27 @@ class Jobs(FeatureService):
     def __init__(self, parts: Parts) -> None:
         super().__init__(parts)
         self._job_queue = JobQueue(parts.store)
+        self._as_of = AsOfReads(parts)
 
     async def get_jobs(self, request: api_pb2.GetJobsRequest) -> api_pb2.GetJobsResponse:
         """The scheduler's queue, pool by pool, with what the read models know
-        of each job (name, owner)."""
+        of each job (name, owner); as it was, from the log, when asked so."""
+        if asked(request.as_of):
+            queue, pools, point = await self._as_of.job_queue(
+                request.as_of, await self._job_queue.published()
+            )
+            response = await self._jobs(queue, pools, request.resource_pool)
+            response.as_of.CopyFrom(point)
+            return response
         queue = await self._job_queue.latest()
-        views = [
-            view
-            for view in queue.jobs
-            if not request.resource_pool or view.resource_pool == request.resource_pool
-        ]
+        return await self._jobs(queue, await self.queries.agents.resource_pools(), request.resource_pool)
+
+    async def _jobs(
+        self, queue: PublishedQueue, pools: list[str], resource_pool: str
+    ) -> api_pb2.GetJobsResponse:
+        """The jobs of `queue` (those of `resource_pool`, "": every pool) with
+        their names and owners, and the scheduler of each pool of theirs and of `pools`."""
+        views = [view for view in queue.jobs if not resource_pool or view.resource_pool == resource_pool]
         experiment_ids = [
             commands.checked_job_id(view.job_id) for view in views if _is_experiment_job(view.job_id)
         ]
@@ -62,9 +76,8 @@ class Jobs(FeatureService):
                     job.name, job.owner = known.name, known.owner
             elif (task := tasks.get(commands.task_of_job(view.job_id) or "")) is not None:
                 job.name, job.owner = task
-        pools = {job.resource_pool for job in response.jobs} | set(await self.queries.agents.resource_pools())
-        for pool in sorted(pools):
-            if not request.resource_pool or pool == request.resource_pool:
+        for pool in sorted({job.resource_pool for job in response.jobs} | set(pools)):
+            if not resource_pool or pool == resource_pool:
                 response.schedulers[pool] = queue.scheduler_of(pool)
         return response
 

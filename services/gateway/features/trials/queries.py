@@ -57,13 +57,22 @@ _EARLY_EXIT_REASON_SQL = (
 )
 
 
-_TRIALS = f"""
-SELECT t.*,
+# The state a trial shows (see the module's docstring), of a trial `t` joined
+# with its experiment `e` and its current allocation `a` (TRIAL_JOINS).
+SHOWN_STATE = """
   CASE WHEN t.state <> 'ACTIVE' THEN t.state
        WHEN a.started_at_ns IS NOT NULL AND a.exited_at_ns IS NULL THEN 'RUNNING'
        WHEN e.state = 'PAUSED' AND (a.allocation_id IS NULL OR a.exited_at_ns IS NOT NULL OR a.canceled)
        THEN 'PAUSED'
-       ELSE t.state END AS shown_state,
+       ELSE t.state END"""
+TRIAL_JOINS = f"""
+LEFT JOIN {S}.experiments e ON e.id = t.experiment_id
+LEFT JOIN {S}.allocations a ON a.allocation_id = t.current_allocation_id"""
+
+
+_TRIALS = f"""
+SELECT t.*,
+  {SHOWN_STATE} AS shown_state,
   COALESCE(NULLIF(t.end_reason, ''), {_EARLY_EXIT_REASON_SQL}, t.stop_reason,
            CASE WHEN t.kill_requested THEN 'killed by a user' ELSE '' END) AS shown_end_reason,
   (SELECT count(*) FROM {S}.allocations f WHERE f.trial_id = t.id AND f.exit_code <> 0
@@ -73,9 +82,7 @@ SELECT t.*,
   lt.steps_completed AS lt_steps, lt.metrics AS lt_metrics, lt.reported_at_ns AS lt_at,
   lv.steps_completed AS lv_steps, lv.metrics AS lv_metrics, lv.reported_at_ns AS lv_at,
   {_LATESTCHECKPOINT_COLUMNS}
-FROM {S}.trials t
-LEFT JOIN {S}.experiments e ON e.id = t.experiment_id
-LEFT JOIN {S}.allocations a ON a.allocation_id = t.current_allocation_id
+FROM {S}.trials t{TRIAL_JOINS}
 {_LATEST_METRIC.format(s=S, group="training", alias="lt")}
 {_LATEST_METRIC.format(s=S, group="validation", alias="lv")}
 LEFT JOIN LATERAL (

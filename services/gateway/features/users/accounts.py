@@ -37,6 +37,8 @@ BUILT_IN_USERS = ((1, ADMIN, True), (2, DEFAULT_USER, False))
 BCRYPT_ROUNDS = 10
 BCRYPT_MAX_BYTES = 72
 LOGIN_HINT = "run `det user login` first"
+# A client address as a failed login records it (an IPv6 address is at most 45).
+MAX_ADDRESS_CHARS = 64
 _USERNAME = re.compile(r"[A-Za-z0-9_.@+-]{1,128}")
 _SALTED_HASH = re.compile(r"[0-9a-f]{128}")
 
@@ -301,6 +303,19 @@ def session_started(user_id: int, session_id: str, expires_at_ns: int) -> Append
 def session_revoked(user_id: int, session_id: str) -> Append:
     revoked = events_pb2.UserSessionRevoked(user_id=user_id, session_id=session_id)
     return Append(aggregate("user", user_id), revoked, f"session-revoked-{session_id}")
+
+
+def login_failed(user: User, address: str, reason: str, now_ns: int) -> tuple[Append, str]:
+    """A failed login to an existing user, and its actor ("address:<client>").
+    Its message id names the user, the address and the minute, so that the
+    log's duplicate window stores at most one per user and address per minute."""
+    address = address[:MAX_ADDRESS_CHARS]
+    failed = events_pb2.UserLoginFailed(
+        user_id=user.user_id, username=user.username, address=address, reason=reason
+    )
+    minute = now_ns // (60 * 10**9)
+    msg_id = f"login-failed-{user.user_id}-{address}-{minute}"
+    return Append(aggregate("user", user.user_id), failed, msg_id), f"address:{address}"
 
 
 def check_admin(actor: User, what: str) -> None:

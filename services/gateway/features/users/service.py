@@ -4,7 +4,9 @@ directory (directory.py).
 
 Login is the one RPC here answered without a token. Repeated failures for a
 username or from a client address are slowed down (login_limits.py) and
-logged (`login_failed`, with the username and address, never the password).
+logged (`login_failed`, with the username and address, never the password);
+a failure for a user who exists is also appended as UserLoginFailed (actor
+"address:<client>"), at most one per user, address and minute.
 A password arrives as
 Determined's salted SHA-512 hex (is_hashed) or as typed (hashed here the same
 way); bcrypt runs off the event loop. A change this gateway appends is in
@@ -63,9 +65,12 @@ class Users(FeatureService):
         if user is None or not await asyncio.to_thread(users.password_matches, user.password_hash, salted):
             failures = self.login_throttle.failures(request.username, address)
             log.warning("login_failed", username=request.username, address=address, failures=failures)
+            if user is not None:
+                await self._login_failed(user, address, "wrong password")
             raise UnauthenticatedError(INVALID_CREDENTIALS)
         self.login_throttle.succeeded(request.username, address)
         if not user.active:
+            await self._login_failed(user, address, "user is inactive")
             raise UnauthenticatedError(f"user {user.username} is not active")
         session_id = uuid.uuid4().hex
         expires_at_ns = time.time_ns() + int(self.settings.session_ttl_s * 1e9)
@@ -76,6 +81,12 @@ class Users(FeatureService):
         log.info("logged_in", username=user.username, session_id=session_id)
         token = mint_session_token(self.settings.cluster_secret, user.user_id, session_id, expires_at_ns)
         return api_pb2.LoginResponse(token=token, user=user_message(user), expires_at_ns=expires_at_ns)
+
+    async def _login_failed(self, user: users.User, address: str, reason: str) -> None:
+        """Records a failed login to an existing user (at most one per user,
+        address and minute: its message id); a name no user has is only logged."""
+        append, actor = users.login_failed(user, address, reason, time.time_ns())
+        await self.store.append(append, actor=actor)
 
     async def logout(self, request: api_pb2.LogoutRequest) -> api_pb2.LogoutResponse:
         """Ends the session of the call's token (an anonymous call has none: nothing to end)."""

@@ -12,7 +12,7 @@ import { taskPage, tasksPage } from "./pages/tasks.js";
 const ROUTES = [
   [/^#\/login(?:\?.*)?$/, loginPage],
   [/^#\/experiments\/?$/, experimentsPage],
-  [/^#\/experiments\/(\d+)$/, experimentPage],
+  [/^#\/experiments\/(\d+)(?:\/(history))?$/, experimentPage],
   [/^#\/trials\/(\d+)$/, trialPage],
   [/^#\/tasks\/?$/, tasksPage],
   [/^#\/tasks\/([\w-]+)$/, taskPage],

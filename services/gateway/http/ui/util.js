@@ -102,6 +102,12 @@ export function when(time) {
   return time ? new Date(time).toLocaleString() : "";
 }
 
+// Milliseconds since the epoch of a Unix-nanoseconds int64 (JSON gives it as a
+// string, too big for a Number's precision until divided), for when().
+export function fromNs(ns) {
+  return ns ? Number(BigInt(ns) / 1000000n) : null;
+}
+
 export function number(value) {
   if (typeof value !== "number") return value === undefined || value === null ? "" : String(value);
   if (Number.isInteger(value)) return String(value);

@@ -2,7 +2,9 @@
 // chosen metric (training and validation), hyperparameter plots, checkpoints
 // (best first) and the config as YAML; fetched again when the server says the
 // experiment or one of its trials changed, else every 30 s. "Open TensorBoard"
-// launches one over all its trials and opens it once it answers.
+// launches one over all its trials and opens it once it answers. The History
+// tab (#/experiments/<id>/history) shows its events; each trial's "Why?" its
+// causation chain (history.js).
 import { get, post, watch } from "../api.js";
 import { color, lineChart, parallelCoordinates, scatterPlot } from "../charts.js";
 import {
@@ -11,8 +13,9 @@ import {
 } from "../util.js";
 import { canTransition, EXPERIMENT_TRANSITIONS, TERMINAL_STATES } from "../states.js";
 import { launchAndOpen } from "./tasks.js";
+import { explain, historyTab, whyQuestion } from "./history.js";
 
-export function experimentPage(view, id) {
+export function experimentPage(view, id, tab = "") {
   const state = el("span#experiment-state.state");
   const progress = progressBar(0);
   const title = el("h1", {}, `Experiment ${id}`);
@@ -43,13 +46,12 @@ export function experimentPage(view, id) {
   const trialsHead = el("tr");
   const checkpointsBody = el("tbody");
   const yaml = el("pre#config-yaml");
-  view.append(
-    el("div.heading", {}, title, state, progress, el("span.spacer"), tensorboard, pause, activate, kill),
-    tensorboardStatus,
-    message,
+  const trialExplained = el("div#trial-explain.explain", { hidden: true });
+  const overview = el("div#experiment-overview", {},
     facts,
     el("h2", {}, "Trials"),
     el("table#trials-table", {}, el("thead", {}, trialsHead), trialsBody),
+    trialExplained,
     el("h2", {}, "Learning curves ", metricSelect),
     curves,
     el("h2", {}, "Hyperparameters"),
@@ -61,6 +63,17 @@ export function experimentPage(view, id) {
     checkpointsBody),
     el("h2", {}, "Configuration"),
     yaml,
+  );
+  const history = historyTab(id);
+  const tabs = el("div.tabs", {}, el("button#tab-overview", { type: "button", "data-tab": "" }, "Overview"),
+    el("button#tab-history", { type: "button", "data-tab": "history" }, "History"));
+  view.append(
+    el("div.heading", {}, title, state, progress, el("span.spacer"), tensorboard, pause, activate, kill),
+    tensorboardStatus,
+    message,
+    tabs,
+    overview,
+    history.node,
   );
   const chart = lineChart(curves, { yLabel: "" });
   let experiment = null;
@@ -127,14 +140,15 @@ export function experimentPage(view, id) {
     const metric = metricSelect.value;
     const groups = [...(metricNames(trials).get(metric) || [])].sort();  // training, validation: those that have it
     const titles = ["ID", "State", "Batches", ...hpNames, ...groups.map((g) => `${g} ${metric}`),
-      `Best ${experiment.searcherMetric}`, "Checkpoints", "Duration"];
+      `Best ${experiment.searcherMetric}`, "Checkpoints", "Duration", ""];
     if ([...trialsHead.cells].map((c) => c.textContent).join("|") !== titles.join("|")) {
       trialsHead.replaceChildren(...titles.map((t) => el("th", {}, t)));
       trialsBody.replaceChildren();
     }
     syncRows(trialsBody, trials, (t) => t.id,
       (t) => el("tr", { "data-trial-id": t.id }, el("td", {}, el("a", { href: `#/trials/${t.id}` }, t.id)),
-        titles.slice(1).map(() => el("td"))),
+        titles.slice(1, -1).map(() => el("td")),
+        el("td", {}, el("button.why", { type: "button", onclick: () => explainTrial(t.id) }, "Why?"))),
       (row, t) => {
         const hps = flatHparams(t.hparams);
         const values = [stateName(t.state), t.totalBatchesProcessed, ...hpNames.map((n) => number(hps[n])),
@@ -142,7 +156,27 @@ export function experimentPage(view, id) {
           t.totalCheckpoints, duration(t.startTime, t.endTime)];
         values.forEach((v, i) => setText(row.cells[i + 1], v));
         row.cells[1].className = "state";
+        row.querySelector("button.why").title = whyQuestion(stateName(t.state));
       });
+  }
+
+  // A trial's causation chain and outcome, under the trials table.
+  function explainTrial(trialId) {
+    trialExplained.hidden = false;
+    const answer = el("div");
+    trialExplained.replaceChildren(el("div.toolbar", {}, el("h3", {}, `Trial ${trialId}`), el("span.spacer"),
+      el("button", { type: "button", onclick: () => { trialExplained.hidden = true; } }, "Close")), answer);
+    explain(answer, "trial", trialId);
+  }
+
+  // Shows the Overview ("") or History tab, and says which in the address (without a new page).
+  function showTab(name) {
+    overview.hidden = name === "history";
+    history.node.hidden = name !== "history";
+    for (const button of tabs.children) button.classList.toggle("active", button.dataset.tab === name);
+    window.history.replaceState(null, "", `#/experiments/${id}${name ? `/${name}` : ""}`);
+    if (name === "history") history.refresh();
+    else window.dispatchEvent(new Event("resize"));  // charts drawn while hidden take the width again
   }
 
   async function showCurves() {
@@ -201,9 +235,15 @@ export function experimentPage(view, id) {
   }
 
   metricSelect.addEventListener("change", () => { drawnKey = ""; showTrials(); showCurves(); });
+  for (const button of tabs.children) button.addEventListener("click", () => showTab(button.dataset.tab));
+  showTab(tab);
   const changed = coalesced(refresh);
-  const unwatch = watch(`/experiments/${id}/stream`, changed);
-  const stop = poll(changed, FALLBACK_POLL_MS);
+  const onChange = () => {
+    changed();
+    if (!history.node.hidden) history.refresh();
+  };
+  const unwatch = watch(`/experiments/${id}/stream`, onChange);
+  const stop = poll(onChange, FALLBACK_POLL_MS);
   return () => { unwatch(); stop(); left.abort(); chart.destroy(); };
 }
 

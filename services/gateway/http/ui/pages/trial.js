@@ -1,7 +1,8 @@
 // #/trials/<id>: state, hyperparameters, a chart of any metric of any group
 // (log scale toggle), the logs (live tail over the follow stream, search) and
 // the checkpoints; the trial and its chart are fetched again when the server
-// says the trial changed, else every 30 s.
+// says the trial changed, else every 30 s. "Why did it stop?" shows its
+// causation chain and outcome (history.js).
 import { download, get, watch } from "../api.js";
 import { color, lineChart } from "../charts.js";
 import {
@@ -10,6 +11,7 @@ import {
 } from "../util.js";
 import { logView } from "../logs.js";
 import { TERMINAL_STATES } from "../states.js";
+import { explain, whyQuestion } from "./history.js";
 
 export function trialPage(view, id) {
   const title = el("h1", {}, `Trial ${id}`);
@@ -23,9 +25,15 @@ export function trialPage(view, id) {
   const chartBox = el("div#trial-chart.chart");
   const logs = logView(`/trials/${id}/logs?follow=true`, "trial-logs");
   const checkpoints = el("tbody");
+  const explained = el("div#trial-explain.explain", { hidden: true });
+  const why = el("button#trial-why", {
+    type: "button",
+    onclick: () => { explained.hidden = false; explain(explained, "trial", id); },
+  }, "Why did it stop?");
   view.append(
-    el("div.heading", {}, title, state, el("span.spacer"), el("a#trial-experiment")),
+    el("div.heading", {}, title, state, el("span.spacer"), why, el("a#trial-experiment")),
     message,
+    explained,
     facts,
     el("h2", {}, "Hyperparameters"),
     el("table#trial-hparams", {}, el("thead", {}, el("tr", {}, el("th", {}, "Name"), el("th", {}, "Value"))), hparams),
@@ -65,6 +73,7 @@ export function trialPage(view, id) {
     const name = stateName(trial.state);
     setText(state, name);
     state.dataset.state = name;
+    setText(why, whyQuestion(name));
     const link = view.querySelector("#trial-experiment");
     link.href = `#/experiments/${trial.experimentId}`;
     setText(link, `Experiment ${trial.experimentId}`);
