@@ -270,7 +270,7 @@ class EventStore:
         kinds (all when None), or of exactly the given aggregates. With
         follow=False it stops at the current end. Each kind is read through a
         consumer of its own subjects (which nats-server's permissions of a
-        part can narrow), merged in order; aggregates through one consumer of
+        part can narrow), merged in order; aggregates through direct gets of
         their subjects (stream_reading.py), which only a reader of everything
         may make."""
         subjects = self._subjects(kinds, aggregates)

@@ -2,10 +2,11 @@
 outages of nats-server: what the event store and the trial logs read through.
 
 What is stored when a read starts is replayed through pull consumers, one
-per subject, merged in stream order, or one for all of them when they are
-exact subjects (a few aggregates); with `follow`, ordered push consumers,
-one per subject, then follow from the end of the replay (see `read_batches`).
-The messages of a replay reach it through fast_delivery.py.
+per subject, merged in stream order, or, for several exact subjects (a few
+aggregates), through batched direct gets of each; with `follow`, ordered
+push consumers, one per subject, then follow from the end of the replay (see
+`read_batches`). The messages of a pull consumer reach it through
+fast_delivery.py.
 """
 
 import asyncio
@@ -37,6 +38,11 @@ READ_BUFFER = 10_000
 PULL_BATCH = 2_000
 PULL_AHEAD = 2 * PULL_BATCH
 PULL_STALL_S = 5.0
+# A replay of exact subjects asks for at most DIRECT_BATCH messages (DIRECT_BATCH_BYTES)
+# of a subject per direct get, with at most DIRECT_IN_FLIGHT gets unanswered.
+DIRECT_BATCH = 1_000
+DIRECT_BATCH_BYTES = 1024**2
+DIRECT_IN_FLIGHT = 64
 # $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
 JS_ACK_V1_TOKENS = 9
 
@@ -56,6 +62,7 @@ class StreamReader:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self._direct = delivery_for(connection.nc)
+        self._direct_gets = asyncio.Semaphore(DIRECT_IN_FLIGHT)
 
     @property
     def js(self) -> JetStreamContext:
@@ -84,23 +91,24 @@ class StreamReader:
         waits, but nats-py answers the "stalled" heartbeat that follows every
         idle_heartbeat whether or not the reader took what it holds, so a
         slow reader's buffer grows by a window per heartbeat (1 GB on a
-        replay of a million events). Several subjects with wildcards (kinds)
-        are replayed one consumer each, merged in stream order
-        (`_merged_batches`): nats-server 2.15 serves a consumer of several
-        such filters 5 to 15 times slower than one of a single filter, and
-        slower as the log grows. Exact subjects (aggregates, which hold a
-        few events each) are replayed through one consumer of them all,
-        which nats-server finds through its index of subjects: one consumer
-        where an experiment has hundreds of aggregates. Such a consumer's
-        create request names no filter, so only a reader that may read
-        everything (the gateway, `operator`) can make it. With `follow`, an
-        ordered push consumer then follows from the end of the replay."""
+        replay of a million events). Several subjects are replayed each on
+        its own, merged in stream order (`_merged_batches`): those with
+        wildcards (kinds) through a consumer each, as nats-server 2.15
+        serves a consumer of several such filters 5 to 15 times slower than
+        one of a single filter; exact subjects (aggregates, which hold a few
+        events each) through batched direct gets (`_direct_batches`), which
+        nats-server answers from its index of subjects, where a consumer of
+        several filters scans the stream from `start_sequence` (150 ms on a
+        million events). Such a get names no subject in its API subject, so
+        only a reader that may read everything (the gateway, `operator`)
+        can make it. With `follow`, an ordered push consumer then follows
+        from the end of the replay."""
         stored_end = await self.last_sequence_of(stream, subjects)
         if stored_end >= start_sequence:
-            if len(subjects) > 1 and any(_is_wildcard(subject) for subject in subjects):
-                replay = self._merged_batches(stream, subjects, start_sequence, stored_end)
+            if len(subjects) == 1:
+                replay = self._pulled_batches(stream, subjects[0], start_sequence, stored_end)
             else:
-                replay = self._pulled_batches(stream, subjects, start_sequence, stored_end)
+                replay = self._merged_batches(stream, subjects, start_sequence, stored_end)
             try:
                 async for batch in replay:
                     yield batch
@@ -189,9 +197,9 @@ class StreamReader:
         ]
 
     async def _pulled_batches(
-        self, stream: str, subjects: list[str], start_sequence: int, end: int
+        self, stream: str, subject: str, start_sequence: int, end: int
     ) -> AsyncGenerator[list[Raw], None]:
-        """The messages of `subjects` from `start_sequence` to `end` (stored
+        """The messages of `subject` from `start_sequence` to `end` (stored
         already), through an ephemeral pull consumer: PULL_BATCH messages per
         request, at most PULL_AHEAD asked for and not yet read. A consumer
         that delivers nothing for PULL_STALL_S (lost in an outage of
@@ -199,16 +207,16 @@ class StreamReader:
         expected = max(start_sequence, 1)
         while expected <= end:
             try:
-                async with contextlib.aclosing(self._pulled_once(stream, subjects, expected, end)) as batches:
+                async with contextlib.aclosing(self._pulled_once(stream, subject, expected, end)) as batches:
                     async for batch in batches:
                         expected = batch[-1][0] + 1
                         yield batch
-                return  # the attempt read every message of `subjects` up to `end`
+                return  # the attempt read every message of `subject` up to `end`
             except _Stalled:
-                log.info("replay_consumer_remade", subjects=subjects[:3], from_sequence=expected)
+                log.info("replay_consumer_remade", subject=subject, from_sequence=expected)
 
     async def _pulled_once(
-        self, stream: str, subjects: list[str], start_sequence: int, end: int
+        self, stream: str, subject: str, start_sequence: int, end: int
     ) -> AsyncGenerator[list[Raw], None]:
         """One attempt of _pulled_batches: ends early (without error) when its
         consumer stalls; its inbox goes with it, so that nothing it asked for
@@ -220,7 +228,7 @@ class StreamReader:
             arrived.append((reply, data, stored_on))
             waiting.set()
 
-        made = functools.partial(self._pull_consumer, stream, subjects, start_sequence)
+        made = functools.partial(self._pull_consumer, stream, subject, start_sequence)
         consumer, stored = await self.connection.call(made)
         nc = self.connection.nc
         inbox = nc.new_inbox()
@@ -255,15 +263,14 @@ class StreamReader:
             await self._direct.unsubscribe(sub)
             await self._delete_consumer(stream, consumer)
 
-    async def _pull_consumer(self, stream: str, subjects: list[str], start_sequence: int) -> tuple[str, int]:
-        """An ephemeral pull consumer of `subjects` from `start_sequence`, and
+    async def _pull_consumer(self, stream: str, subject: str, start_sequence: int) -> tuple[str, int]:
+        """An ephemeral pull consumer of `subject` from `start_sequence`, and
         how many of its messages are stored."""
         config = js_api.ConsumerConfig(
             deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=start_sequence,
             ack_policy=js_api.AckPolicy.NONE,
-            filter_subject=subjects[0] if len(subjects) == 1 else None,
-            filter_subjects=subjects if len(subjects) > 1 else None,
+            filter_subject=subject,
             inactive_threshold=PULL_STALL_S * 4,
             mem_storage=True,
             # Named: nats-py then creates it through the API subject that names its filter.
@@ -281,23 +288,31 @@ class StreamReader:
         self, stream: str, subjects: list[str], start_sequence: int, end: int
     ) -> AsyncGenerator[list[Raw], None]:
         """The messages of several subjects from `start_sequence` to `end`, all
-        stored already, in stream order: one pull consumer per subject,
-        merged. A message is passed on once every reader that is not done
-        holds one at least as new; caught_up is True on `end`."""
+        stored already, in stream order: each subject read on its own (a
+        pull consumer of a wildcard subject, direct gets of an exact one:
+        see `read_batches`), the next batches of all those whose last one
+        is taken asked for at once, merged. A message is passed on once
+        every reader that is not done holds one at least as new; caught_up
+        is True on `end`."""
         readers = {
-            subject: self._pulled_batches(stream, [subject], start_sequence, end) for subject in subjects
+            subject: self._subject_batches(stream, subject, start_sequence, end) for subject in subjects
         }
         held: dict[str, collections.deque[Raw]] = {s: collections.deque() for s in subjects}
         done: set[str] = set()
         try:
             while True:
-                for subject, reader in readers.items():
-                    if subject not in done and not held[subject]:
-                        batch = await anext(reader, None)
-                        if batch is None:
-                            done.add(subject)
-                        else:
-                            held[subject].extend(batch)
+                empty = [s for s in subjects if s not in done and not held[s]]
+                # All of them end before any is closed (`finally`): one may fail.
+                batches = await asyncio.gather(
+                    *(anext(readers[s], None) for s in empty), return_exceptions=True
+                )
+                for subject, batch in zip(empty, batches, strict=True):
+                    if isinstance(batch, BaseException):
+                        raise batch
+                    if batch is None:
+                        done.add(subject)
+                    else:
+                        held[subject].extend(batch)
                 waiting = [held[subject][-1][0] for subject in subjects if subject not in done]
                 bound = min(waiting, default=end)
                 ready = heapq.merge(*(_taken_until(messages, bound) for messages in held.values()))
@@ -309,6 +324,73 @@ class StreamReader:
         finally:
             for reader in readers.values():
                 await reader.aclose()
+
+    def _subject_batches(
+        self, stream: str, subject: str, start_sequence: int, end: int
+    ) -> AsyncGenerator[list[Raw], None]:
+        if _is_wildcard(subject):
+            return self._pulled_batches(stream, subject, start_sequence, end)
+        return self._direct_batches(stream, subject, start_sequence, end)
+
+    async def _direct_batches(
+        self, stream: str, subject: str, start_sequence: int, end: int
+    ) -> AsyncGenerator[list[Raw], None]:
+        """The messages of one exact subject from `start_sequence` to `end`
+        (stored already), by batched direct gets (`_direct_batch`), each
+        from the sequence after the last one received."""
+        expected = max(start_sequence, 1)
+        while expected <= end:
+            get = functools.partial(self._direct_batch, stream, subject, expected)
+            received, pending = await self.connection.call(get)
+            batch = [message for message in received if message[0] <= end]
+            if batch:
+                expected = batch[-1][0] + 1
+                yield batch
+            if pending == 0 or len(batch) < len(received) or not received:
+                return
+
+    async def _direct_batch(self, stream: str, subject: str, start_sequence: int) -> tuple[list[Raw], int]:
+        """(the next messages of `subject` from `start_sequence`, how many more
+        it holds after them): one direct get of DIRECT_BATCH messages at most,
+        answered by the messages then an end-of-batch status (204), or a 404
+        when there are none. nats.errors.TimeoutError (an outage: the caller
+        asks again) when no end comes within PULL_STALL_S."""
+        received: list[Raw] = []
+        ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def take(msg: Msg) -> None:
+            if ended.done():
+                return
+            headers = msg.headers or {}
+            status = headers.get(js_api.Header.STATUS.value)
+            if status is None:
+                received.append((int(headers["Nats-Sequence"]), msg.data, False, headers["Nats-Subject"]))
+            elif status == "204":
+                ended.set_result(int(headers.get("Nats-Num-Pending", "0")))
+            elif status == "404":
+                ended.set_result(0)
+            else:
+                ended.set_exception(nats.errors.NoRespondersError() if status == "503" else _refused(msg))
+
+        request = {
+            "seq": start_sequence,
+            "next_by_subj": subject,
+            "batch": DIRECT_BATCH,
+            "max_bytes": DIRECT_BATCH_BYTES,
+        }
+        nc = self.connection.nc
+        async with self._direct_gets:
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox, cb=take)
+            try:
+                await nc.publish(f"$JS.API.DIRECT.GET.{stream}", json.dumps(request).encode(), inbox)
+                async with asyncio.timeout(PULL_STALL_S):
+                    pending = await ended
+            except TimeoutError:
+                raise nats.errors.TimeoutError from None
+            finally:
+                await sub.unsubscribe()
+        return received, pending
 
     async def last_sequence_of(self, stream: str, subjects: list[str]) -> int:
         """The sequence of the newest message on any of these subjects (0 if none).
@@ -378,6 +460,15 @@ class _Follower:
             taken.append(self.held.popleft())
         self._room.set()
         return taken
+
+
+def _refused(msg: Msg) -> nats.js.errors.APIError:
+    """A direct get's error status (a 400: a malformed request) as an error."""
+    headers = msg.headers or {}
+    description = str(headers.get(js_api.Header.DESCRIPTION, ""))
+    return nats.js.errors.APIError(
+        code=int(headers.get(js_api.Header.STATUS.value, "0")), description=description
+    )
 
 
 def _is_wildcard(subject: str) -> bool:

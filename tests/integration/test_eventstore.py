@@ -71,3 +71,32 @@ async def _replayed(store: EventStore, kinds: list[str] | None) -> list[tuple[in
         (stored.sequence, stored.envelope.SerializeToString().hex(), stored.caught_up)
         async for stored in store.read(kinds, follow=False)
     ]
+
+
+async def test_a_replay_of_aggregates_gets_each_in_batches_up_to_the_stored_end(
+    event_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several aggregates are replayed by batched direct gets of each subject
+    (stream_reading._direct_batches), merged in stream order, from the start
+    sequence to the end stored when the read began."""
+    monkeypatch.setattr(stream_reading, "DIRECT_BATCH", 2)  # several gets per aggregate
+    for n in range(1, 6):
+        for trial_id in (1, 2, 3):
+            ended = Append(
+                f"trial/{trial_id}", events_pb2.TrialEnded(trial_id=trial_id), f"end-{trial_id}-{n}"
+            )
+            await event_store.append(ended, actor="s")
+    read = event_store.read(None, 4, follow=False, aggregates=["trial/3", "trial/1", "trial/9"])
+    assert [stored.sequence async for stored in read] == [4, 6, 7, 9, 10, 12, 13, 15]
+    subjects = [event_store.subject("trial/1"), event_store.subject("trial/2")]
+    replay = event_store.reader._merged_batches(event_store.events_stream, subjects, 1, 10)
+    merged = [message async for batch in replay for message in batch]
+    assert [(sequence, caught_up) for sequence, _, caught_up, _ in merged] == [
+        (1, False),
+        (2, False),
+        (4, False),
+        (5, False),
+        (7, False),
+        (8, False),
+        (10, True),
+    ]

@@ -99,11 +99,13 @@ async def _matched(
     the log at its end); ends at the first event past `until`. Each event is
     first tried as it decodes (`_peeked`), and only one that may match is
     checked (`checked`: wellformed.py, most of its cost): most of a read by
-    type is not."""
+    type is not. One envelope takes each event's first decoding in turn
+    (making one costs as much as decoding into it)."""
+    envelope = Envelope()
     async for batch in reading:
         kept: list[StoredEvent] = []
         for raw in batch:
-            peeked = _peeked(raw[1])
+            peeked = _peeked(envelope, raw[1])
             if peeked is not None and match.past_the_end(peeked):
                 yield kept, True
                 return
@@ -114,9 +116,8 @@ async def _matched(
         yield kept, batch[-1][2]
 
 
-def _peeked(data: bytes) -> Envelope | None:
-    """The envelope as it decodes, not yet checked; None when it does not."""
-    envelope = Envelope()
+def _peeked(envelope: Envelope, data: bytes) -> Envelope | None:
+    """`envelope` decoded from `data`, not yet checked; None when it does not decode."""
     try:
         envelope.ParseFromString(data)
     except DecodeError:
