@@ -80,6 +80,11 @@ RESUMABLE_TRAIN_PY = textwrap.dedent(
             time.sleep(0.03)
             core_context.train.report_training_metrics(steps_completed=step, metrics={"loss": 1 / step})
             stop = core_context.preempt.should_preempt()
+            # A first run holds at step 60 until the pause reaches it, however long a loaded
+            # machine takes to deliver it: the test pauses trials that are running.
+            while not info.latest_checkpoint and step == 60 and not stop:
+                time.sleep(0.1)
+                stop = core_context.preempt.should_preempt()
             if step % 20 == 0 or stop or step == 200:
                 with core_context.checkpoint.store_path({"steps_completed": step}) as (path, _):
                     (path / "step").write_text(str(step))

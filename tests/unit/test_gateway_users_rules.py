@@ -124,6 +124,16 @@ def test_a_rename_moves_the_name() -> None:
     assert directory.by_name("ann") is None and directory.by_name("anne") == directory.users[3]
 
 
+def test_a_failed_login_moves_the_version_an_edit_is_decided_against() -> None:
+    directory = folded(created(1, "admin", admin=True), created(3, "ann"))
+    failed, actor = users.login_failed(directory.users[3], "10.0.0.7", "wrong password", now_ns=0)
+    assert actor == "address:10.0.0.7"
+    directory.apply(3, wrap(failed, actor=actor, occurred_at_ns=3))
+    assert directory.users[3].version == 3
+    deactivated = edit(directory, "admin", "ann", active=False)
+    assert isinstance(deactivated, Append) and deactivated.expected_version == 3
+
+
 def test_a_password_is_its_users_own_or_an_admins() -> None:
     directory = folded(created(1, "admin", admin=True), created(3, "ann"), created(4, "bob"))
     ann, bob, admin = directory.users[3], directory.users[4], directory.users[1]

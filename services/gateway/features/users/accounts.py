@@ -111,6 +111,8 @@ class Directory:
             if (known := self.sessions.get(revoked.session_id)) is not None:
                 self.sessions[revoked.session_id] = replace(known, revoked=True)
             self._change(revoked.user_id, sequence)
+        elif kind == "user_login_failed":  # changes nothing but the version decisions are made against
+            self._change(envelope.user_login_failed.user_id, sequence)
 
     def _created(self, created: events_pb2.UserCreated, sequence: int, at: int) -> None:
         if created.user_id in self.users or created.username in self.ids_by_name:
