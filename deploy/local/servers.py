@@ -236,6 +236,10 @@ class PostgresServer:
     # Where binaries its user cannot reach are copied (as root only).
     binaries_home: Path = SYSTEM_HOME
     superuser_password: str = field(default="", repr=False)
+    # False for a server whose data is thrown away afterwards (the tests'): fsync=off, so that
+    # writes and the shutdown checkpoint (10+ s after a few hundred databases) skip the disk's
+    # flushes. A crash of PostgreSQL itself still loses nothing; only one of the machine would.
+    durable: bool = True
     _process: "subprocess.Popen[bytes] | None" = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -266,7 +270,7 @@ class PostgresServer:
             "-k",
             "",
             "-c",
-            "fsync=on",
+            f"fsync={'on' if self.durable else 'off'}",
             "-c",
             "max_connections=200",
         ]

@@ -1,5 +1,6 @@
 """A PostgreSQL of the tests' own, in a folder under /tmp (PostgreSQL runs as its own
-user when the tests run as root, and must reach the folder), removed afterwards."""
+user when the tests run as root, and must reach the folder), removed afterwards; not durable
+(fsync=off: nobody keeps its data)."""
 
 import shutil
 import uuid
@@ -15,7 +16,7 @@ from deploy.local.servers import PostgresServer, free_port
 @contextmanager
 def running_postgres(prefix: str) -> Iterator[PostgresServer]:
     folder = Path("/tmp") / f"{prefix}-{uuid.uuid4().hex[:8]}"
-    server = PostgresServer(folder / "data", free_port(), folder / "postgres.log")
+    server = PostgresServer(folder / "data", free_port(), folder / "postgres.log", durable=False)
     server.start()
     try:
         yield server
