@@ -28,6 +28,7 @@ NOT_REPEATED = {
     "DeleteCheckpoints",
     "SetGcPolicy",
     "DeleteExperiment",
+    "ContinueExperiment",
     "CreateModel",
     "RegisterModelVersion",
     "CreateUser",

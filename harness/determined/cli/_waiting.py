@@ -34,10 +34,18 @@ REPEATABLE_WRITES = frozenset(
         "KillExperiment",
         "PauseExperiment",
         "ActivateExperiment",
+        "CancelExperiment",
+        "ArchiveExperiment",
+        "UnarchiveExperiment",
+        "PatchExperiment",
+        "PutExperimentLabel",
+        "DeleteExperimentLabel",
         "KillTrial",
         "KillTask",
         "EnableAgent",
         "DisableAgent",
+        "EnableSlot",
+        "DisableSlot",
     }
 )
 # What grpcio says when it could not connect: the call was never sent.

@@ -64,20 +64,24 @@ class UploadContextResponse(_message.Message):
     def __init__(self, context_hash: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class CreateExperimentRequest(_message.Message):
-    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only", "request_id", "context_hash")
+    __slots__ = ("config_yaml", "context_tgz", "activate", "validate_only", "request_id", "context_hash", "parent_id", "unmanaged")
     CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TGZ_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    UNMANAGED_FIELD_NUMBER: _ClassVar[int]
     config_yaml: str
     context_tgz: bytes
     activate: bool
     validate_only: bool
     request_id: str
     context_hash: str
-    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ..., request_id: _Optional[str] = ..., context_hash: _Optional[str] = ...) -> None: ...
+    parent_id: int
+    unmanaged: bool
+    def __init__(self, config_yaml: _Optional[str] = ..., context_tgz: _Optional[bytes] = ..., activate: _Optional[bool] = ..., validate_only: _Optional[bool] = ..., request_id: _Optional[str] = ..., context_hash: _Optional[str] = ..., parent_id: _Optional[int] = ..., unmanaged: _Optional[bool] = ...) -> None: ...
 
 class CreateExperimentResponse(_message.Message):
     __slots__ = ("experiment_id", "warnings", "config_json")
@@ -90,7 +94,7 @@ class CreateExperimentResponse(_message.Message):
     def __init__(self, experiment_id: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., config_json: _Optional[str] = ...) -> None: ...
 
 class Experiment(_message.Message):
-    __slots__ = ("id", "name", "owner", "state", "progress", "started_at_ns", "ended_at_ns", "description", "labels", "resource_pool", "searcher_name", "searcher_metric", "num_trials", "config_json", "context_hash", "end_reason", "best_trial_searcher_metric")
+    __slots__ = ("id", "name", "owner", "state", "progress", "started_at_ns", "ended_at_ns", "description", "labels", "resource_pool", "searcher_name", "searcher_metric", "num_trials", "config_json", "context_hash", "end_reason", "best_trial_searcher_metric", "archived", "notes", "parent_id", "unmanaged")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +112,10 @@ class Experiment(_message.Message):
     CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
     BEST_TRIAL_SEARCHER_METRIC_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    UNMANAGED_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     owner: str
@@ -125,7 +133,11 @@ class Experiment(_message.Message):
     context_hash: str
     end_reason: str
     best_trial_searcher_metric: float
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., description: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., resource_pool: _Optional[str] = ..., searcher_name: _Optional[str] = ..., searcher_metric: _Optional[str] = ..., num_trials: _Optional[int] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., end_reason: _Optional[str] = ..., best_trial_searcher_metric: _Optional[float] = ...) -> None: ...
+    archived: bool
+    notes: str
+    parent_id: int
+    unmanaged: bool
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., description: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., resource_pool: _Optional[str] = ..., searcher_name: _Optional[str] = ..., searcher_metric: _Optional[str] = ..., num_trials: _Optional[int] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., end_reason: _Optional[str] = ..., best_trial_searcher_metric: _Optional[float] = ..., archived: _Optional[bool] = ..., notes: _Optional[str] = ..., parent_id: _Optional[int] = ..., unmanaged: _Optional[bool] = ...) -> None: ...
 
 class MetricPoint(_message.Message):
     __slots__ = ("group", "steps_completed", "metrics_json", "reported_at_ns")
@@ -221,12 +233,26 @@ class Trial(_message.Message):
     def __init__(self, id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ..., hparams_json: _Optional[str] = ..., started_at_ns: _Optional[int] = ..., ended_at_ns: _Optional[int] = ..., progress: _Optional[float] = ..., restarts: _Optional[int] = ..., total_batches: _Optional[int] = ..., latest_training: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_validation: _Optional[_Union[MetricPoint, _Mapping]] = ..., latest_checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., num_checkpoints: _Optional[int] = ..., trial_seed: _Optional[int] = ..., end_reason: _Optional[str] = ..., rung: _Optional[int] = ..., searcher_length: _Optional[int] = ..., status: _Optional[str] = ..., runs: _Optional[int] = ..., searcher_metric_value: _Optional[float] = ...) -> None: ...
 
 class GetExperimentsRequest(_message.Message):
-    __slots__ = ("limit", "offset")
+    __slots__ = ("limit", "offset", "archived", "name", "labels", "states", "users", "sort_by", "descending")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    SORT_BY_FIELD_NUMBER: _ClassVar[int]
+    DESCENDING_FIELD_NUMBER: _ClassVar[int]
     limit: int
     offset: int
-    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+    archived: bool
+    name: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    sort_by: str
+    descending: bool
+    def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ..., archived: _Optional[bool] = ..., name: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., sort_by: _Optional[str] = ..., descending: _Optional[bool] = ...) -> None: ...
 
 class GetExperimentsResponse(_message.Message):
     __slots__ = ("experiments",)
@@ -312,6 +338,104 @@ class PauseExperimentResponse(_message.Message):
     unchanged_reason: str
     def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
 
+class CancelExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class CancelExperimentResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class ArchiveExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ArchiveExperimentResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class UnarchiveExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class UnarchiveExperimentResponse(_message.Message):
+    __slots__ = ("unchanged_reason",)
+    UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
+    unchanged_reason: str
+    def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class PatchExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id", "name", "description", "notes", "labels")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    name: str
+    description: str
+    notes: str
+    labels: _events_pb2.ExperimentLabels
+    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., notes: _Optional[str] = ..., labels: _Optional[_Union[_events_pb2.ExperimentLabels, _Mapping]] = ...) -> None: ...
+
+class PatchExperimentResponse(_message.Message):
+    __slots__ = ("experiment",)
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    experiment: Experiment
+    def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ...) -> None: ...
+
+class PutExperimentLabelRequest(_message.Message):
+    __slots__ = ("experiment_id", "label")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    label: str
+    def __init__(self, experiment_id: _Optional[int] = ..., label: _Optional[str] = ...) -> None: ...
+
+class PutExperimentLabelResponse(_message.Message):
+    __slots__ = ("labels",)
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteExperimentLabelRequest(_message.Message):
+    __slots__ = ("experiment_id", "label")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    label: str
+    def __init__(self, experiment_id: _Optional[int] = ..., label: _Optional[str] = ...) -> None: ...
+
+class DeleteExperimentLabelResponse(_message.Message):
+    __slots__ = ("labels",)
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ContinueExperimentRequest(_message.Message):
+    __slots__ = ("experiment_id", "override_config_yaml")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDE_CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    override_config_yaml: str
+    def __init__(self, experiment_id: _Optional[int] = ..., override_config_yaml: _Optional[str] = ...) -> None: ...
+
+class ContinueExperimentResponse(_message.Message):
+    __slots__ = ("experiment",)
+    EXPERIMENT_FIELD_NUMBER: _ClassVar[int]
+    experiment: Experiment
+    def __init__(self, experiment: _Optional[_Union[Experiment, _Mapping]] = ...) -> None: ...
+
 class KillTrialRequest(_message.Message):
     __slots__ = ("trial_id",)
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
@@ -365,14 +489,36 @@ class TrialRun(_message.Message):
     def __init__(self, allocation_id: _Optional[str] = ..., trial_run_id: _Optional[int] = ..., agent_ids: _Optional[_Iterable[str]] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., requested_at_ns: _Optional[int] = ..., assigned_at_ns: _Optional[int] = ..., exited_at_ns: _Optional[int] = ...) -> None: ...
 
 class TrialLogsRequest(_message.Message):
-    __slots__ = ("trial_id", "follow", "rank")
+    __slots__ = ("trial_id", "follow", "rank", "limit", "tail", "agent_ids", "container_ids", "rank_ids", "levels", "stdtypes", "sources", "timestamp_before_ns", "timestamp_after_ns", "search_text")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_IDS_FIELD_NUMBER: _ClassVar[int]
+    RANK_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    STDTYPES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_BEFORE_NS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_AFTER_NS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_TEXT_FIELD_NUMBER: _ClassVar[int]
     trial_id: int
     follow: bool
     rank: int
-    def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ..., rank: _Optional[int] = ...) -> None: ...
+    limit: int
+    tail: bool
+    agent_ids: _containers.RepeatedScalarFieldContainer[str]
+    container_ids: _containers.RepeatedScalarFieldContainer[str]
+    rank_ids: _containers.RepeatedScalarFieldContainer[int]
+    levels: _containers.RepeatedScalarFieldContainer[str]
+    stdtypes: _containers.RepeatedScalarFieldContainer[str]
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    timestamp_before_ns: int
+    timestamp_after_ns: int
+    search_text: str
+    def __init__(self, trial_id: _Optional[int] = ..., follow: _Optional[bool] = ..., rank: _Optional[int] = ..., limit: _Optional[int] = ..., tail: _Optional[bool] = ..., agent_ids: _Optional[_Iterable[str]] = ..., container_ids: _Optional[_Iterable[str]] = ..., rank_ids: _Optional[_Iterable[int]] = ..., levels: _Optional[_Iterable[str]] = ..., stdtypes: _Optional[_Iterable[str]] = ..., sources: _Optional[_Iterable[str]] = ..., timestamp_before_ns: _Optional[int] = ..., timestamp_after_ns: _Optional[int] = ..., search_text: _Optional[str] = ...) -> None: ...
 
 class TrialLogsResponse(_message.Message):
     __slots__ = ("trial_id", "allocation_id", "agent_id", "lines")
@@ -620,6 +766,36 @@ class EnableAgentResponse(_message.Message):
     UNCHANGED_REASON_FIELD_NUMBER: _ClassVar[int]
     unchanged_reason: str
     def __init__(self, unchanged_reason: _Optional[str] = ...) -> None: ...
+
+class EnableSlotRequest(_message.Message):
+    __slots__ = ("agent_id", "slot_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    slot_id: int
+    def __init__(self, agent_id: _Optional[str] = ..., slot_id: _Optional[int] = ...) -> None: ...
+
+class EnableSlotResponse(_message.Message):
+    __slots__ = ("agent",)
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: Agent
+    def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ...) -> None: ...
+
+class DisableSlotRequest(_message.Message):
+    __slots__ = ("agent_id", "slot_id", "drain")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    slot_id: int
+    drain: bool
+    def __init__(self, agent_id: _Optional[str] = ..., slot_id: _Optional[int] = ..., drain: _Optional[bool] = ...) -> None: ...
+
+class DisableSlotResponse(_message.Message):
+    __slots__ = ("agent",)
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    agent: Agent
+    def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ...) -> None: ...
 
 class DisableAgentRequest(_message.Message):
     __slots__ = ("agent_id", "drain")

@@ -79,6 +79,41 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.PauseExperimentRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.PauseExperimentResponse.FromString,
                 _registered_method=True)
+        self.CancelExperiment = channel.unary_unary(
+                '/determined.api.Determined/CancelExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.CancelExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.CancelExperimentResponse.FromString,
+                _registered_method=True)
+        self.ArchiveExperiment = channel.unary_unary(
+                '/determined.api.Determined/ArchiveExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.ArchiveExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ArchiveExperimentResponse.FromString,
+                _registered_method=True)
+        self.UnarchiveExperiment = channel.unary_unary(
+                '/determined.api.Determined/UnarchiveExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.UnarchiveExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.UnarchiveExperimentResponse.FromString,
+                _registered_method=True)
+        self.PatchExperiment = channel.unary_unary(
+                '/determined.api.Determined/PatchExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.PatchExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.PatchExperimentResponse.FromString,
+                _registered_method=True)
+        self.PutExperimentLabel = channel.unary_unary(
+                '/determined.api.Determined/PutExperimentLabel',
+                request_serializer=determined_dot_proto_dot_api__pb2.PutExperimentLabelRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.PutExperimentLabelResponse.FromString,
+                _registered_method=True)
+        self.DeleteExperimentLabel = channel.unary_unary(
+                '/determined.api.Determined/DeleteExperimentLabel',
+                request_serializer=determined_dot_proto_dot_api__pb2.DeleteExperimentLabelRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DeleteExperimentLabelResponse.FromString,
+                _registered_method=True)
+        self.ContinueExperiment = channel.unary_unary(
+                '/determined.api.Determined/ContinueExperiment',
+                request_serializer=determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.FromString,
+                _registered_method=True)
         self.GetTrial = channel.unary_unary(
                 '/determined.api.Determined/GetTrial',
                 request_serializer=determined_dot_proto_dot_api__pb2.GetTrialRequest.SerializeToString,
@@ -113,6 +148,16 @@ class DeterminedStub:
                 '/determined.api.Determined/DisableAgent',
                 request_serializer=determined_dot_proto_dot_api__pb2.DisableAgentRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.DisableAgentResponse.FromString,
+                _registered_method=True)
+        self.EnableSlot = channel.unary_unary(
+                '/determined.api.Determined/EnableSlot',
+                request_serializer=determined_dot_proto_dot_api__pb2.EnableSlotRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.EnableSlotResponse.FromString,
+                _registered_method=True)
+        self.DisableSlot = channel.unary_unary(
+                '/determined.api.Determined/DisableSlot',
+                request_serializer=determined_dot_proto_dot_api__pb2.DisableSlotRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.DisableSlotResponse.FromString,
                 _registered_method=True)
         self.GetJobs = channel.unary_unary(
                 '/determined.api.Determined/GetJobs',
@@ -370,6 +415,49 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ArchiveExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnarchiveExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PatchExperiment(self, request, context):
+        """Name, description, notes and labels (Determined's PatchExperiment).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PutExperimentLabel(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteExperimentLabel(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ContinueExperiment(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTrial(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -409,6 +497,18 @@ class DeterminedServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DisableAgent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EnableSlot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisableSlot(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -714,6 +814,41 @@ def add_DeterminedServicer_to_server(servicer, server):
                     request_deserializer=determined_dot_proto_dot_api__pb2.PauseExperimentRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.PauseExperimentResponse.SerializeToString,
             ),
+            'CancelExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.CancelExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.CancelExperimentResponse.SerializeToString,
+            ),
+            'ArchiveExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.ArchiveExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ArchiveExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ArchiveExperimentResponse.SerializeToString,
+            ),
+            'UnarchiveExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnarchiveExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.UnarchiveExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.UnarchiveExperimentResponse.SerializeToString,
+            ),
+            'PatchExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.PatchExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.PatchExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.PatchExperimentResponse.SerializeToString,
+            ),
+            'PutExperimentLabel': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutExperimentLabel,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.PutExperimentLabelRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.PutExperimentLabelResponse.SerializeToString,
+            ),
+            'DeleteExperimentLabel': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteExperimentLabel,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DeleteExperimentLabelRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DeleteExperimentLabelResponse.SerializeToString,
+            ),
+            'ContinueExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.ContinueExperiment,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.SerializeToString,
+            ),
             'GetTrial': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTrial,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialRequest.FromString,
@@ -748,6 +883,16 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.DisableAgent,
                     request_deserializer=determined_dot_proto_dot_api__pb2.DisableAgentRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.DisableAgentResponse.SerializeToString,
+            ),
+            'EnableSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.EnableSlot,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.EnableSlotRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.EnableSlotResponse.SerializeToString,
+            ),
+            'DisableSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisableSlot,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.DisableSlotRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.DisableSlotResponse.SerializeToString,
             ),
             'GetJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJobs,
@@ -1199,6 +1344,195 @@ class Determined:
             _registered_method=True)
 
     @staticmethod
+    def CancelExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/CancelExperiment',
+            determined_dot_proto_dot_api__pb2.CancelExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.CancelExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ArchiveExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ArchiveExperiment',
+            determined_dot_proto_dot_api__pb2.ArchiveExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ArchiveExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnarchiveExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/UnarchiveExperiment',
+            determined_dot_proto_dot_api__pb2.UnarchiveExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.UnarchiveExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PatchExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/PatchExperiment',
+            determined_dot_proto_dot_api__pb2.PatchExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.PatchExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutExperimentLabel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/PutExperimentLabel',
+            determined_dot_proto_dot_api__pb2.PutExperimentLabelRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.PutExperimentLabelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteExperimentLabel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/DeleteExperimentLabel',
+            determined_dot_proto_dot_api__pb2.DeleteExperimentLabelRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DeleteExperimentLabelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ContinueExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ContinueExperiment',
+            determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetTrial(request,
             target,
             options=(),
@@ -1377,6 +1711,60 @@ class Determined:
             '/determined.api.Determined/DisableAgent',
             determined_dot_proto_dot_api__pb2.DisableAgentRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.DisableAgentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EnableSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/EnableSlot',
+            determined_dot_proto_dot_api__pb2.EnableSlotRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.EnableSlotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisableSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/DisableSlot',
+            determined_dot_proto_dot_api__pb2.DisableSlotRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.DisableSlotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked", "user_login_failed")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked", "user_login_failed", "experiment_cancel_requested", "experiment_archive_set", "experiment_details_set", "experiment_continued", "slot_disabled", "slot_enabled")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,12 @@ class Envelope(_message.Message):
     USER_SESSION_STARTED_FIELD_NUMBER: _ClassVar[int]
     USER_SESSION_REVOKED_FIELD_NUMBER: _ClassVar[int]
     USER_LOGIN_FAILED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ARCHIVE_SET_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_DETAILS_SET_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_CONTINUED_FIELD_NUMBER: _ClassVar[int]
+    SLOT_DISABLED_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ENABLED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -163,10 +169,16 @@ class Envelope(_message.Message):
     user_session_started: UserSessionStarted
     user_session_revoked: UserSessionRevoked
     user_login_failed: UserLoginFailed
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ..., user_login_failed: _Optional[_Union[UserLoginFailed, _Mapping]] = ...) -> None: ...
+    experiment_cancel_requested: ExperimentCancelRequested
+    experiment_archive_set: ExperimentArchiveSet
+    experiment_details_set: ExperimentDetailsSet
+    experiment_continued: ExperimentContinued
+    slot_disabled: SlotDisabled
+    slot_enabled: SlotEnabled
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ..., user_login_failed: _Optional[_Union[UserLoginFailed, _Mapping]] = ..., experiment_cancel_requested: _Optional[_Union[ExperimentCancelRequested, _Mapping]] = ..., experiment_archive_set: _Optional[_Union[ExperimentArchiveSet, _Mapping]] = ..., experiment_details_set: _Optional[_Union[ExperimentDetailsSet, _Mapping]] = ..., experiment_continued: _Optional[_Union[ExperimentContinued, _Mapping]] = ..., slot_disabled: _Optional[_Union[SlotDisabled, _Mapping]] = ..., slot_enabled: _Optional[_Union[SlotEnabled, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
-    __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate")
+    __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate", "parent_id", "unmanaged")
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +186,8 @@ class ExperimentCreated(_message.Message):
     CONTEXT_HASH_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_SIZE_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    UNMANAGED_FIELD_NUMBER: _ClassVar[int]
     experiment_id: int
     name: str
     owner: str
@@ -181,7 +195,9 @@ class ExperimentCreated(_message.Message):
     context_hash: str
     context_size: int
     activate: bool
-    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., context_size: _Optional[int] = ..., activate: _Optional[bool] = ...) -> None: ...
+    parent_id: int
+    unmanaged: bool
+    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., context_size: _Optional[int] = ..., activate: _Optional[bool] = ..., parent_id: _Optional[int] = ..., unmanaged: _Optional[bool] = ...) -> None: ...
 
 class ExperimentStateChanged(_message.Message):
     __slots__ = ("experiment_id", "state", "reason")
@@ -198,6 +214,48 @@ class ExperimentKillRequested(_message.Message):
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     experiment_id: int
     def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ExperimentCancelRequested(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class ExperimentArchiveSet(_message.Message):
+    __slots__ = ("experiment_id", "archived")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    archived: bool
+    def __init__(self, experiment_id: _Optional[int] = ..., archived: _Optional[bool] = ...) -> None: ...
+
+class ExperimentDetailsSet(_message.Message):
+    __slots__ = ("experiment_id", "name", "description", "notes", "labels")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    name: str
+    description: str
+    notes: str
+    labels: ExperimentLabels
+    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., notes: _Optional[str] = ..., labels: _Optional[_Union[ExperimentLabels, _Mapping]] = ...) -> None: ...
+
+class ExperimentLabels(_message.Message):
+    __slots__ = ("labels",)
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ExperimentContinued(_message.Message):
+    __slots__ = ("experiment_id", "config_json")
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    config_json: str
+    def __init__(self, experiment_id: _Optional[int] = ..., config_json: _Optional[str] = ...) -> None: ...
 
 class ExperimentProgressChanged(_message.Message):
     __slots__ = ("experiment_id", "progress")
@@ -415,6 +473,24 @@ class AgentLost(_message.Message):
     last_heartbeat_ns: int
     reason: str
     def __init__(self, agent_id: _Optional[str] = ..., registration_event_id: _Optional[str] = ..., last_heartbeat_ns: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SlotDisabled(_message.Message):
+    __slots__ = ("agent_id", "slot_id", "drain")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    slot_id: int
+    drain: bool
+    def __init__(self, agent_id: _Optional[str] = ..., slot_id: _Optional[int] = ..., drain: _Optional[bool] = ...) -> None: ...
+
+class SlotEnabled(_message.Message):
+    __slots__ = ("agent_id", "slot_id")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    slot_id: int
+    def __init__(self, agent_id: _Optional[str] = ..., slot_id: _Optional[int] = ...) -> None: ...
 
 class AgentDisabled(_message.Message):
     __slots__ = ("agent_id", "drain", "owner")

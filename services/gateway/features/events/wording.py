@@ -161,6 +161,12 @@ def _user_created(p: Any) -> str:
     return f"user {p.username} (id {p.user_id}) created" + (f" ({', '.join(traits)})" if traits else "")
 
 
+def _details_set(p: Any) -> str:
+    changed = [name for name in ("name", "description", "notes") if p.HasField(name)]
+    changed += ["labels"] if p.HasField("labels") else []
+    return f"experiment {p.experiment_id}: {', '.join(changed) or 'nothing'} set"
+
+
 SUMMARIES: dict[str, Callable[[Any], str]] = {
     "experiment_created": lambda p: (
         f"experiment {p.experiment_id} {p.name!r} created by {p.owner}" + ("" if p.activate else " (paused)")
@@ -168,6 +174,12 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "experiment_state_changed": lambda p: f"experiment {p.experiment_id} {_state(experiment_state, p.state)}",
     "experiment_kill_requested": lambda p: f"kill of experiment {p.experiment_id} asked",
     "experiment_progress_changed": lambda p: f"experiment {p.experiment_id} {p.progress:.0%} done",
+    "experiment_cancel_requested": lambda p: f"cancel of experiment {p.experiment_id} asked",
+    "experiment_archive_set": lambda p: (
+        f"experiment {p.experiment_id} {'archived' if p.archived else 'unarchived'}"
+    ),
+    "experiment_details_set": _details_set,
+    "experiment_continued": lambda p: f"experiment {p.experiment_id} continued",
     "trial_created": lambda p: (
         f"trial {p.trial_id} of experiment {p.experiment_id} created"
         + (f", length {p.length}" if p.length else "")
@@ -196,6 +208,10 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "agent_lost": lambda p: f"agent {p.agent_id} lost",
     "agent_disabled": lambda p: f"agent {p.agent_id} disabled" + (" (draining)" if p.drain else ""),
     "agent_enabled": lambda p: f"agent {p.agent_id} enabled",
+    "slot_disabled": lambda p: (
+        f"slot {p.slot_id} of agent {p.agent_id} disabled" + (" (draining)" if p.drain else "")
+    ),
+    "slot_enabled": lambda p: f"slot {p.slot_id} of agent {p.agent_id} enabled",
     "job_resources_changed": _job_resources,
     "allocation_requested": _allocation_requested,
     "allocation_assigned": lambda p: f"allocation {p.allocation_id} assigned to {_placements(p)}",
