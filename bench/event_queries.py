@@ -102,7 +102,9 @@ async def bench(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         gateway = await Gateway.start(settings)
         try:
-            await gateway.projector.catch_up()
+            # A gateway of new code rebuilds its read models first (a minute on a million events).
+            if not await gateway.projector.catch_up(timeout_s=1800):
+                raise SystemExit("the gateway did not project the log within 30 minutes")
             print(f"gateway up and projected in {time.perf_counter() - started:.1f} s", flush=True)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
                 stub = Stub(channel)

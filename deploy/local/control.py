@@ -88,7 +88,7 @@ def cluster_up(options: ClusterOptions) -> UpResult:
         return _replace_supervisor(data_dir, record, sorted(leftovers))
     before = {part.name: part.restarts for part in status.parts} if status else {}
     if plan.action == "start-parts":
-        mailbox.post(data_dir, mailbox.Request("start", plan.parts))
+        mailbox.post(data_dir, mailbox.Request("start", plan.parts), wake=record.supervisor_pid)
     _wait_until_running(data_dir, record.supervisor_pid, before)
     done = (
         f"started {', '.join(plan.parts)} again"
@@ -357,7 +357,7 @@ def _ask(data_dir: Path, action: Action, name: str) -> PartStatus:
     status = _status_of(data_dir, supervisor)
     before = status.part(name) if status is not None else None
     asked_at = time.time()
-    mailbox.post(data_dir, mailbox.Request(action, (name,)))
+    mailbox.post(data_dir, mailbox.Request(action, (name,)), wake=supervisor)
     patience_s = STOP_DEADLINE_S + READY_DEADLINE_S
     deadline = time.monotonic() + patience_s
     while True:
@@ -447,7 +447,7 @@ def agent_up(data_dir: Path, agent_id: str, cpu_slots: int, pool: str) -> AgentS
     record = ClusterRecord.load(data_dir)
     assert record is not None  # running_supervisor found it
     agent = added_agent(record.agent_specs(), agent_id, cpu_slots, pool)
-    mailbox.post(data_dir, mailbox.Request("add-agent", (agent.part,), agent))
+    mailbox.post(data_dir, mailbox.Request("add-agent", (agent.part,), agent), wake=supervisor)
     _wait_for_part(
         data_dir, supervisor, agent.part, lambda part: part is not None and part.state == "running"
     )
@@ -472,7 +472,7 @@ def agent_down(data_dir: Path, agent_id: str) -> AgentSpec:
         raise DeployError(
             f"no agent {agent_id!r} runs from {data_dir}; they are: " + ", ".join(a.agent_id for a in agents)
         )
-    mailbox.post(data_dir, mailbox.Request("remove-agent", (chosen.part,)))
+    mailbox.post(data_dir, mailbox.Request("remove-agent", (chosen.part,)), wake=supervisor)
     _wait_for_part(data_dir, supervisor, chosen.part, lambda part: part is None)
     if record.remote and len(agents) == 1:
         _stop(data_dir, ClusterRecord.load(data_dir) or record)

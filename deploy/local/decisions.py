@@ -122,6 +122,15 @@ def exited(part: Part, now: float, why: str, *, shutting_down: bool) -> Part:
     )
 
 
+def steady(parts: Sequence[Part]) -> bool:
+    """Nothing on its way anywhere: every part running (no stop asked) or held stopped. Only a
+    part's exit, a request or the supervisor's own stop changes that; no clock does."""
+    return all(
+        (part.state == "running" and not part.stop_reason) or (part.state == "stopped" and part.held)
+        for part in parts
+    )
+
+
 def exit_reason(returncode: int) -> str:
     """How a process ended, from Popen's returncode (negative: a signal)."""
     if returncode >= 0:

@@ -1,8 +1,9 @@
 """How `det deploy local` asks the running supervisor for something: one
 JSON file per request in `<data dir>/run/requests/`, written atomically
 (`.tmp` renamed to `.json`), e.g. `{"action": "restart", "parts": ["postgres"]}`.
-The supervisor looks there on every tick (every 50 ms), acts, and deletes
-the file; the caller follows the outcome in status.json. Files, not a Unix
+The poster wakes the supervisor with SIGCHLD (ignored by default, so harmless to
+whatever else has that pid now); it looks there on its next tick (within a second
+without the signal), acts, and deletes the file; the caller follows the outcome in status.json. Files, not a Unix
 socket: a socket's path is limited to 108 bytes and data folders may be
 deeper than that.
 
@@ -15,7 +16,10 @@ deeper than that.
     remove-agent  stop the agent part and forget it (det deploy local agent-down)
 """
 
+import contextlib
 import json
+import os
+import signal
 import uuid
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
@@ -45,7 +49,8 @@ def requests_dir(data_dir: Path) -> Path:
     return data_dir / "run" / "requests"
 
 
-def post(data_dir: Path, request: Request) -> None:
+def post(data_dir: Path, request: Request, wake: int = 0) -> None:
+    """Leaves the request for the supervisor, and wakes it where `wake` is its pid."""
     folder = requests_dir(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     name = uuid.uuid4().hex
@@ -55,6 +60,9 @@ def post(data_dir: Path, request: Request) -> None:
         document["agent"] = asdict(request.agent)
     partial.write_text(json.dumps(document))
     partial.rename(folder / f"{name}.json")
+    if wake:
+        with contextlib.suppress(OSError):
+            os.kill(wake, signal.SIGCHLD)
 
 
 def parse(text: str, known: Collection[str] = PARTS) -> Request:

@@ -2,11 +2,17 @@
 
 Kept light on purpose: importing it loads no grpc, torch, SQLAlchemy or pydantic, so
 training scripts start fast and run off-cluster without a cluster's dependencies.
+`det.core` and `det.InvalidHP` load on first use: every `det` call of the CLI imports this
+package, and most never touch the Core API.
 """
 
-from determined import core
+from typing import TYPE_CHECKING, Any
+
 from determined._info import ClusterInfo, TrialInfo, get_cluster_info
-from determined.core._errors import InvalidHP
+
+if TYPE_CHECKING:
+    from determined import core
+    from determined.core._errors import InvalidHP
 
 __version__ = "0.1.0"
 
@@ -14,3 +20,16 @@ __version__ = "0.1.0"
 LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
 
 __all__ = ["LOG_FORMAT", "ClusterInfo", "InvalidHP", "TrialInfo", "__version__", "core", "get_cluster_info"]
+
+
+def __getattr__(name: str) -> Any:
+    """`det.core` and `det.InvalidHP`, imported the first time they are asked for."""
+    if name == "core":
+        import determined.core
+
+        return determined.core
+    if name == "InvalidHP":
+        from determined.core._errors import InvalidHP
+
+        return InvalidHP
+    raise AttributeError(f"module 'determined' has no attribute {name!r}")

@@ -157,10 +157,17 @@ def master_channel(
 
 
 class TrialClient:
-    """The calls a trial makes, authenticated with its allocation token."""
+    """The calls a trial makes, authenticated with its allocation token (`as_user`: with a
+    user's session token, a detached run's script, determined.experimental.core_v2)."""
 
     def __init__(
-        self, master: str, allocation_token: str, *, retry_for_s: float = RETRY_FOR_S, what: str = "reports"
+        self,
+        master: str,
+        allocation_token: str,
+        *,
+        retry_for_s: float = RETRY_FOR_S,
+        what: str = "reports",
+        as_user: bool = False,
     ) -> None:
         import grpc
 
@@ -181,7 +188,9 @@ class TrialClient:
             ],
         )
         self._stub = api_pb2_grpc.DeterminedStub(self._channel)  # type: ignore[no-untyped-call]
-        self._metadata = (("x-allocation-token", allocation_token),)
+        self._metadata: tuple[tuple[str, str], ...] = (("x-allocation-token", allocation_token),)
+        if as_user:  # no token: the call goes without one (a gateway that allows anonymous calls)
+            self._metadata = (("authorization", f"Bearer {allocation_token}"),) if allocation_token else ()
         self._retry_for_s = retry_for_s
         # `what` names the calls in the outage's log lines ("reports", "watching the allocation").
         self._outage = Outage(what)
@@ -246,6 +255,22 @@ class TrialClient:
         )
         self._call(self._stub.ReportStatus, request)
 
+    def start_unmanaged_trial(self, experiment_id: int) -> Any:
+        """A detached run's trial, once the searcher created it (StartUnmanagedTrialResponse)."""
+        request = self._api.StartUnmanagedTrialRequest(experiment_id=experiment_id)
+        return self._call(self._stub.StartUnmanagedTrial, request)
+
+    def report_unmanaged_trial(self, trial_id: int, end_state: str = "", reason: str = "") -> None:
+        """A detached run's heartbeat (no `end_state`), or how it ended ("COMPLETED", "ERROR")."""
+        request = self._api.ReportUnmanagedTrialRequest(
+            trial_id=trial_id,
+            end_state=end_state,
+            reason=reason,
+            reporter_id=REPORTER_ID,
+            seq=next(_report_seqs),
+        )
+        self._call(self._stub.ReportUnmanagedTrial, request)
+
     def report_early_exit(self, trial_id: int, reason: str) -> bool:
         """Report why the trial exits early ("INVALID_HP" or "USER_REQUESTED_STOP"). False when
         the gateway says an early exit was reported already (Determined's 400); True when this
@@ -268,6 +293,10 @@ class TrialClient:
     def set_trial_metadata(self, trial_id: int, metadata_json: str) -> None:
         request = self._api.SetTrialMetadataRequest(trial_id=trial_id, metadata_json=metadata_json)
         self._call(self._stub.SetTrialMetadata, request)
+
+    def report_checkpoint_use(self, trial_id: int, checkpoint_uuid: str) -> None:
+        request = self._api.ReportCheckpointUseRequest(trial_id=trial_id, checkpoint_uuid=checkpoint_uuid)
+        self._call(self._stub.ReportCheckpointUse, request)
 
     def get_trial_metadata(self, trial_id: int) -> str:
         """The trial's metadata as JSON text ("{}" when none was set)."""

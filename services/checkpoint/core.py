@@ -135,7 +135,7 @@ def _created(state: GcState, event: events_pb2.ExperimentCreated) -> GcState:
         config = None  # the searcher ends it ERROR; what it stored can still be deleted
     experiment = _experiment(event.experiment_id, event.config_json, config)
     state = with_experiment(state, experiment)
-    source = _warm_start_source(state, config)
+    source = event.source_trial_checkpoint_uuid or _warm_start_source(state, config)
     return state if source is None else replace(state, protected=state.protected | {source})
 
 
@@ -164,7 +164,8 @@ def _raw_storage_json(config_json: str) -> str:
 
 def _warm_start_source(state: GcState, config: ExperimentConfig | None) -> str | None:
     """The checkpoint the experiment's trials start from: the searcher's
-    source_checkpoint_uuid, or the source trial's latest checkpoint now."""
+    source_checkpoint_uuid, or the source trial's latest checkpoint now (for a log written
+    before ExperimentCreated recorded it, source_trial_checkpoint_uuid)."""
     if config is None:
         return None
     if config.searcher.source_checkpoint_uuid:

@@ -128,6 +128,12 @@ class EventLog(Protocol):
         """As `read`, in lists of what has arrived, for readers that apply a replay in bulk."""
         ...
 
+    async def events_at(self, sequences: list[int]) -> list[StoredEvent]:
+        """The events stored at these sequences, in their order (a sequence
+        that holds none is left out), each read on its own: what an index of
+        the log (the gateway's by event type) points at."""
+        ...
+
     async def first_sequence_at(self, time_ns: int) -> int:
         """The sequence of the first event that occurred at or after `time_ns`
         (Unix nanoseconds), or last_sequence() + 1 when there is none, found

@@ -313,6 +313,15 @@ class EventStore:
             async for batch in read:
                 yield [self.stored_event(raw) for raw in batch]
 
+    async def raw_at(self, sequences: list[int]) -> list[Raw]:
+        """As `events_at`, undecoded (as `read_stored`)."""
+        return await self.reader.messages_at(self.events_stream, sequences)
+
+    async def events_at(self, sequences: list[int]) -> list[StoredEvent]:
+        """The events at these sequences, in their order, by direct gets
+        (stream_reading.py: a reader of everything, the gateway, only)."""
+        return [self.stored_event(raw) for raw in await self.raw_at(sequences)]
+
     async def first_sequence_at(self, time_ns: int) -> int:
         """The sequence of the first event that occurred at or after `time_ns`
         (eventlog.first_occurred_at: a binary search of single events, each a direct get)."""

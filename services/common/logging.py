@@ -20,6 +20,24 @@ LOG_MAX_BYTES = 20 * 1024 * 1024
 LOG_BACKUPS = 3
 
 
+_SHARED: list[structlog.typing.Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.processors.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def line_formatter(*, json: bool) -> logging.Formatter:
+    """How a record (structlog's or a library's) becomes a line: JSON, or as a terminal shows it."""
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_SHARED,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+
+
 def configure_logging(
     service: str,
     *,
@@ -37,20 +55,7 @@ def configure_logging(
         handler = logging.handlers.RotatingFileHandler(
             log_file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
         )
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    shared: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-        )
-    )
+    handler.setFormatter(line_formatter(json=json))
     numeric_level = logging.getLevelName(level.upper())
     root = logging.getLogger()
     for old in root.handlers:
@@ -59,7 +64,7 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(numeric_level)
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(numeric_level),
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,

@@ -106,6 +106,13 @@ class MemoryEventLog:
                 versions[subject[len(prefix) :]] = versions.get(subject[len(prefix) :], 0) + 1
         return versions
 
+    async def events_at(self, sequences: list[int]) -> list[StoredEvent]:
+        return [
+            self._stored(sequence, caught_up=False)
+            for sequence in sequences
+            if 1 <= sequence <= len(self._messages)
+        ]
+
     async def first_sequence_at(self, time_ns: int) -> int:
         return await first_occurred_at(self._occurred_at, len(self._messages), time_ns)
 

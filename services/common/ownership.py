@@ -11,6 +11,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
         "trial_length_set",
         "trial_stop_requested",
         "trial_ended",
+        "trial_reopened",
         "experiment_progress_changed",
         "experiment_state_changed",
         "allocation_requested",
@@ -44,7 +45,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
 }
 
 # The subject kinds each part reads: those of the events its cores fold (kinds_of of
-# AGENT_FOLDS, SCHEDULER_FOLDS, SEARCHER_FOLDS + LIFECYCLE_FOLDS, GC_FOLDS; checked by
+# AGENT_FOLDS, SCHEDULER_FOLDS, SEARCHER_FOLDS + LIFECYCLE_FOLDS + UNMANAGED_FOLDS, GC_FOLDS; checked by
 # tests/unit/test_credentials.py), which include those it appends to (an append that
 # was cut short looks at its aggregate's newest event). No part but the gateway reads
 # `user` events.

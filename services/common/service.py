@@ -59,11 +59,13 @@ async def connect_part(settings: CommonSettings, name: str, part: str | None = N
     return store
 
 
-async def run_core(settings: CommonSettings, *cores: Core[Any], name: str) -> None:
+async def run_core(
+    settings: CommonSettings, *cores: Core[Any], name: str, tick_s: float | None = None
+) -> None:
     """Connects as `name` and runs the cores' shells (`run_shells`) until cancelled."""
     store = await connect_part(settings, name)
     try:
-        await run_shells(store, settings, *cores, name=name)
+        await run_shells(store, settings, *cores, name=name, tick_s=tick_s)
     finally:
         await store.close()
 

@@ -349,7 +349,9 @@ class StreamReader:
             if pending == 0 or len(batch) < len(received) or not received:
                 return
 
-    async def _direct_batch(self, stream: str, subject: str, start_sequence: int) -> tuple[list[Raw], int]:
+    async def _direct_batch(
+        self, stream: str, subject: str, start_sequence: int, batch: int = DIRECT_BATCH
+    ) -> tuple[list[Raw], int]:
         """(the next messages of `subject` from `start_sequence`, how many more
         it holds after them): one direct get of DIRECT_BATCH messages at most,
         answered by the messages then an end-of-batch status (204), or a 404
@@ -375,7 +377,7 @@ class StreamReader:
         request = {
             "seq": start_sequence,
             "next_by_subj": subject,
-            "batch": DIRECT_BATCH,
+            "batch": batch,
             "max_bytes": DIRECT_BATCH_BYTES,
         }
         nc = self.connection.nc
@@ -391,6 +393,66 @@ class StreamReader:
             finally:
                 await sub.unsubscribe()
         return received, pending
+
+    async def first_from(self, stream: str, subject: str, start_sequence: int) -> tuple[int, int]:
+        """(the sequence of the subject's first message from `start_sequence`,
+        how many it holds from there), (0, 0) when none: one direct get (the
+        gateway's, see `read_batches`), answered from nats-server's index of
+        subjects. What a search for the start of a trial's last log batches asks."""
+        get = functools.partial(self._direct_batch, stream, subject, max(start_sequence, 1), 1)
+        received, pending = await self.connection.call(get)
+        return (received[0][0], 1 + pending) if received else (0, 0)
+
+    async def messages_at(self, stream: str, sequences: list[int]) -> list[Raw]:
+        """The messages stored at these sequences, in their order (one stored
+        at none is left out): a direct get of each (the gateway's, see
+        `read_batches`), DIRECT_BATCH asked at once, so that a page of
+        scattered events (an index's: det events by type) costs a round trip,
+        not one per event."""
+        found: list[Raw] = []
+        for first in range(0, len(sequences), DIRECT_BATCH):
+            chunk = sequences[first : first + DIRECT_BATCH]
+            found += await self.connection.call(functools.partial(self._messages_at, stream, chunk))
+        return found
+
+    async def _messages_at(self, stream: str, sequences: list[int]) -> list[Raw]:
+        """One attempt of messages_at: every get asked, answered on one inbox
+        (its last token: the get's index); nats.errors.TimeoutError (an
+        outage: the caller asks again) when not all are answered within PULL_STALL_S."""
+        received: dict[int, Raw] = {}
+        answered = 0
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def take(msg: Msg) -> None:
+            nonlocal answered
+            if ended.done():
+                return
+            headers = msg.headers or {}
+            status = headers.get(js_api.Header.STATUS.value)
+            if status is None:
+                index = int(msg.subject.rsplit(".", 1)[1])
+                received[index] = (int(headers["Nats-Sequence"]), msg.data, False, headers["Nats-Subject"])
+            elif status != "404":
+                ended.set_exception(nats.errors.NoRespondersError() if status == "503" else _refused(msg))
+                return
+            answered += 1
+            if answered == len(sequences):
+                ended.set_result(None)
+
+        nc = self.connection.nc
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(f"{inbox}.*", cb=take, pending_msgs_limit=0, pending_bytes_limit=0)
+        try:
+            api = f"$JS.API.DIRECT.GET.{stream}"
+            for index, sequence in enumerate(sequences):
+                await nc.publish(api, b'{"seq":%d}' % sequence, f"{inbox}.{index}")
+            async with asyncio.timeout(PULL_STALL_S):
+                await ended
+        except TimeoutError:
+            raise nats.errors.TimeoutError from None
+        finally:
+            await sub.unsubscribe()
+        return [received[index] for index in sorted(received)]
 
     async def last_sequence_of(self, stream: str, subjects: list[str]) -> int:
         """The sequence of the newest message on any of these subjects (0 if none).

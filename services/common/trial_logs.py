@@ -62,11 +62,13 @@ class TrialLogs:
         """The trial's batches in order (see `read_subject`)."""
         return self.read_subject(self.subject(trial_id), follow)
 
-    async def read_subject(self, subject: str, follow: bool) -> AsyncIterator[StoredLogBatch]:
-        """The batches of one subject (a trial's, a task's) in order; one that is
-        not a log batch (what a holder of an agent's password may publish) is
-        skipped and recorded."""
-        reading = self._store.reader.read(self.stream, [subject], 1, follow)
+    async def read_subject(
+        self, subject: str, follow: bool, start_sequence: int = 1
+    ) -> AsyncIterator[StoredLogBatch]:
+        """The batches of one subject (a trial's, a task's) in order, from
+        `start_sequence` of the stream; one that is not a log batch (what a
+        holder of an agent's password may publish) is skipped and recorded."""
+        reading = self._store.reader.read(self.stream, [subject], start_sequence, follow)
         async for sequence, data, caught_up, subject in reading:
             try:
                 batch = events_pb2.LogBatch.FromString(data)

@@ -3,10 +3,13 @@ implementation behind both edges, the gRPC servicer (servicer.py) and the
 HTTP routes (http/routes.py). A new feature's functions get one line here."""
 
 from services.gateway.features.agents.service import Agents
+from services.gateway.features.checkpoints.edits import CheckpointEdits
 from services.gateway.features.checkpoints.service import Checkpoints
 from services.gateway.features.events.explain_service import Explanations
 from services.gateway.features.events.service import Events
 from services.gateway.features.events.workload_service import Workloads
+from services.gateway.features.experiments.edits import ExperimentEdits
+from services.gateway.features.experiments.runs import ExperimentRuns
 from services.gateway.features.experiments.service import Experiments
 from services.gateway.features.jobs.service import Jobs
 from services.gateway.features.logs.service import Logs
@@ -26,10 +29,13 @@ class Api:
         self.agents = Agents(parts)
         self.jobs = Jobs(parts)
         self.experiments = Experiments(parts)
+        self.experiment_edits = ExperimentEdits(parts)
+        self.experiment_runs = ExperimentRuns(parts, self.experiments)
         self.trials = Trials(parts)
         self.reports = Reports(parts)
         self.logs = Logs(parts)
         self.checkpoints = Checkpoints(parts, self.reports)
+        self.checkpoint_edits = CheckpointEdits(parts, self.checkpoints, self.reports)
         self.models = Models(parts, self.checkpoints)
         self.users = (ReplayUsers if parts.settings.replay_of else Users)(parts)
         self.tasks = Tasks(parts, self.experiments)

@@ -74,6 +74,7 @@ TRIAL_RPCS = frozenset(
         "WatchAllocation",
         "AcknowledgeStop",
         "DeleteCheckpoints",
+        "ReportCheckpointUse",
     }
 )
 

@@ -39,6 +39,9 @@ class Plan:
     total_batches: dict[int, int] = field(default_factory=dict)
     # Trial id -> the keys of its points in metric_rows.
     trial_points: dict[int, set[MetricKey]] = field(default_factory=dict)
+    # (sequence, event type) of the batch's events the index by type holds
+    # (features/events/type_index.py; planning.py fills it: it knows the sequences).
+    event_types: list[tuple[int, str]] = field(default_factory=list)
 
     def keys(self) -> dict[str, list[Any]]:
         """The keys of the rows the batch changes, per table: the rows to load."""

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 import asyncpg
 
 from services.common.envelope import Envelope
+from services.common.eventlog import StoredEvent
 from services.gateway import projection, watched
+from services.gateway.features.events import type_index
 from services.gateway.plan import Plan
 
 # What planning one event, or writing its rows, may raise because of what
@@ -31,10 +33,20 @@ EVENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def planned_readable(envelopes: Sequence[Envelope]) -> tuple[Plan, list[tuple[int, str]]]:
-    """The plan of `envelopes` and, for those the projection raises on (while
+def planned_readable(
+    events: Sequence[StoredEvent], *, index_types: bool = True
+) -> tuple[Plan, list[tuple[int, str]]]:
+    """The plan of `events` and, for those the projection raises on (while
     planning or finding what they wake), their index and why: the plan is of
-    the others."""
+    the others, and the index by type (with `index_types`) holds them all
+    (type_index.py)."""
+    plan, unplannable = _planned([stored.envelope for stored in events])
+    if index_types:
+        plan.event_types = type_index.rows(events)
+    return plan, unplannable
+
+
+def _planned(envelopes: Sequence[Envelope]) -> tuple[Plan, list[tuple[int, str]]]:
     try:
         watched.watched(envelopes)
         return projection.plan_batch(envelopes), []

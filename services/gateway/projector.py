@@ -55,6 +55,7 @@ from services.common.eventlog import EventLog, StoredEvent
 from services.common.eventstore import EventStore
 from services.gateway import projection, replay, watched
 from services.gateway.errors import READ_MODELS_UNAVAILABLE, ReadModelsUnavailableError
+from services.gateway.features.events import type_index
 from services.gateway.plan import Plan, PlannedBatch, Row
 from services.gateway.planning import EVENT_ERRORS, described, planned_readable
 from services.gateway.read_models import POSTGRES_DOWN, SCHEMA, transaction
@@ -84,6 +85,7 @@ class Projector:
         name: str = NAME,
         batch_size: int = BATCH_SIZE,
         helper_min_events: int = replay.HELPER_MIN_EVENTS,
+        index_types: bool = True,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -91,6 +93,9 @@ class Projector:
         self.batch_size = batch_size
         # A stretch of the log at least this long is replayed with a helper process (replay.py).
         self.helper_min_events = helper_min_events
+        # Whether it writes the index by event type (features/events/type_index.py): a
+        # fold of the log's past into a scratch (as_of_schema.py) never reads it.
+        self.index_types = index_types
         self.position = 0
         # Whether `position` was read from PostgreSQL (it is 0 until then).
         self.loaded = False
@@ -324,12 +329,14 @@ class Projector:
             position = await _locked_position(connection, self.name)
             if stored.sequence > position:
                 position = stored.sequence
+                if self.index_types:  # its rows are refused, but det events finds it by its type
+                    await execute_plan(connection, Plan(event_types=type_index.rows([stored])))
                 await _store_position(connection, self.name, position)
         return position
 
     def _plan(self, events: Sequence[StoredEvent]) -> Plan:
         """The plan of `events`; those the projection cannot plan are skipped (recorded)."""
-        plan, unplannable = planned_readable([stored.envelope for stored in events])
+        plan, unplannable = planned_readable(events, index_types=self.index_types)
         for index, reason in unplannable:
             self._record_skip(events[index].sequence, events[index].envelope.aggregate, reason)
         return plan

@@ -149,10 +149,9 @@ def _planned(store: EventStore, events: list[Raw]) -> Replayed:
     skipped = [
         (s.sequence, raw[3], s.skipped, "log") for s, raw in zip(stored, events, strict=True) if s.skipped
     ]
-    envelopes = [s.envelope for s in stored]
-    plan, unplannable = planned_readable(envelopes)
+    plan, unplannable = planned_readable(stored)
     for index, reason in unplannable:
-        subject = subject_for(store.namespace, envelopes[index].aggregate)
+        subject = subject_for(store.namespace, stored[index].envelope.aggregate)
         skipped.append((stored[index].sequence, subject, reason, "projector"))
     return PlannedBatch(events[0][0], events[-1][0], plan), skipped
 

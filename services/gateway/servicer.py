@@ -45,6 +45,16 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     ) -> api_pb2.DisableAgentResponse:
         return await self.api.agents.disable_agent(request)
 
+    async def EnableSlot(
+        self, request: api_pb2.EnableSlotRequest, context: Context
+    ) -> api_pb2.EnableSlotResponse:
+        return await self.api.agents.enable_slot(request)
+
+    async def DisableSlot(
+        self, request: api_pb2.DisableSlotRequest, context: Context
+    ) -> api_pb2.DisableSlotResponse:
+        return await self.api.agents.disable_slot(request)
+
     # -- jobs --------------------------------------------------------------------------------
 
     async def GetJobs(self, request: api_pb2.GetJobsRequest, context: Context) -> api_pb2.GetJobsResponse:
@@ -97,6 +107,46 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     ) -> api_pb2.PauseExperimentResponse:
         return await self.api.experiments.pause_experiment(request)
 
+    async def CancelExperiment(
+        self, request: api_pb2.CancelExperimentRequest, context: Context
+    ) -> api_pb2.CancelExperimentResponse:
+        return await self.api.experiment_runs.cancel_experiment(request)
+
+    async def ContinueExperiment(
+        self, request: api_pb2.ContinueExperimentRequest, context: Context
+    ) -> api_pb2.ContinueExperimentResponse:
+        return await self.api.experiment_runs.continue_experiment(request)
+
+    async def GetModelDef(
+        self, request: api_pb2.GetModelDefRequest, context: Context
+    ) -> api_pb2.GetModelDefResponse:
+        return await self.api.experiments.get_model_def(request)
+
+    async def ArchiveExperiment(
+        self, request: api_pb2.ArchiveExperimentRequest, context: Context
+    ) -> api_pb2.ArchiveExperimentResponse:
+        return await self.api.experiment_edits.archive_experiment(request)
+
+    async def UnarchiveExperiment(
+        self, request: api_pb2.UnarchiveExperimentRequest, context: Context
+    ) -> api_pb2.UnarchiveExperimentResponse:
+        return await self.api.experiment_edits.unarchive_experiment(request)
+
+    async def PatchExperiment(
+        self, request: api_pb2.PatchExperimentRequest, context: Context
+    ) -> api_pb2.PatchExperimentResponse:
+        return await self.api.experiment_edits.patch_experiment(request)
+
+    async def PutExperimentLabel(
+        self, request: api_pb2.PutExperimentLabelRequest, context: Context
+    ) -> api_pb2.PutExperimentLabelResponse:
+        return await self.api.experiment_edits.put_experiment_label(request)
+
+    async def DeleteExperimentLabel(
+        self, request: api_pb2.DeleteExperimentLabelRequest, context: Context
+    ) -> api_pb2.DeleteExperimentLabelResponse:
+        return await self.api.experiment_edits.delete_experiment_label(request)
+
     # -- trials ------------------------------------------------------------------------------
 
     async def GetTrial(self, request: api_pb2.GetTrialRequest, context: Context) -> api_pb2.GetTrialResponse:
@@ -114,6 +164,12 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         return await self.api.trials.kill_trial(request)
 
     # -- logs --------------------------------------------------------------------------------
+
+    async def MasterLogs(
+        self, request: api_pb2.MasterLogsRequest, context: Context
+    ) -> AsyncIterator[api_pb2.MasterLogsResponse]:
+        async for response in self.api.logs.master_logs(request):
+            yield response
 
     async def TrialLogs(
         self, request: api_pb2.TrialLogsRequest, context: Context
@@ -173,6 +229,16 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
     ) -> api_pb2.GetBestValidationResponse:
         return await self.api.reports.get_best_validation(request)
 
+    async def StartUnmanagedTrial(
+        self, request: api_pb2.StartUnmanagedTrialRequest, context: Context
+    ) -> api_pb2.StartUnmanagedTrialResponse:
+        return await self.api.reports.detached.start_unmanaged_trial(request)
+
+    async def ReportUnmanagedTrial(
+        self, request: api_pb2.ReportUnmanagedTrialRequest, context: Context
+    ) -> api_pb2.ReportUnmanagedTrialResponse:
+        return await self.api.reports.detached.report_unmanaged_trial(request)
+
     # -- checkpoints -------------------------------------------------------------------------
 
     async def GetCheckpoint(
@@ -194,6 +260,21 @@ class Servicer(api_pb2_grpc.DeterminedServicer):
         self, request: api_pb2.DeleteCheckpointsRequest, context: Context
     ) -> api_pb2.DeleteCheckpointsResponse:
         return await self.api.checkpoints.delete_checkpoints(request)
+
+    async def PostCheckpointMetadata(
+        self, request: api_pb2.PostCheckpointMetadataRequest, context: Context
+    ) -> api_pb2.PostCheckpointMetadataResponse:
+        return await self.api.checkpoint_edits.post_checkpoint_metadata(request)
+
+    async def GetCheckpointUsers(
+        self, request: api_pb2.GetCheckpointUsersRequest, context: Context
+    ) -> api_pb2.GetCheckpointUsersResponse:
+        return await self.api.checkpoint_edits.get_checkpoint_users(request)
+
+    async def ReportCheckpointUse(
+        self, request: api_pb2.ReportCheckpointUseRequest, context: Context
+    ) -> api_pb2.ReportCheckpointUseResponse:
+        return await self.api.checkpoint_edits.report_checkpoint_use(request)
 
     async def PreviewGc(
         self, request: api_pb2.PreviewGcRequest, context: Context

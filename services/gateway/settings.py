@@ -40,6 +40,8 @@ class GatewaySettings(CommonSettings):
     # text; never logged); blank is refused then unless allow_blank_password.
     initial_user_password: str = Field("", repr=False)
     allow_blank_password: bool = False
+    # A detached run's (core_v2) trial ends ERROR when its script sent no heartbeat for this long.
+    unmanaged_timeout_s: float = Field(300.0, gt=0)
     # How long a login's session (its token) lasts.
     session_ttl_s: float = Field(7 * 24 * 3600.0, gt=0)
     # PEM files of the certificate (its chain) and private key the gRPC and HTTP ports serve

@@ -14,7 +14,7 @@ state, and message ids derived from the allocation make a repeat harmless):
 - AllocationKillRequested / AllocationExited for a gang spanning several
   agents: the first part that fails takes the rest down, and the allocation
   exits once every part did (gang.py);
-- AllocationStopRequested: an allocation on an agent disabled without drain;
+- AllocationStopRequested: an allocation on an agent, or a slot, disabled without drain;
 - per resource pool (pool.py), by the pool's scheduler (fair_share.py or
   priority.py): AllocationAssigned (placements by fitting.py; its reason
   says, for people, what the pool's scheduler saw and why there) and
@@ -55,13 +55,14 @@ def decide(state: SchedulerState, config: SchedulerConfig = DEFAULT_CONFIG) -> l
     disabled = {
         agent_id for agent_id, agent in state.agents.items() if not agent.enabled and not agent.draining
     }
+    stopped = {agent_id: slots for agent_id, agent in state.agents.items() if (slots := agent.stopped_slots)}
     for request in state.requests.values():
         if not request.placements:
             if request.withdrawn:
                 appends.append(_canceled(request))
             continue
-        if lost or disabled or request.part_exits:
-            appends += _closing(state, request, lost, disabled)
+        if lost or disabled or stopped or request.part_exits:
+            appends += _closing(state, request, lost, disabled, stopped)
     for pool in pools_of(state, config).values():
         appends += _decisions(pool, plan_pool(pool, state, config))
     return appends
@@ -84,19 +85,33 @@ def _decisions(pool: Pool, plan: Plan) -> list[Append]:
     return appends
 
 
-def _closing(state: SchedulerState, request: Request, lost: set[str], disabled: set[str]) -> list[Append]:
-    """What ends or stops an open allocation: a lost agent, a gang's exits, a disabled agent."""
+def _closing(
+    state: SchedulerState,
+    request: Request,
+    lost: set[str],
+    disabled: set[str],
+    stopped: dict[str, frozenset[int]],
+) -> list[Append]:
+    """What ends or stops an open allocation: a lost agent, a gang's exits, a
+    disabled agent, a slot disabled without drain (`stopped`: agent -> such slots)."""
     agent_ids = [agent_id for agent_id, _ in request.placements]
     lost_agent = next((a for a in agent_ids if a in lost), None)
     if lost_agent is not None:
         return [_lost(request, lost_agent, state.agents[lost_agent].lost_reason)]
     if request.part_exits:
         return gang_decisions(request)
-    disabled_agent = next((a for a in agent_ids if a in disabled), None)
-    if disabled_agent is None or request.withdrawn:
+    if request.withdrawn:
         return []
-    msg_id = f"allocation-stop-disabled-{request.allocation_id}"
-    return [_stop(request, msg_id, f"agent {disabled_agent} disabled")]
+    disabled_agent = next((a for a in agent_ids if a in disabled), None)
+    if disabled_agent is not None:
+        msg_id = f"allocation-stop-disabled-{request.allocation_id}"
+        return [_stop(request, msg_id, f"agent {disabled_agent} disabled")]
+    on_stopped = [(a, s) for a, slot_ids in request.placements for s in slot_ids if s in stopped.get(a, ())]
+    if not on_stopped:
+        return []
+    agent_id, slot_id = on_stopped[0]
+    msg_id = f"allocation-stop-slot-disabled-{request.allocation_id}"
+    return [_stop(request, msg_id, f"slot {slot_id} of agent {agent_id} disabled")]
 
 
 def _canceled(request: Request) -> Append:

@@ -25,9 +25,9 @@ class JobSettings:
 class Pool:
     name: str
     slots: FreeSlots
-    # Slots that compete: the usable agents' slots, less those held by
-    # allocations that also run on an agent gone unusable (draining,
-    # disabled, lost: they leave, they are not shared).
+    # Slots that compete: the usable agents' enabled slots, less those held
+    # by allocations that also run on an agent or a slot gone unusable
+    # (draining, disabled, lost: they leave, they are not shared).
     capacity: int = 0
     # Assigned and not asked to stop, every part on a usable agent, in
     # assignment order (oldest first).
@@ -74,12 +74,12 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
         pool = _pool(pools, agent.resource_pool)
         pool.addresses[agent_id] = agent.address
         if agent.usable:
+            enabled = [s for s in agent.slot_ids if s not in agent.disabled_slots]
             taken = state.placed.get(agent_id)
-            free = [s for s in agent.slot_ids if s not in taken] if taken else list(agent.slot_ids)
-            pool.slots.add(agent_id, free, len(agent.slot_ids))
-            pool.capacity += len(agent.slot_ids)
-        else:
-            all_usable = False
+            free = [s for s in enabled if s not in taken] if taken else enabled
+            pool.slots.add(agent_id, free, len(enabled))
+            pool.capacity += len(enabled)
+        all_usable = all_usable and agent.usable and not agent.disabled_slots
     requests = list(state.requests.values())
     # Each pool's jobs, in the order of their first open requests: the first
     # requests in order, up to the last job's first.
@@ -111,7 +111,9 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
         everywhere = True
         for agent_id, slot_ids in request.placements:
             if agent_id in sizes:
-                on_usable += len(slot_ids)
+                usable_slots = _enabled(slot_ids, state.agents[agent_id].disabled_slots)
+                on_usable += usable_slots
+                everywhere = everywhere and usable_slots == len(slot_ids)
             else:
                 everywhere = False
         if request.withdrawn:
@@ -124,6 +126,11 @@ def pools_of(state: SchedulerState, config: SchedulerConfig) -> dict[str, Pool]:
     for request in running:
         pools[request.pool].running.append(request)
     return pools
+
+
+def _enabled(slot_ids: tuple[int, ...], disabled: frozenset[int]) -> int:
+    """How many of the slots are enabled."""
+    return sum(1 for s in slot_ids if s not in disabled) if disabled else len(slot_ids)
 
 
 def _pool(pools: dict[str, Pool], name: str) -> Pool:

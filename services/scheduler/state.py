@@ -31,11 +31,20 @@ class AgentView:
     # No heartbeat for its current registration; counts again once it registers anew.
     lost: bool = False
     lost_reason: str = ""
+    # Slots an admin disabled (det slot disable): nothing new is placed there;
+    # those in `draining_slots` too let what runs there finish, the others stop it.
+    disabled_slots: frozenset[int] = frozenset()
+    draining_slots: frozenset[int] = frozenset()
 
     @property
     def usable(self) -> bool:
-        """Whether new work may be placed on it."""
+        """Whether new work may be placed on it (on its enabled slots)."""
         return self.enabled and not self.lost
+
+    @property
+    def stopped_slots(self) -> frozenset[int]:
+        """Its slots disabled without drain: what runs there is asked to stop."""
+        return self.disabled_slots - self.draining_slots
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,8 @@ SCHEDULER_FOLDS = (
     "agent_lost",
     "agent_disabled",
     "agent_enabled",
+    "slot_disabled",
+    "slot_enabled",
     "job_resources_changed",
     "allocation_requested",
     "allocation_assigned",
@@ -161,6 +172,8 @@ def evolve(state: SchedulerState, envelope: Envelope) -> SchedulerState:
             agent = state.agents.get(event.agent_id)
             changed = agent and replace(agent, enabled=True, draining=False)
             return _with_agent(state, event.agent_id, changed) if changed else state
+        case events_pb2.SlotDisabled() | events_pb2.SlotEnabled():
+            return _slot_changed(state, event)
         case events_pb2.JobResourcesChanged():
             return _job_changed(state, event)
         case events_pb2.AllocationRequested():
@@ -213,8 +226,28 @@ def _registered(state: SchedulerState, event: events_pb2.AgentRegistered, event_
         # An operator's disable outlives the agent's restarts; a loss does not.
         enabled=before.enabled if before else True,
         draining=before.draining if before else False,
+        disabled_slots=before.disabled_slots if before else frozenset(),
+        draining_slots=before.draining_slots if before else frozenset(),
     )
     return _with_agent(state, event.agent_id, agent)
+
+
+def _slot_changed(
+    state: SchedulerState, event: events_pb2.SlotDisabled | events_pb2.SlotEnabled
+) -> SchedulerState:
+    """A slot disabled (with or without drain) or enabled again; kept across the agent's registrations."""
+    agent = state.agents.get(event.agent_id)
+    if agent is None:
+        return state
+    slot = frozenset((event.slot_id,))
+    disabled = isinstance(event, events_pb2.SlotDisabled)
+    draining = isinstance(event, events_pb2.SlotDisabled) and event.drain
+    changed = replace(
+        agent,
+        disabled_slots=agent.disabled_slots | slot if disabled else agent.disabled_slots - slot,
+        draining_slots=agent.draining_slots | slot if draining else agent.draining_slots - slot,
+    )
+    return _with_agent(state, event.agent_id, changed)
 
 
 def _job_changed(state: SchedulerState, event: events_pb2.JobResourcesChanged) -> SchedulerState:

@@ -7,6 +7,11 @@ from services.common.service import run_core, serve
 from services.common.settings import CommonSettings
 from services.searcher.core import SearcherCore
 from services.searcher.lifecycle import TrialLifecycleCore
+from services.searcher.unmanaged import UnmanagedTrialsCore
+
+# With no event for this long, the searcher looks at the clock: a detached run's trial
+# whose script went silent ends ERROR (unmanaged.py).
+TICK_S = 1.0
 
 
 class SearcherSettings(CommonSettings):
@@ -16,8 +21,9 @@ class SearcherSettings(CommonSettings):
 async def run(settings: SearcherSettings) -> None:
     """Rebuilds the searcher's state from the log, then decides until
     cancelled: the search methods, and the lifecycle of the trials they create
-    (each trial is a task that asks the scheduler for its runs)."""
-    await run_core(settings, SearcherCore(), TrialLifecycleCore(), name="searcher")
+    (each trial is a task that asks the scheduler for its runs), and of detached runs' trials."""
+    cores = (SearcherCore(), TrialLifecycleCore(), UnmanagedTrialsCore())
+    await run_core(settings, *cores, name="searcher", tick_s=TICK_S)
 
 
 def main() -> None:

@@ -14,6 +14,16 @@ and, for a trial created as another one was stopped or ended, which trial
 it replaces and why; each TrialStopRequested the method's words. They are
 words for people, never part of a decision.
 
+Cancel (det experiment cancel): no trial is created any more, and the
+experiment ends CANCELED once its live trials have stopped (the lifecycle
+stops them gracefully). Continue (det experiment continue, single searcher
+only): the search of an ended experiment starts again under the continued
+config, its one trial reopened (TrialReopened) rather than created anew; so
+the searcher keeps, for each ended single-searcher experiment, its trial's
+request (`SearcherState.continuable`). The events of a continued experiment
+carry message ids suffixed with how often it was continued ("-1", "-2"...),
+as the first life's ids are taken.
+
 Randomness: a trial's hyperparameters (when the method does not choose
 them), request id and trial seed come from a `random.Random` seeded by the
 experiment seed and the trial's request number, so a rerun with the same
@@ -91,6 +101,11 @@ class Search:
     active: bool = False
     started: bool = False
     killed: bool = False
+    canceled: bool = False
+    # How often a user continued the experiment (its events' message ids say so).
+    continued: int = 0
+    # Continued: its trial's TrialReopened is still to be appended.
+    reopening: bool = False
     requests: dict[int, TrialRequest] = field(default_factory=dict)
     # Decided by the method, not yet in the log: request -> action.
     stops: dict[int, Stop] = field(default_factory=dict)
@@ -108,15 +123,36 @@ class Search:
     def live_trials(self) -> int:
         return sum(1 for r in self.requests.values() if r.trial_id and not _exited(r))
 
+    @property
+    def stopping(self) -> bool:
+        """Killed or canceled: no trial is created any more."""
+        return self.killed or self.canceled
+
+    def msg_id(self, first_life: str) -> str:
+        """A message id of this search: `first_life` suffixed with how often the
+        experiment was continued (the first life's ids are taken)."""
+        return f"{first_life}-{self.continued}" if self.continued else first_life
+
 
 def _exited(request: TrialRequest) -> bool:
     return request.ended_state != TrialState.TRIAL_STATE_UNSPECIFIED
 
 
 @dataclass(frozen=True)
+class Continuable:
+    """An ended single-searcher experiment, as a continue needs it: its trial's
+    request (None when it never had a trial) and how often it was continued."""
+
+    request: TrialRequest | None
+    continued: int
+
+
+@dataclass(frozen=True)
 class SearcherState:
     # Searches of experiments that have not ended: an ended one leaves.
     searches: dict[int, Search] = field(default_factory=dict)
+    # Ended single-searcher experiments, which a user may continue.
+    continuable: dict[int, Continuable] = field(default_factory=dict)
     # Trial ids are global across experiments: the next is one more than this.
     max_trial_id: int = 0
 
@@ -126,7 +162,10 @@ SEARCHER_FOLDS = (
     "experiment_state_changed",
     "experiment_kill_requested",
     "experiment_progress_changed",
+    "experiment_cancel_requested",
+    "experiment_continued",
     "trial_created",
+    "trial_reopened",
     "trial_stop_requested",
     "trial_length_set",
     "trial_validation_reported",
@@ -147,6 +186,8 @@ def evolve(state: SearcherState, envelope: Envelope) -> SearcherState:
     event = payload_of(envelope)
     if isinstance(event, events_pb2.ExperimentCreated):
         return _with_search(state, _new_search(event))
+    if isinstance(event, events_pb2.ExperimentContinued):
+        return _on_continued(state, event)
     if isinstance(event, events_pb2.TrialCreated):
         state = replace(state, max_trial_id=max(state.max_trial_id, event.trial_id))
     experiment_id = getattr(event, "experiment_id", None)
@@ -155,7 +196,7 @@ def evolve(state: SearcherState, envelope: Envelope) -> SearcherState:
         return state
     match event:
         case events_pb2.ExperimentStateChanged() if event.state in TERMINAL_EXPERIMENT_STATES:
-            return replace(state, searches={k: v for k, v in state.searches.items() if k != experiment_id})
+            return _ended(state, search)
         case events_pb2.ExperimentStateChanged():
             return _with_search(state, _on_state_changed(search, event.state))
         case _:
@@ -171,12 +212,87 @@ def _new_search(event: events_pb2.ExperimentCreated) -> Search:
     except InvalidConfigError as exc:
         error = "the stored experiment config is not valid any more: " + "; ".join(exc.errors)
         return Search(event.experiment_id, None, None, error=error)
+    if event.unmanaged:
+        return _detached_search(event.experiment_id, config)
     try:
         method: SearchMethod | None = search_method(config)
         error = ""
     except UnsupportedSearcherError as exc:
         method, error = None, str(exc)
     return _start(Search(event.experiment_id, config, method, error=error, active=event.activate))
+
+
+def _detached_search(experiment_id: int, config: ExperimentConfig) -> Search:
+    """A detached run (core_v2): no search method; its one trial is the script's, created at
+    once with the config's hyperparameters, trained and ended by the script
+    (services/searcher/unmanaged.py); the experiment ends as that trial does."""
+    search = Search(experiment_id, config, None, active=True, started=True)
+    rng = random.Random(f"{config.reproducibility.experiment_seed or 0}/0")
+    trial = TrialRequest(
+        request=0,
+        request_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        hparams_json=json.dumps(_sampled(config, rng), sort_keys=True),
+        trial_seed=rng.randrange(TRIAL_SEED_BOUND),
+        length=0,
+        reason="the detached run's script",
+    )
+    return _with_request(search, trial)
+
+
+def _ended(state: SearcherState, search: Search) -> SearcherState:
+    """The ended search leaves; a single-searcher one stays continuable."""
+    searches = {k: v for k, v in state.searches.items() if k != search.experiment_id}
+    if search.config is None or search.method is None or search.config.searcher.name != "single":
+        return replace(state, searches=searches)
+    trial = next((r for r in search.requests.values() if r.trial_id), None)
+    continuable = {**state.continuable, search.experiment_id: Continuable(trial, search.continued)}
+    return replace(state, searches=searches, continuable=continuable)
+
+
+def _on_continued(state: SearcherState, event: events_pb2.ExperimentContinued) -> SearcherState:
+    """The search of a continued experiment, under its new config: its one
+    trial reopened (or, if it never had one, created as at the start). The
+    gateway continues only ended single-searcher experiments: any other is
+    ignored."""
+    ended = state.continuable.get(event.experiment_id)
+    if ended is None or event.experiment_id in state.searches:
+        return state
+    continuable = {k: v for k, v in state.continuable.items() if k != event.experiment_id}
+    search = _continued_search(event, ended)
+    return _with_search(replace(state, continuable=continuable), search)
+
+
+def _continued_search(event: events_pb2.ExperimentContinued, ended: Continuable) -> Search:
+    continued = ended.continued + 1
+    try:
+        config = experiment_config(event.config_json)
+    except InvalidConfigError as exc:
+        error = "the continued experiment config is not valid: " + "; ".join(exc.errors)
+        return Search(event.experiment_id, None, None, error=error, continued=continued)
+    if config.searcher.name != "single":
+        error = "only a single-searcher experiment can be continued"
+        return Search(event.experiment_id, config, None, error=error, continued=continued)
+    search = Search(event.experiment_id, config, search_method(config), active=True, continued=continued)
+    if ended.request is None:
+        return _start(search)
+    assert search.method is not None
+    decided = search.method.initial_trials()
+    (create,) = decided.actions
+    assert isinstance(create, Create)
+    request = replace(
+        ended.request,
+        length=create.length,
+        ended_state=TrialState.TRIAL_STATE_UNSPECIFIED,
+        stop_reason="",
+        invalid_hp=False,
+    )
+    return replace(
+        search,
+        method=decided.method.trial_created(request.request, create),
+        started=True,
+        reopening=True,
+        requests={request.request: request},
+    )
 
 
 def _on_state_changed(search: Search, experiment_state: int) -> Search:
@@ -198,6 +314,10 @@ def _on_search_event(search: Search, event: Any) -> Search:
     match event:
         case events_pb2.ExperimentKillRequested():
             return replace(search, killed=True)
+        case events_pb2.ExperimentCancelRequested():
+            return replace(search, canceled=True)
+        case events_pb2.TrialReopened():
+            return replace(search, reopening=False)
         case events_pb2.ExperimentProgressChanged():
             return replace(search, announced_progress=event.progress)
         case events_pb2.TrialCreated():
@@ -260,11 +380,13 @@ def _numbers(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def _on_trial_ended(search: Search, event: events_pb2.TrialEnded) -> Search:
     request = search.request_of(event.trial_id)
-    if search.method is None or request is None or _exited(request):
+    if request is None or _exited(request):
         return search
     search = _with_request(
         search, replace(request, ended_state=event.state or TrialState.TRIAL_STATE_COMPLETED)
     )
+    if search.method is None:  # a detached run's trial: no method to tell
+        return search
     reason = ExitReason.INVALID_HP if request.invalid_hp else _EARLY_EXIT_REASONS.get(event.state)
     if reason is not None and search.method is not None:
         decided = search.method.trial_exited_early(request.request, reason)
@@ -362,14 +484,14 @@ def decide(state: SearcherState) -> list[Append]:
         created = _trials_created(search, next_trial_id)
         next_trial_id += len(created)
         # Stops first: a trial the search is done with should hear so at once.
-        appends += _stops(search) + _lengths(search) + created + _progress(search)
+        appends += _reopened(search) + _stops(search) + _lengths(search) + created + _progress(search)
         if not created:
             appends += _ending(search)
     return appends
 
 
 def _trials_created(search: Search, first_trial_id: int) -> list[Append]:
-    if not search.active or search.killed:
+    if not search.active or search.stopping:
         return []
     return [_trial_created(search, r, first_trial_id + n) for n, r in enumerate(search.pending_creates)]
 
@@ -384,8 +506,23 @@ def _trial_created(search: Search, request: TrialRequest, trial_id: int) -> Appe
         length=request.length,
         reason=request.reason,
     )
-    msg_id = f"trial-created-{search.experiment_id}-{request.request}"
+    msg_id = search.msg_id(f"trial-created-{search.experiment_id}-{request.request}")
     return Append(aggregate("trial", trial_id), event, msg_id, expected_version=0)
+
+
+def _reopened(search: Search) -> list[Append]:
+    """A continued experiment's trial trains again."""
+    request = next(iter(search.requests.values()), None)
+    if not search.reopening or request is None:
+        return []
+    event = events_pb2.TrialReopened(
+        trial_id=request.trial_id,
+        experiment_id=search.experiment_id,
+        length=request.length,
+        reason="experiment continued by a user",
+    )
+    msg_id = f"trial-reopened-{request.trial_id}-{search.continued}"
+    return [Append(aggregate("trial", request.trial_id), event, msg_id)]
 
 
 def _stops(search: Search) -> list[Append]:
@@ -399,7 +536,9 @@ def _stops(search: Search) -> list[Append]:
                 reason=capped(stop.reason),
                 rung=stop.rung,
             )
-            appends.append(Append(aggregate("trial", trial_id), event, f"trial-stop-{trial_id}"))
+            appends.append(
+                Append(aggregate("trial", trial_id), event, search.msg_id(f"trial-stop-{trial_id}"))
+            )
     return appends
 
 
@@ -411,20 +550,22 @@ def _lengths(search: Search) -> list[Append]:
             event = events_pb2.TrialLengthSet(
                 trial_id=trial_id, experiment_id=search.experiment_id, rung=length.rung, length=length.length
             )
-            msg_id = f"trial-length-{trial_id}-{length.rung}"
+            msg_id = search.msg_id(f"trial-length-{trial_id}-{length.rung}")
             appends.append(Append(aggregate("trial", trial_id), event, msg_id))
     return appends
 
 
 def _progress(search: Search) -> list[Append]:
-    """The search's progress, once it moved by a hundredth."""
-    if search.method is None:
+    """The search's progress, once it moved by a hundredth; none once it was
+    killed or canceled (its trials stop unfinished: Determined records 1.0
+    only for a search that completed)."""
+    if search.method is None or search.stopping:
         return []
     progress = round(min(max(search.method.progress(), 0.0), 1.0), 2)
     if progress < search.announced_progress + PROGRESS_STEP:
         return []
     event = events_pb2.ExperimentProgressChanged(experiment_id=search.experiment_id, progress=progress)
-    msg_id = f"experiment-progress-{search.experiment_id}-{round(progress * 100)}"
+    msg_id = search.msg_id(f"experiment-progress-{search.experiment_id}-{round(progress * 100)}")
     return [Append(aggregate("experiment", search.experiment_id), event, msg_id)]
 
 
@@ -433,10 +574,12 @@ def _ending(search: Search) -> list[Append]:
     has exited and it asks for nothing more (Determined's shutdown rule)."""
     if search.error:
         return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_ERROR, search.error)]
-    if search.live_trials or (search.pending_creates and not search.killed):
+    if search.live_trials or (search.pending_creates and not search.stopping):
         return []
     if search.killed:
         return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_CANCELED, "killed by user")]
+    if search.canceled:
+        return [_state_changed(search, ExperimentState.EXPERIMENT_STATE_CANCELED, "canceled by user")]
     if not search.started:
         return []
     return [_state_changed(search, *_shutdown_state(search))]
@@ -458,6 +601,5 @@ def _state_changed(search: Search, experiment_state: ExperimentState, reason: st
     event = events_pb2.ExperimentStateChanged(
         experiment_id=search.experiment_id, state=experiment_state, reason=reason
     )
-    return Append(
-        aggregate("experiment", search.experiment_id), event, f"experiment-ended-{search.experiment_id}"
-    )
+    msg_id = search.msg_id(f"experiment-ended-{search.experiment_id}")
+    return Append(aggregate("experiment", search.experiment_id), event, msg_id)

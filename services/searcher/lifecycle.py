@@ -18,7 +18,15 @@ allocation's end means for the trial (Determined's task/allocation split):
   ReportError): ERROR at once, whatever `max_restarts`;
 - any other failure: a restart, until more than `max_restarts` (ERROR);
 - nothing running and the searcher is done with it: COMPLETED; killed by a
-  user: CANCELED; its experiment paused: it waits.
+  user: CANCELED; its experiment canceled: CANCELED (a running one is first
+  asked to stop, as on a pause: it checkpoints and exits); its experiment
+  paused: it waits.
+
+A single-searcher experiment's trial is kept once it ended (with its newest
+checkpoint and run number), and the experiment once it ended
+(`LifecycleState.continuable`): a user may continue it (ExperimentContinued),
+and the search then reopens the trial (TrialReopened), which asks for a run
+that resumes from that checkpoint under the continued config.
 
 Each request says why, for people (AllocationRequested.reason): the trial's
 first run, or how the run before it ended ("trial 7 run 2: resumes after
@@ -28,6 +36,7 @@ It runs in the searcher's process, beside the search core, with its own
 consumer. The scheduler knows none of this: it reads requests and exits.
 """
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,6 +57,8 @@ TrialState = events_pb2.TrialState
 TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.TERMINAL_STATES)
 # The reason of the stop a pause asks for.
 PAUSED = "experiment paused"
+# The reason of the stop a cancel asks for, and of the trial's end.
+CANCELED = "experiment canceled"
 # A checkpoint's uuid is named by its first characters, as `det checkpoint` lists do.
 SHORT_UUID = 8
 
@@ -58,6 +69,15 @@ class Experiment:
     config: ExperimentConfig
     paused: bool
     killed: bool = False
+    canceled: bool = False
+    # How often a user continued it (its trials' TrialEnded message ids say so).
+    continued: int = 0
+    # Its trial, once ended, kept for a continue (single searcher only).
+    ended_trial: "Trial | None" = None
+
+    @property
+    def continuable(self) -> bool:
+        return self.config.searcher.name == "single"
 
 
 @dataclass(frozen=True)
@@ -118,8 +138,21 @@ class Trial:
 
 
 @dataclass(frozen=True)
+class Continuable:
+    """An ended single-searcher experiment as a continue needs it: its
+    ExperimentCreated without its config (the continue brings the new one),
+    its ended trial and how often it was continued."""
+
+    created: events_pb2.ExperimentCreated
+    trial: "Trial | None"
+    continued: int
+
+
+@dataclass(frozen=True)
 class LifecycleState:
     experiments: dict[int, Experiment] = field(default_factory=dict)
+    # Ended single-searcher experiments, which a user may continue.
+    continuable: dict[int, Continuable] = field(default_factory=dict)
     # Live trials only: an ended trial leaves the state.
     trials: dict[int, Trial] = field(default_factory=dict)
     # Allocation id -> its trial, for the allocations of live trials.
@@ -130,7 +163,10 @@ LIFECYCLE_FOLDS = (
     "experiment_created",
     "experiment_state_changed",
     "experiment_kill_requested",
+    "experiment_cancel_requested",
+    "experiment_continued",
     "trial_created",
+    "trial_reopened",
     "trial_kill_requested",
     "trial_stop_requested",
     "trial_length_set",
@@ -163,9 +199,15 @@ def evolve(state: LifecycleState, envelope: Envelope) -> LifecycleState:
             return _on_experiment_state(state, event)
         case events_pb2.ExperimentKillRequested():
             return _update_experiment(state, event.experiment_id, killed=True)
+        case events_pb2.ExperimentCancelRequested():
+            return _update_experiment(state, event.experiment_id, canceled=True)
+        case events_pb2.ExperimentContinued():
+            return _on_continued(state, event)
         case events_pb2.TrialCreated():
             trial = Trial(event, searcher_length=event.length)
             return _with_trial(state, trial) if event.experiment_id in state.experiments else state
+        case events_pb2.TrialReopened():
+            return _on_reopened(state, event)
         case events_pb2.TrialKillRequested():
             return _update_trial(state, event.trial_id, kill_requested=True)
         case events_pb2.TrialStopRequested():
@@ -175,7 +217,7 @@ def evolve(state: LifecycleState, envelope: Envelope) -> LifecycleState:
         case events_pb2.TrialLengthSet():
             return _update_trial(state, event.trial_id, searcher_length=event.length)
         case events_pb2.TrialEnded():
-            return _without_trial(state, event.trial_id)
+            return _without_trial(_keep_ended_trial(state, event.trial_id), event.trial_id)
         case events_pb2.CheckpointReported():
             return _on_checkpoint(state, event)
     return _allocation_event(state, event, envelope.event_id)
@@ -200,7 +242,10 @@ def _allocation_event(state: LifecycleState, event: Any, event_id: str) -> Lifec
 
 def _on_experiment_created(state: LifecycleState, event: events_pb2.ExperimentCreated) -> LifecycleState:
     """Tracks the experiment; one whose stored config today's model refuses
-    has no trials (the searcher ends it ERROR, saying why)."""
+    has no trials (the searcher ends it ERROR, saying why). A detached run's
+    trial runs nowhere on the cluster: its lifecycle is unmanaged.py's."""
+    if event.unmanaged:
+        return state
     try:
         config = experiment_config(event.config_json)
     except InvalidConfigError:
@@ -214,14 +259,75 @@ def _on_experiment_state(state: LifecycleState, event: events_pb2.ExperimentStat
         trials = [t for t in state.trials.values() if t.created.experiment_id == event.experiment_id]
         for trial in trials:
             state = _without_trial(state, trial.trial_id)
-        return replace(
-            state, experiments={k: v for k, v in state.experiments.items() if k != event.experiment_id}
-        )
+        return _experiment_ended(state, event.experiment_id)
     if event.state == ExperimentState.EXPERIMENT_STATE_PAUSED:
         return _update_experiment(state, event.experiment_id, paused=True)
     if event.state == ExperimentState.EXPERIMENT_STATE_ACTIVE:
         return _update_experiment(state, event.experiment_id, paused=False)
     return state
+
+
+def _experiment_ended(state: LifecycleState, experiment_id: int) -> LifecycleState:
+    """The ended experiment leaves; a single-searcher one stays continuable."""
+    experiment = state.experiments.get(experiment_id)
+    experiments = {k: v for k, v in state.experiments.items() if k != experiment_id}
+    if experiment is None or not experiment.continuable:
+        return replace(state, experiments=experiments)
+    ended = Continuable(_with_config(experiment.created, ""), experiment.ended_trial, experiment.continued)
+    return replace(state, experiments=experiments, continuable={**state.continuable, experiment_id: ended})
+
+
+def _with_config(created: events_pb2.ExperimentCreated, config_json: str) -> events_pb2.ExperimentCreated:
+    """A copy of `created` with this config ("": none, while it is kept ended)."""
+    copied = copy.deepcopy(created)
+    copied.config_json = config_json
+    return copied
+
+
+def _keep_ended_trial(state: LifecycleState, trial_id: int) -> LifecycleState:
+    """Keeps a single-searcher experiment's trial as it ended, for a continue."""
+    trial = state.trials.get(trial_id)
+    experiment = state.experiments.get(trial.created.experiment_id) if trial is not None else None
+    if trial is None or experiment is None or not experiment.continuable:
+        return state
+    return _update_experiment(state, experiment.created.experiment_id, ended_trial=trial)
+
+
+def _on_continued(state: LifecycleState, event: events_pb2.ExperimentContinued) -> LifecycleState:
+    """A continued experiment is tracked again, under its new config (one the
+    config model refuses: not; the searcher ends it ERROR)."""
+    ended = state.continuable.get(event.experiment_id)
+    if ended is None or event.experiment_id in state.experiments:
+        return state
+    try:
+        config = experiment_config(event.config_json)
+    except InvalidConfigError:
+        return state
+    created = _with_config(ended.created, event.config_json)
+    experiment = Experiment(
+        created, config, paused=False, continued=ended.continued + 1, ended_trial=ended.trial
+    )
+    continuable = {k: v for k, v in state.continuable.items() if k != event.experiment_id}
+    return replace(
+        state, experiments={**state.experiments, event.experiment_id: experiment}, continuable=continuable
+    )
+
+
+def _on_reopened(state: LifecycleState, event: events_pb2.TrialReopened) -> LifecycleState:
+    """The continued experiment's trial trains again: a new run, from its
+    newest checkpoint, its restarts counted from 0 (as Determined does)."""
+    experiment = state.experiments.get(event.experiment_id)
+    trial = experiment.ended_trial if experiment is not None else None
+    if trial is None or trial.trial_id != event.trial_id or trial.trial_id in state.trials:
+        return state
+    reopened = Trial(
+        trial.created,
+        run_id=trial.run_id,
+        searcher_length=event.length,
+        checkpoint=trial.checkpoint,
+        next_run_reason=event.reason or "continued",
+    )
+    return _with_trial(state, reopened)
 
 
 def _on_requested(state: LifecycleState, event: events_pb2.AllocationRequested) -> LifecycleState:
@@ -382,29 +488,40 @@ def decide(state: LifecycleState) -> list[Append]:
 
 
 def _decide_trial(trial: Trial, experiment: Experiment) -> list[Append]:
+    continued = experiment.continued
     if trial.ending is not None:
-        return [_trial_ended(trial, trial.ending)]
+        return [_trial_ended(trial, trial.ending, continued)]
     killed = trial.kill_requested or experiment.killed
     if trial.run is not None:
-        return _signal_run(trial, trial.run, killed, experiment.paused)
+        return _signal_run(trial, trial.run, killed, _graceful_stop(trial, experiment))
     if killed:
         reason = "killed by a user" if trial.kill_requested else "experiment killed"
-        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_CANCELED, reason))]
+        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_CANCELED, reason), continued)]
+    if experiment.canceled:
+        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_CANCELED, CANCELED), continued)]
     if trial.searcher_stop is not None:
-        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop))]
+        return [_trial_ended(trial, Ending(TrialState.TRIAL_STATE_COMPLETED, trial.searcher_stop), continued)]
     if experiment.paused:
         return []
     return [_allocation_requested(trial, experiment)]
 
 
-def _signal_run(trial: Trial, run: Run, killed: bool, paused: bool) -> list[Append]:
+def _graceful_stop(trial: Trial, experiment: Experiment) -> str | None:
+    """Why the trial's running allocation should stop gracefully (None: it should not)."""
+    if trial.searcher_stop is not None:
+        return trial.searcher_stop
+    if experiment.canceled:
+        return CANCELED
+    return PAUSED if experiment.paused else None
+
+
+def _signal_run(trial: Trial, run: Run, killed: bool, stop_reason: str | None) -> list[Append]:
     """Asks the running allocation to die (kill) or to stop gracefully
-    (searcher done, experiment paused), each once while it stands; takes a
-    pause's stop back once the experiment is active again, unless the trial
-    acknowledged it (a later pause then asks anew)."""
+    (`stop_reason`: searcher done, experiment canceled or paused), each once
+    while it stands; takes a pause's stop back once the experiment is active
+    again, unless the trial acknowledged it (a later pause then asks anew)."""
     if killed:
         return [] if run.kill_requested else [_kill_requested(trial, run)]
-    stop_reason = trial.searcher_stop or (PAUSED if paused else None)
     if run.kill_requested or (stop_reason is not None and run.stops.requested):
         return []
     if stop_reason is None:
@@ -447,14 +564,17 @@ def _stop_withdrawn(trial: Trial, run: Run) -> Append:
     return Append(aggregate("allocation", run.allocation_id), event, msg_id)
 
 
-def _trial_ended(trial: Trial, ending: Ending) -> Append:
+def _trial_ended(trial: Trial, ending: Ending, continued: int) -> Append:
+    """The trial's end; `continued`: how often its experiment was continued
+    (the message id of each life's end is its own)."""
     event = events_pb2.TrialEnded(
         trial_id=trial.trial_id,
         experiment_id=trial.created.experiment_id,
         state=ending.state,
         reason=ending.reason,
     )
-    return Append(aggregate("trial", trial.trial_id), event, f"trial-ended-{trial.trial_id}")
+    msg_id = f"trial-ended-{trial.trial_id}" + (f"-{continued}" if continued else "")
+    return Append(aggregate("trial", trial.trial_id), event, msg_id)
 
 
 def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
@@ -472,7 +592,7 @@ def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
         hparams_json=trial.created.hparams_json,
         context_hash=created.context_hash,
         trial_seed=trial.created.trial_seed,
-        latest_checkpoint=checkpoint.uuid if checkpoint else (config.searcher.source_checkpoint_uuid or ""),
+        latest_checkpoint=checkpoint.uuid if checkpoint else _warm_start(experiment),
         steps_completed=checkpoint.steps_completed if checkpoint else 0,
         owner=created.owner,
         searcher_length=trial.searcher_length,
@@ -500,6 +620,13 @@ def _allocation_requested(trial: Trial, experiment: Experiment) -> Append:
         f"allocation-requested-{allocation_id}",
         expected_version=0,
     )
+
+
+def _warm_start(experiment: Experiment) -> str:
+    """What a trial's first run starts from: the searcher's source_checkpoint_uuid, or the
+    latest checkpoint of its source_trial_id when the experiment was created ("": none)."""
+    created, searcher = experiment.created, experiment.config.searcher
+    return created.source_trial_checkpoint_uuid or searcher.source_checkpoint_uuid or ""
 
 
 def _next_run_reason(trial: Trial, run_id: int) -> str:

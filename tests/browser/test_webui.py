@@ -404,6 +404,14 @@ def test_the_experiments_page_filters_by_name_and_state(
     states.select_by_value("")
     until(browser, lambda d: css_all(d, row), "all states again")
 
+    cluster.det("e", "archive", str(watched))
+    until(browser, lambda d: not css_all(d, row), "the archived experiment to leave the page")
+    css(browser, "#filter-archived").click()
+    until(browser, lambda d: css_all(d, row), "Show archived to show it")
+    cluster.det("e", "unarchive", str(watched))
+    css(browser, "#filter-archived").click()
+    until(browser, lambda d: css_all(d, row), "the unarchived experiment without Show archived")
+
     for descending in (False, True):  # one click sorts ascending, the next descending
         css(browser, BEST_HEADER).click()
         until(

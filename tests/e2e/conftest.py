@@ -7,8 +7,14 @@ from collections.abc import Iterator
 import pytest
 from support.e2e_cluster import Cluster, started_cluster
 
+# A detached run's trial ends ERROR this long after its script's last heartbeat
+# (test_detached_runs.py; the default is 5 minutes).
+DETACHED_TIMEOUT_S = 10
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    with started_cluster("det-e2e") as running:
-        yield running
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DET_UNMANAGED_TIMEOUT_S", str(DETACHED_TIMEOUT_S))
+        with started_cluster("det-e2e") as running:
+            yield running

@@ -83,6 +83,11 @@ def test_first_experiment_runs_and_can_be_inspected(cluster: Cluster, context_di
 
     logs = cluster.det("trial", "logs", str(trial_id)).stdout
     assert "restored w" in logs
+    every = logs.splitlines()
+    assert cluster.det("trial", "logs", str(trial_id), "--tail", "3").stdout.splitlines() == every[-3:]
+    assert cluster.det("trial", "logs", str(trial_id), "--head", "2").stdout.splitlines() == every[:2]
+    warned = cluster.det("trial", "logs", str(trial_id), "--level", "warning").stdout.splitlines()
+    assert all(line.split("|| ", 1)[1].startswith(("WARNING:", "ERROR:", "CRITICAL:")) for line in warned)
     config = cluster.det("experiment", "config", str(experiment_id)).stdout
     assert "checkpoint_storage" in config
 
@@ -104,6 +109,11 @@ def test_the_agent_reports_its_slots(cluster: Cluster) -> None:
     slots = cluster.json("slot", "list")
     assert len(agent["slots"]) == len(slots) == 2  # the cluster runs with --no-gpu --cpu-slots 2
     assert {(s["agent_id"], s["type"]) for s in slots} == {(agent["agent_id"], "cpu")}
+    try:
+        cluster.det("slot", "disable", agent["agent_id"], "1")
+        assert [s["state"] for s in cluster.json("slot", "list")] == ["ENABLED", "DISABLED"]
+    finally:
+        cluster.det("slot", "enable", agent["agent_id"], "1")
 
 
 def test_a_failing_entrypoint_ends_the_experiment_in_error(cluster: Cluster, context_dir: Path) -> None:

@@ -4,7 +4,7 @@
   downloads the top checkpoint and loads it with `det.pytorch.load_trial_from_checkpoint_path`;
 - an experiment driven from Python: create, await its first trial, pause, activate, wait;
   its trials, logs and metrics; checkpoints ranked by the searcher metric, downloaded and
-  deleted; the model registry; kill.
+  deleted; a warm start from its trial (searcher.source_trial_id); the model registry; kill.
 """
 
 import re
@@ -163,6 +163,15 @@ def test_an_experiment_driven_from_python(client: Any, cluster: Cluster, tmp_pat
         assert "steps_completed" in (path / "metadata.json").read_text()
     fetched = client.get_checkpoint(top.uuid)
     assert fetched.uuid == top.uuid and fetched.state == client.CheckpointState.COMPLETED
+
+    # A warm start from the trial (searcher.source_trial_id): the new trial starts from its
+    # latest checkpoint (step 10), so it has nothing left to train.
+    warm_config = config("sdk-warm", Path(experiment.config["checkpoint_storage"]["host_path"]))
+    warm_config["searcher"]["source_trial_id"] = trial.id
+    warm = client.create_experiment(config=warm_config, model_dir=str(context))
+    assert warm.wait(interval=0.2) == client.ExperimentState.COMPLETED
+    [warm_trial] = warm.list_trials()
+    assert "resumed at 10" in logs_of(client, warm_trial.id)
 
     # The model registry: a registered checkpoint is a version, and stays.
     model = client.create_model(f"sdk-model-{experiment.id}")

@@ -203,6 +203,20 @@ async def test_what_no_reader_can_read_is_skipped_and_recorded(event_logs: Event
     assert log.skips.count == 1
 
 
+async def test_events_at_sequences_are_read_each_on_its_own(event_logs: EventLogs) -> None:
+    log = await event_logs.open()
+    for trial_id in (1, 2, 3):
+        await log.append(trial(trial_id), actor="service:searcher")
+    poison = await event_logs.publish_raw(log, subject_for(log.namespace, "trial/4"), b"\xff not an envelope")
+    found = await log.events_at([3, 1, 99, poison])
+    assert [(e.sequence, e.envelope.event_id, bool(e.skipped)) for e in found] == [
+        (3, "trial-3", False),
+        (1, "trial-1", False),
+        (poison, "", True),
+    ]
+    assert await log.events_at([]) == []
+
+
 async def test_values_kept_beside_the_log(event_log: EventLog) -> None:
     assert await event_log.get_value(SNAPSHOTS_BUCKET, "searcher.Core") is None
     await event_log.put_value(SNAPSHOTS_BUCKET, "searcher.Core", b"one")

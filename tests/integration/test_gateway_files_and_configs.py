@@ -5,7 +5,9 @@ checkpoint; configs past the limits are refused naming the limit, and a large co
 validated off the event loop while other calls are answered."""
 
 import asyncio
+import contextlib
 import os
+import zlib
 from pathlib import Path
 
 import grpc
@@ -74,6 +76,16 @@ async def download(api: api_pb2_grpc.DeterminedStub, token: str, uuid: str, path
     return data
 
 
+async def archived(http: httpx.AsyncClient, uuid: str, headers: dict[str, str]) -> bytes:
+    """What GET /checkpoints/{uuid} sends, unpacked, up to where it stops (a refused file ends it)."""
+    received = bytearray()
+    with contextlib.suppress(httpx.HTTPError):
+        async with http.stream("GET", f"/checkpoints/{uuid}", headers=headers) as answer:
+            async for chunk in answer.aiter_raw():
+                received += chunk
+    return zlib.decompressobj(wbits=31).decompress(bytes(received))
+
+
 async def test_files_that_lead_outside_a_checkpoint_are_refused(
     http: httpx.AsyncClient,
     api: api_pb2_grpc.DeterminedStub,
@@ -115,6 +127,9 @@ async def test_files_that_lead_outside_a_checkpoint_are_refused(
         assert f"file {path!r} of checkpoint {uuid} is refused: {why}" in answer.json()["message"]
         assert b"the cluster's secret" not in answer.content
         assert why in await refused(download(api, token, uuid, path), PERMISSION_DENIED)
+    # The whole checkpoint as a .tar.gz (Determined's GET /checkpoints/{uuid}): a refused file ends it.
+    assert (await http.get("/checkpoints/c-2", headers=headers)).status_code == 403
+    assert b"the cluster's secret" not in await archived(http, "c-1", headers)
 
 
 @pytest.mark.parametrize(

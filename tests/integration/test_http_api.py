@@ -52,6 +52,10 @@ PROTECTED = [
     ("GET", "/api/v1/checkpoints/c-1/files/model.pt"),
     ("GET", "/api/v1/agents"),
     ("GET", "/api/v1/job-queues"),
+    ("GET", "/api/v1/job-queues-v2"),
+    ("GET", "/api/v1/resource-pools"),
+    ("GET", "/api/v1/users"),
+    ("DELETE", "/api/v1/experiments/1"),
     ("GET", "/api/v1/experiments/stream"),
     ("GET", "/api/v1/experiments/1/stream"),
     ("GET", "/api/v1/trials/1/stream"),
@@ -205,9 +209,8 @@ async def test_experiment_get_trials_and_actions(
     assert got.status_code == 200
     assert got.json()["experiment"]["name"] == "acted-on"
     assert got.json()["config"]["searcher"]["metric"] == "loss"
-    assert (await http.get(f"/api/v1/experiments/{experiment_id}/trials", headers=headers)).json() == {
-        "trials": []
-    }
+    trials = (await http.get(f"/api/v1/experiments/{experiment_id}/trials", headers=headers)).json()
+    assert trials["trials"] == [] and trials["pagination"]["total"] == 0
     paused = await http.post(f"/api/v1/experiments/{experiment_id}/pause", headers=headers)
     assert paused.status_code == 200 and paused.json() == {"unchangedReason": ""}
 
@@ -281,11 +284,11 @@ async def test_trial_logs_stream_as_ndjson_and_follow(
     headers = bearer(token)
     stored = await http.get("/api/v1/trials/1/logs", headers=headers)
     assert stored.status_code == 200
-    assert [json.loads(line)["result"]["message"] for line in stored.text.splitlines()] == ["hello"]
+    assert [json.loads(line)["result"]["log"] for line in stored.text.splitlines()] == ["hello"]
 
     async def follow() -> list[str]:
         async with http.stream("GET", "/api/v1/trials/1/logs?follow=true", headers=headers) as answer:
-            return [json.loads(line)["result"]["message"] async for line in answer.aiter_lines() if line]
+            return [json.loads(line)["result"]["log"] async for line in answer.aiter_lines() if line]
 
     following = asyncio.create_task(follow())
     ended = events_pb2.TrialEnded(trial_id=1, experiment_id=1, state=events_pb2.TRIAL_STATE_COMPLETED)
@@ -307,8 +310,18 @@ async def test_cluster_routes(
     [agent] = (await http.get("/api/v1/agents", headers=bearer(token))).json()["agents"]
     assert agent["id"] == "a1" and agent["enabled"] is True
     assert agent["slots"]["0"]["device"]["type"] == "TYPE_CPU" and agent["slots"]["0"]["container"] is None
+    assert agent["slotStats"]["typeStats"]["TYPE_CPU"]["total"] == 1 and agent["containers"] == {}
     jobs = await http.get("/api/v1/job-queues", headers=bearer(token))
     assert jobs.status_code == 200 and jobs.json()["jobs"] == []
+    jobs_v2 = (await http.get("/api/v1/job-queues-v2", headers=bearer(token))).json()
+    assert jobs_v2 == {"jobs": [], "pagination": {**jobs_v2["pagination"], "total": 0}}
+    [pool] = (await http.get("/api/v1/resource-pools", headers=bearer(token))).json()["resourcePools"]
+    assert (pool["name"], pool["defaultComputePool"], pool["slotsAvailable"]) == ("default", True, 1)
+    assert pool["schedulerType"].startswith("SCHEDULER_TYPE_") and pool["slotType"] == "TYPE_CPU"
+    users = (await http.get("/api/v1/users", headers=bearer(token))).json()["users"]
+    assert {"admin", "determined"} <= {user["username"] for user in users}
+    master = (await http.get("/api/v1/master")).json()  # open, as /info
+    assert master["clusterId"] == "test-cluster" and master["strictJobQueueControl"] is False
 
 
 async def test_a_taken_http_port_is_refused(gateway: Gateway) -> None:
@@ -467,7 +480,7 @@ async def test_an_experiment_is_created_with_determineds_body(
     assert (created["experiment"]["name"], created["experiment"]["state"]) == ("over-http", "STATE_ACTIVE")
     assert created["experiment"]["username"] == "admin"
     assert created["config"]["searcher"]["metric"] == "loss"
-    assert any("max_length is deprecated" in warning for warning in created["warnings"])
+    assert any("max_length is deprecated" in warning for warning in created["configWarnings"])
     again = await http.post("/api/v1/experiments", json=body, headers=headers)  # a retry: the same experiment
     assert again.json()["experiment"]["id"] == created["experiment"]["id"]
 
@@ -486,7 +499,7 @@ async def test_an_experiment_is_created_with_determineds_body(
         json={"config": CONFIG.format(name="checked"), "validateOnly": True},
         headers=headers,
     )
-    assert checked.status_code == 200 and checked.json()["experiment"] is None
+    assert checked.status_code == 200 and checked.json()["experiment"]["id"] == 0
     listed = (await http.get("/api/v1/experiments", headers=headers)).json()["experiments"]
     assert [e["name"] for e in listed] == ["over-http", "paused"]
 
@@ -500,7 +513,7 @@ async def test_a_bad_experiment_body_is_refused_saying_what_is_wrong(
         ({"config": bad_config}, "searcher"),
         ({"config": "name: [unclosed"}, "invalid experiment config"),
         ({"config": CONFIG.format(name="x"), "activate": "yes"}, "activate must be true or false"),
-        ({"config": CONFIG.format(name="x"), "parentId": 3}, "parentId"),
+        ({"config": CONFIG.format(name="x"), "parentId": "three"}, "parentId must be an experiment id"),
         (
             {"config": CONFIG.format(name="x"), "modelDefinition": [{"path": "../up.py", "content": ""}]},
             "modelDefinition[0] (../up.py)",

@@ -253,6 +253,9 @@ async def test_the_projector_skips_poison_and_applies_what_follows(
     assert {poison["undecodable"], poison["braces"], poison["huge"], unplannable, unwritable} <= set(skipped)
     assert "the projection cannot apply it: AttributeError" in skipped[unplannable]
     assert "its rows cannot be written" in skipped[unwritable] or "cannot apply it" in skipped[unwritable]
+    typed = f"SELECT sequence FROM {SCHEMA}.event_types WHERE event_type = 'experiment_created'"
+    indexed = {row[0] for row in await pool.fetch(typed)}
+    assert {unplannable, unwritable} <= indexed  # in the log all the same: det events --type finds them
     await projector.look_at_log()
     assert projector.progress()["state"] == "caught up"
 

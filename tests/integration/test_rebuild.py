@@ -15,6 +15,7 @@ from determined.proto import events_pb2 as ev
 from services.common.envelope import Append
 from services.common.eventlog import StoredEvent
 from services.common.eventstore import EventStore
+from services.gateway.features.events import type_index
 from services.gateway.features.parts import Queries
 from services.gateway.projector import Projector
 from services.gateway.rebuild import rebuild
@@ -132,6 +133,13 @@ def history() -> list[tuple[str, Message]]:
         ("allocation/3.1", ev.AllocationCanceled(allocation_id="3.1", task_id="3", reason="stopped")),
         ("trial/3", ev.TrialProgressReported(trial_id=3, experiment_id=2, progress=0.25)),
         ("experiment/2", ev.ExperimentStateChanged(experiment_id=2, state=ev.EXPERIMENT_STATE_COMPLETED)),
+        (
+            "experiment/2",
+            ev.ExperimentDetailsSet(
+                experiment_id=2, name="renamed", labels=ev.ExperimentLabels(labels=["a"])
+            ),
+        ),
+        ("experiment/2", ev.ExperimentArchiveSet(experiment_id=2, archived=True)),
         *deletions(),
     ]
 
@@ -218,7 +226,9 @@ async def projected(event_store: EventStore, pool: asyncpg.Pool) -> list[StoredE
 
 
 async def dump(pool: asyncpg.Pool, *, with_position: bool = True) -> dict[str, list[tuple[object, ...]]]:
-    tables = [t for t in metadata.sorted_tables if with_position or t.name != "projection_position"]
+    """Every table's rows; without the position, also without the index by type (keyed by sequence)."""
+    kept_out = () if with_position else ("projection_position", "event_types")
+    tables = [t for t in metadata.sorted_tables if t.name not in kept_out]
     rows = {}
     for table in tables:
         order = ", ".join(f'"{column.name}"' for column in table.columns)
@@ -257,6 +267,8 @@ async def test_duplicated_messages_give_identical_rows(
     for start in range(0, len(doubled), 7):
         await projector.apply(doubled[start : start + 7])
     assert await dump(pool, with_position=False) == before
+    indexed = await pool.fetch(f"SELECT sequence, event_type FROM {SCHEMA}.event_types ORDER BY sequence")
+    assert [tuple(row) for row in indexed] == type_index.rows(doubled)  # each copy, at its own sequence
 
 
 async def test_projected_history_reads_right(pool: asyncpg.Pool, projected: list[StoredEvent]) -> None:

@@ -52,6 +52,7 @@ TRIAL_REQUESTS: Mapping[str, Message] = {
     "WatchAllocation": api_pb2.WatchAllocationRequest(allocation_id="1.1", timeout_s=0),
     "AcknowledgeStop": api_pb2.AcknowledgeStopRequest(allocation_id="1.1"),
     "DeleteCheckpoints": api_pb2.DeleteCheckpointsRequest(uuids=[CHECKPOINT]),
+    "ReportCheckpointUse": api_pb2.ReportCheckpointUseRequest(trial_id=1, checkpoint_uuid=CHECKPOINT),
 }
 # Path parameters of the routes: trial 1 of experiment 1 and its checkpoint; a task; an explanation.
 PATH_VALUES = {
@@ -63,6 +64,11 @@ PATH_VALUES = {
     # det events explain trial 1
     "kind": "trial",
     "id": "1",
+    # det agent|slot enable|disable
+    "agent_id": "agent-1",
+    "slot_id": "0",
+    # det experiment label add|remove
+    "label": "x",
 }
 
 
@@ -193,8 +199,13 @@ async def test_no_http_route_takes_an_allocation_token(
     admin = await logged_in(api)  # before the walk's failed logins from this address
     own, other = token(1, "1.1")[0][1], token(2, "2.1")[0][1]
     walked = routes(gateway)
-    needing_a_login = set()
     assert ("POST", "/api/v1/experiments/1/kill") in walked and ("GET", "/health") in walked
+    # The routes that need a login (asked once each: no allocation's state changes that).
+    needing_a_login = {
+        (method, path)
+        for method, path in walked
+        if "not logged in" in (await http.request(method, path)).text
+    }
     for closed in (False, True):
         if closed:
             exited = events_pb2.AllocationExited(allocation_id="1.1", trial_id=1, exit_code=0)
@@ -205,12 +216,12 @@ async def test_no_http_route_takes_an_allocation_token(
                 answer = await http.request(method, path, headers={"x-allocation-token": value})
                 assert answer.status_code == 403, (method, path, answer.text)
                 assert "an allocation token is good for no HTTP route" in answer.json()["message"]
-                if "not logged in" in (await http.request(method, path)).text:  # a route that needs a login
-                    needing_a_login.add((method, path))
+                if (method, path) in needing_a_login:
                     answer = await http.request(method, path, headers={"authorization": f"Bearer {value}"})
                     assert answer.status_code == 401, (method, path, answer.text)
                     assert "an allocation token is not a user's session token" in answer.json()["message"]
-    # All but /info, /health, /metrics (open to loopback: test_gateway_monitoring.py), login and the web UI's.
-    assert len(needing_a_login) == len(walked) - 7
+    # All but /info, /health, /metrics (open to loopback: test_gateway_monitoring.py), login, the web
+    # UI's and /api/v1/master (Determined's /info).
+    assert len(needing_a_login) == len(walked) - 8
     experiment = await api.GetExperiment(api_pb2.GetExperimentRequest(experiment_id=1), metadata=admin)
     assert experiment.experiment.state == "ACTIVE"  # the kill and pause routes did nothing

@@ -62,6 +62,7 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         self.early_exit_calls = 0
         self.metadata_json = "{}"
         self.metadata_sets: list[str] = []
+        self.checkpoint_uses: list[tuple[int, str]] = []
 
     def update(self, *, closed: bool = False, **fields: Any) -> None:
         """Change the allocation (or close it) and wake the long polls."""
@@ -155,6 +156,11 @@ class FakeGateway(api_pb2_grpc.DeterminedServicer):
         self.metadata_json = request.metadata_json
         self.metadata_sets.append(request.metadata_json)
         return api_pb2.SetTrialMetadataResponse()
+
+    def ReportCheckpointUse(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._refuse(context)
+        self.checkpoint_uses.append((request.trial_id, request.checkpoint_uuid))
+        return api_pb2.ReportCheckpointUseResponse()
 
     def GetTrialMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._refuse(context)

@@ -59,7 +59,7 @@ def test_values_parse_to_what_the_api_takes() -> None:
     assert parse("job", "update", "experiment/7", "--max-slots", "none").max_slots == 0
     assert parse("experiment", "set", "max-slots", "3", "NONE").value == 0
     assert parse("experiment", "set", "weight", "3", "0.5").value == 0.5
-    assert parse("trial", "logs", "4", "--rank", "2").rank == 2
+    assert parse("trial", "logs", "4", "--rank", "2").rank_ids == [2]
     assert parse("agent", "disable", "a1", "--drain").drain is True
     assert parse("job", "list", "-p", "gpu").resource_pool == "gpu"
 

@@ -17,6 +17,7 @@ import pytest
 from support.core_gateway import Server
 
 from determined.cli import __main__ as cli
+from determined.cli import _experiment_edit
 from determined.cli.__main__ import build_parser, main
 from determined.cli._client import CliError
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
@@ -88,7 +89,7 @@ def test_ids_are_checked_at_parse_time_naming_the_argument(
 
 def test_the_largest_id_is_accepted() -> None:
     assert build_parser().parse_args(["t", "logs", "9223372036854775807"]).trial_id == 2**63 - 1
-    assert build_parser().parse_args(["e", "describe", " 12 "]).experiment_id == 12
+    assert build_parser().parse_args(["e", "describe", " 12 "]).experiment_ids == [12]
 
 
 def test_a_huge_id_from_the_shell_prints_one_line_and_no_traceback() -> None:
@@ -165,9 +166,9 @@ def run_main(monkeypatch: pytest.MonkeyPatch, failure: BaseException) -> int:
     def run(_args: Any) -> int:
         raise failure
 
-    monkeypatch.setattr(cli.experiment, "list_experiments", run)
+    monkeypatch.setattr(_experiment_edit, "list_experiments", run)
     parser = build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli, "build_parser", lambda _argv: parser)
     parser.set_defaults(run=run)
     return main(["e"])
 

@@ -17,6 +17,8 @@ NOT_REPEATED = {
     "CreateExperiment",  # without a request id (with one: repeated, see below)
     "LaunchTask",  # the same
     "ReportMetrics",
+    "StartUnmanagedTrial",  # core_v2's calls, never the CLI's
+    "ReportUnmanagedTrial",
     "ReportProgress",
     "ReportCheckpoint",
     "ReportStatus",

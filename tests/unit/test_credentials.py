@@ -42,6 +42,7 @@ from services.common.ownership import APPENDS, READS
 from services.scheduler.state import SCHEDULER_FOLDS
 from services.searcher.core import SEARCHER_FOLDS
 from services.searcher.lifecycle import LIFECYCLE_FOLDS
+from services.searcher.unmanaged import UNMANAGED_FOLDS
 
 AGENT = agent_user("a1")
 # Every user a cluster may have: the services', an agent's, operator.
@@ -115,7 +116,7 @@ def test_each_part_reads_the_kinds_its_cores_fold() -> None:
     folded = {
         "agent": AGENT_FOLDS,
         "scheduler": SCHEDULER_FOLDS,
-        "searcher": SEARCHER_FOLDS + LIFECYCLE_FOLDS,
+        "searcher": SEARCHER_FOLDS + LIFECYCLE_FOLDS + UNMANAGED_FOLDS,
         "checkpoint": GC_FOLDS,
     }
     assert {part: kinds_of(folds) for part, folds in folded.items()} == {p: list(k) for p, k in READS.items()}

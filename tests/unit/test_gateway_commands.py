@@ -61,12 +61,12 @@ def appended(decision: Append | Unchanged) -> Append:
 
 def test_a_kill_of_an_ended_or_killed_experiment_changes_nothing_and_says_so() -> None:
     for state in ("COMPLETED", "CANCELED", "ERROR", "STOPPING_KILLED"):
-        assert experiment_commands.kill_requested(3, state) == Unchanged(
+        assert experiment_commands.kill_requested(3, state, 9) == Unchanged(
             f"Experiment 3 is already {state}: nothing to kill"
         )
     for state in ("PAUSED", "ACTIVE", "STOPPING_COMPLETED"):
-        append = appended(experiment_commands.kill_requested(1, state))
-        assert (append.aggregate, append.msg_id) == ("experiment/1", "kill-1")
+        append = appended(experiment_commands.kill_requested(1, state, 9))
+        assert (append.aggregate, append.msg_id) == ("experiment/1", "kill-1-9")
 
 
 def test_only_a_paused_experiment_is_activated_against_its_version() -> None:

@@ -17,6 +17,7 @@ from services.common.decider import Core
 from services.scheduler.core import SchedulerCore
 from services.searcher.core import SearcherCore
 from services.searcher.lifecycle import TrialLifecycleCore
+from services.searcher.unmanaged import UnmanagedTrialsCore
 
 ALL_LOGS = ["three_experiments.jsonl", "adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl"]
 # Logs in today's shapes (AllocationRequested, ...), replayed decision by decision.
@@ -48,7 +49,7 @@ DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
     ),
     "scheduler": (SchedulerCore(), "service:scheduler", {"allocation_assigned", "allocation_canceled"}),
 }
-CORES = [decider[0] for decider in DECIDERS.values()] + [AgentCore(agent_id="vm")]
+CORES = [decider[0] for decider in DECIDERS.values()] + [AgentCore(agent_id="vm"), UnmanagedTrialsCore()]
 
 
 @pytest.mark.parametrize("name", ALL_LOGS)

@@ -290,6 +290,7 @@ def agent(**changes: Any) -> Row:
         "state": "ENABLED",
         "registration_event_id": "reg-1",
         "lost": False,
+        "disabled_slots": "{}",
         **changes,
     }
 
@@ -302,7 +303,7 @@ def test_an_agent_registered_again_is_replaced_but_for_what_an_operator_made_of_
         resource_pool="gpu",
         address="10.0.0.2",
     )
-    stored = agent(state="DRAINING", lost=True)
+    stored = agent(state="DRAINING", lost=True, disabled_slots='{"0": "DISABLED"}')
     event = wrap(Append("agent/a", registered, "reg-2"), actor="agent:a", occurred_at_ns=5)
     assert written(projection.plan_batch([event]), agents=[stored])["agents"]["a"] == {
         "agent_id": "a",
@@ -315,6 +316,7 @@ def test_an_agent_registered_again_is_replaced_but_for_what_an_operator_made_of_
         "state": "DRAINING",
         "registration_event_id": event.event_id,
         "lost": False,
+        "disabled_slots": '{"0": "DISABLED"}',
     }
 
 
@@ -416,4 +418,5 @@ def test_every_table_is_written_whole_in_one_statement() -> None:
         ["ENABLED"],
         ["reg-1"],
         [False],
+        ["{}"],
     ]

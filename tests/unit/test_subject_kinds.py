@@ -15,13 +15,14 @@ from services.common.envelope import SUBJECT_KINDS, Envelope
 from services.scheduler import core as scheduler_core
 from services.scheduler import state as scheduler_state
 from services.searcher import core as searcher_core
-from services.searcher import lifecycle
+from services.searcher import lifecycle, unmanaged
 
 PAYLOAD_FIELDS = {f.message_type.name: f.name for f in Envelope.DESCRIPTOR.oneofs_by_name["payload"].fields}
 
 CORES: list[tuple[ModuleType, tuple[str, ...], list[str]]] = [
     (searcher_core, searcher_core.SEARCHER_FOLDS, searcher_core.SearcherCore().kinds),
     (lifecycle, lifecycle.LIFECYCLE_FOLDS, lifecycle.TrialLifecycleCore().kinds),
+    (unmanaged, unmanaged.UNMANAGED_FOLDS, unmanaged.UnmanagedTrialsCore().kinds),
     (scheduler_state, scheduler_core.SCHEDULER_FOLDS, scheduler_core.SchedulerCore().kinds),
     (agent_core, agent_core.AGENT_FOLDS, agent_core.AgentCore("a").kinds),
     (checkpoint_core, checkpoint_core.GC_FOLDS, checkpoint_core.GcCore().kinds),

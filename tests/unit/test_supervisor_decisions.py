@@ -31,6 +31,7 @@ from deploy.local.decisions import (
     shut_down,
     started,
     startup_failure,
+    steady,
     to_kill,
     to_start,
 )
@@ -289,3 +290,17 @@ def test_a_part_that_crashed_while_cluster_up_waits_is_its_failure() -> None:
     assert startup_failure({"gateway": 1, "agent": 0}, before) is None
     assert startup_failure({"gateway": 1, "agent": 1}, before) == "agent"
     assert startup_failure({"postgres": 1, "agent": 1}, {}) == "postgres"
+
+
+def test_a_cluster_is_steady_while_nothing_is_on_its_way_anywhere() -> None:
+    running = tuple(became_ready(started(part, 10 + i, T)) for i, part in enumerate(initial_parts()))
+    held, _ = requested(running[2], "stop", T)
+    assert steady(running)
+    assert steady((*running[:2], exited(held, T + 1, "", shutting_down=False), *running[3:]))
+    for moving in (
+        held,  # asked to stop, not stopped yet: its deadline may pass
+        started(running[2], 99, T),
+        exited(running[2], T + 1, "crash", shutting_down=False),  # in backoff
+        Part("gateway"),  # stopped, to be started
+    ):
+        assert not steady((*running[:2], moving, *running[3:]))

@@ -1,55 +1,47 @@
 """`det`: the command line of determined-es.
 
-Only argparse is imported up front; each command imports what it needs when
-it runs, so that `det --help` stays fast.
+Only argparse and the module of the noun asked for are imported up front; each
+command imports what it needs when it runs, so that a call starts fast.
 """
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from determined.cli import (
-    agent,
-    checkpoint,
-    command,
-    deploy,
-    events,
-    experiment,
-    job,
-    master,
-    model,
-    notebook,
-    shell,
-    task,
-    tensorboard,
-    trial,
-    user,
-)
 from determined.cli._client import CliError
 from determined.cli._output import error
 
-COMMAND_MODULES = (
-    experiment,
-    trial,
-    checkpoint,
-    model,
-    agent,
-    job,
-    master,
-    user,
-    notebook,
-    tensorboard,
-    command,
-    shell,
-    task,
-    events,
-    deploy,
-)
+# Each module of determined.cli that adds nouns to `det`, with the nouns (and their aliases) it
+# adds, in `det --help`'s order. `det <noun> ...` imports and builds that one module's parser: a
+# det call is mostly start-up, and importing and building every noun's verbs cost as much as the
+# call itself (tests/unit/test_cli_parsers.py checks this table against the modules).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "experiment": ("experiment", "e"),
+    "trial": ("trial", "t"),
+    "checkpoint": ("checkpoint", "c"),
+    "model": ("model", "m"),
+    "agent": ("agent", "a", "slot", "s"),
+    "job": ("job", "j"),
+    "master": ("master", "version"),
+    "user": ("user", "u"),
+    "notebook": ("notebook",),
+    "tensorboard": ("tensorboard",),
+    "command": ("command", "cmd"),
+    "shell": ("shell",),
+    "task": ("task",),
+    "events": ("events",),
+    "deploy": ("deploy",),
+}
+# `det`'s own options that take a value (the noun comes after them).
+_VALUE_OPTIONS = ("-m", "--master", "-u", "--user")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """`det`'s parser; given the arguments, only as much of it as they need (all of it for
+    `det --help` or a noun it does not know, so that help and errors read the same)."""
     parser = argparse.ArgumentParser(
         prog="det", description="determined-es: train models, search hyperparameters, share GPUs."
     )
@@ -63,9 +55,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="<command>")
-    for module in COMMAND_MODULES:
-        module.add_parser(commands)
+    for name in _modules_for(None if argv is None else _noun(argv)):
+        importlib.import_module(f"determined.cli.{name}").add_parser(commands)
     return parser
+
+
+def _noun(argv: Sequence[str]) -> str | None:
+    """The noun of `det [-m M] [-u U] <noun> ...`; None where an option of det's own other than
+    these (`--help`, an abbreviation) comes first."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token in _VALUE_OPTIONS:
+            next(tokens, None)
+        elif token.startswith(("--master=", "--user=")) or (token[:2] in ("-m", "-u") and token[2:3] != "-"):
+            continue
+        elif token.startswith("-"):
+            return None
+        else:
+            return token
+    return None
+
+
+def _modules_for(noun: str | None) -> list[str]:
+    """The module that adds this noun, or every module where none does."""
+    owners = [name for name, nouns in COMMAND_MODULES.items() if noun in nouns]
+    return owners or list(COMMAND_MODULES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     is one line, and anything unexpected is one line naming the file that
     holds the details."""
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = build_parser(argv)
         args = parser.parse_args(argv)
         run: Callable[[argparse.Namespace], int | None] | None = getattr(args, "run", None)
         if run is None:

@@ -4,7 +4,7 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -42,10 +42,11 @@ def human_size(size: float) -> str:
     return f"{size:.1f}GB"
 
 
-def print_csv(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_csv(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: IO[str] | None = None) -> None:
+    """To `out` (default: stdout)."""
     import csv
 
-    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer = csv.writer(out or sys.stdout, lineterminator="\n")
     writer.writerow(headers)
     writer.writerows([["" if c is None else c for c in row] for row in rows])
 

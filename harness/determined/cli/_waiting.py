@@ -23,7 +23,9 @@ FIRST_PAUSE_S = 0.25
 MAX_PAUSE_S = 2.0
 
 # Calls that change nothing, besides the Get* ones.
-READS = frozenset({"TrialLogs", "TaskLogs", "PreviewGc", "DownloadCheckpointFile", "ExplainEvents"})
+READS = frozenset(
+    {"TrialLogs", "TaskLogs", "PreviewGc", "DownloadCheckpointFile", "ExplainEvents", "MasterLogs"}
+)
 # Writes whose repeat changes nothing more: a new session, a dropped one, a context stored
 # by its hash, a state set again (the second answer says it is unchanged).
 REPEATABLE_WRITES = frozenset(
@@ -46,6 +48,8 @@ REPEATABLE_WRITES = frozenset(
         "DisableAgent",
         "EnableSlot",
         "DisableSlot",
+        "PostCheckpointMetadata",
+        "ReportCheckpointUse",
     }
 )
 # What grpcio says when it could not connect: the call was never sent.

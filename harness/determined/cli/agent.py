@@ -1,5 +1,5 @@
-"""`det agent list | enable | disable` and `det slot list`: the agents, their
-state, and what runs on each of their slots."""
+"""`det agent list | enable | disable` and `det slot list | enable | disable`:
+the agents, their state, and what runs on each of their slots."""
 
 import argparse
 from typing import Any
@@ -31,12 +31,12 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     add_as_of_arguments(agents)
     agents.set_defaults(run=list_agents)
     enable = agent_verbs.add_parser("enable", help="let the agent take work again")
-    enable.add_argument("agent_id", metavar="AGENT_ID")
+    _add_agent_choice(enable)
     enable.set_defaults(run=enable_agent)
     disable = agent_verbs.add_parser(
         "disable", help="place nothing new on the agent; its running work is stopped (to resume elsewhere)"
     )
-    disable.add_argument("agent_id", metavar="AGENT_ID")
+    _add_agent_choice(disable)
     disable.add_argument("--drain", action="store_true", help="let the work running there finish instead")
     disable.set_defaults(run=disable_agent)
 
@@ -47,6 +47,34 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     slots.add_argument("--json", action="store_true")
     add_as_of_arguments(slots)
     slots.set_defaults(run=list_slots)
+    slot_enable = slot_verbs.add_parser("enable", help="let the slot take work again")
+    slot_enable.add_argument("agent_id", metavar="AGENT_ID")
+    slot_enable.add_argument("slot_id", type=slot_id, metavar="SLOT_ID")
+    slot_enable.set_defaults(run=enable_slot)
+    slot_disable = slot_verbs.add_parser(
+        "disable", help="place nothing new on the slot; the work on it is stopped (to resume elsewhere)"
+    )
+    slot_disable.add_argument("agent_id", metavar="AGENT_ID")
+    slot_disable.add_argument("slot_id", type=slot_id, metavar="SLOT_ID")
+    slot_disable.add_argument("--drain", action="store_true", help="let the work on it finish instead")
+    slot_disable.set_defaults(run=disable_slot)
+
+
+def _add_agent_choice(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("agent_id", metavar="AGENT_ID", nargs="?")
+    which.add_argument("--all", action="store_true", help="every agent")
+
+
+def slot_id(text: str) -> int:
+    """A slot's id on its agent: 0 or more."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a slot id (a whole number)") from None
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{text} is not a slot id: slot ids go from 0")
+    return value
 
 
 def _agents(args: argparse.Namespace) -> Any:
@@ -117,7 +145,7 @@ def slot_rows(agent: Any) -> list[list[Any]]:
                 agent.agent_id,
                 agent.resource_pool,
                 slot.slot_id,
-                slot_state(agent.state, bool(allocation)),
+                slot_state(agent.state, use.state if use is not None else "", bool(allocation)),
                 allocation or "FREE",
                 task if allocation else "",
                 slot.type,
@@ -127,8 +155,12 @@ def slot_rows(agent: Any) -> list[list[Any]]:
     return rows
 
 
-def slot_state(agent_state: str, busy: bool) -> str:
-    """A slot's state: RUNNING when something runs there, else whether it can take work."""
+def slot_state(agent_state: str, own_state: str, busy: bool) -> str:
+    """A slot's state: DISABLED or DRAINING when an admin disabled the slot
+    itself, else RUNNING when something runs there, else whether it can take
+    work (its agent's state)."""
+    if own_state not in ("", "ENABLED"):
+        return own_state
     if busy:
         return "RUNNING"
     return "FREE" if agent_state in ("", "ENABLED") else agent_state
@@ -136,17 +168,33 @@ def slot_state(agent_state: str, busy: bool) -> str:
 
 def _use_dict(agent: Any, slot_id: int) -> dict[str, Any]:
     use = next((u for u in agent.slot_uses if u.slot_id == slot_id), None)
+    state = {"state": (use.state if use is not None else "") or "ENABLED"}
     if use is None or not use.allocation_id:
-        return {"allocation_id": "", "trial_id": 0, "experiment_id": 0}
-    return {"allocation_id": use.allocation_id, "trial_id": use.trial_id, "experiment_id": use.experiment_id}
+        return {"allocation_id": "", "trial_id": 0, "experiment_id": 0, **state}
+    return {
+        "allocation_id": use.allocation_id,
+        "trial_id": use.trial_id,
+        "experiment_id": use.experiment_id,
+        **state,
+    }
+
+
+def _chosen_agents(gateway: Any, args: argparse.Namespace) -> list[str]:
+    """The agent named, or with --all every registered agent."""
+    from determined.proto import api_pb2
+
+    if not args.all:
+        return [args.agent_id]
+    return [a.agent_id for a in gateway.call(gateway.stub.GetAgents, api_pb2.GetAgentsRequest()).agents]
 
 
 def enable_agent(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = connect(args)
-    response = gateway.call(gateway.stub.EnableAgent, api_pb2.EnableAgentRequest(agent_id=args.agent_id))
-    print(response.unchanged_reason or f"Enabled agent {args.agent_id}")
+    for agent_id in _chosen_agents(gateway, args):
+        response = gateway.call(gateway.stub.EnableAgent, api_pb2.EnableAgentRequest(agent_id=agent_id))
+        print(response.unchanged_reason or f"Enabled agent {agent_id}")
     return 0
 
 
@@ -154,12 +202,39 @@ def disable_agent(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
     gateway = connect(args)
-    request = api_pb2.DisableAgentRequest(agent_id=args.agent_id, drain=args.drain)
-    response = gateway.call(gateway.stub.DisableAgent, request)
-    done = (
-        f"Disabled agent {args.agent_id}; the work running there finishes (draining)"
-        if args.drain
-        else f"Disabled agent {args.agent_id}; the work running there is stopped to resume elsewhere"
+    for agent_id in _chosen_agents(gateway, args):
+        request = api_pb2.DisableAgentRequest(agent_id=agent_id, drain=args.drain)
+        response = gateway.call(gateway.stub.DisableAgent, request)
+        done = (
+            f"Disabled agent {agent_id}; the work running there finishes (draining)"
+            if args.drain
+            else f"Disabled agent {agent_id}; the work running there is stopped to resume elsewhere"
+        )
+        print(response.unchanged_reason or done)
+    return 0
+
+
+def enable_slot(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = connect(args)
+    gateway.call(
+        gateway.stub.EnableSlot, api_pb2.EnableSlotRequest(agent_id=args.agent_id, slot_id=args.slot_id)
     )
-    print(response.unchanged_reason or done)
+    print(f"Enabled slot {args.slot_id} of agent {args.agent_id}")
+    return 0
+
+
+def disable_slot(args: argparse.Namespace) -> int:
+    from determined.proto import api_pb2
+
+    gateway = connect(args)
+    request = api_pb2.DisableSlotRequest(agent_id=args.agent_id, slot_id=args.slot_id, drain=args.drain)
+    gateway.call(gateway.stub.DisableSlot, request)
+    how = (
+        "the work on it finishes (draining)"
+        if args.drain
+        else "the work on it is stopped to resume elsewhere"
+    )
+    print(f"Disabled slot {args.slot_id} of agent {args.agent_id}; {how}")
     return 0

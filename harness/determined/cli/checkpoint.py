@@ -49,23 +49,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     fetch = verbs.add_parser("download", help="download a checkpoint's files")
     fetch.add_argument("uuid", type=checkpoint_uuid)
-    fetch.add_argument(
-        "-o",
-        "--output-dir",
-        type=pathlib.Path,
-        metavar="DIR",
-        help="where to put its files (default: checkpoints/<uuid>)",
-    )
-    fetch.add_argument(
-        "--mode",
-        default="auto",
-        choices=[mode.value for mode in DownloadMode],
-        help="direct: from the storage; master: streamed by the master (resumes a partial "
-        "download); auto (default): direct, else through the master",
-    )
-    output = fetch.add_mutually_exclusive_group()
-    output.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
-    output.add_argument("--json", action="store_true", help="the local path and the checkpoint as JSON")
+    add_download_arguments(fetch)
     fetch.set_defaults(run=download_checkpoint)
 
     delete = verbs.add_parser("delete", help="delete checkpoints' files from the storage")
@@ -88,6 +72,27 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rm.add_argument("--json", action="store_true")
     rm.set_defaults(run=delete_checkpoints)
+
+
+def add_download_arguments(parser: argparse.ArgumentParser) -> None:
+    """-o/--output-dir, --mode, -q/--json: how a checkpoint is downloaded (`save_checkpoint`)."""
+    parser.add_argument(
+        "-o",
+        "--output-dir",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="where to put its files (default: checkpoints/<uuid>)",
+    )
+    parser.add_argument(
+        "--mode",
+        default="auto",
+        choices=[mode.value for mode in DownloadMode],
+        help="direct: from the storage; master: streamed by the master (resumes a partial "
+        "download); auto (default): direct, else through the master",
+    )
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("-q", "--quiet", action="store_true", help="print only the local path")
+    output.add_argument("--json", action="store_true", help="the local path and the checkpoint as JSON")
 
 
 def add_listing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -244,7 +249,11 @@ def print_description(checkpoint: api_pb2.Checkpoint) -> None:
 
 def download_checkpoint(args: argparse.Namespace) -> int:
     gateway = connect(args)
-    checkpoint = get_checkpoint(gateway, args.uuid)
+    return save_checkpoint(gateway, get_checkpoint(gateway, args.uuid), args)
+
+
+def save_checkpoint(gateway: Gateway, checkpoint: api_pb2.Checkpoint, args: argparse.Namespace) -> int:
+    """Downloads the checkpoint as `args` say (--output-dir, --mode, -q, --json) and says where."""
     target = args.output_dir or pathlib.Path("checkpoints", checkpoint.uuid)
     path = download(
         gateway,

@@ -109,6 +109,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     from determined.cli._deploy_replay import add_replay_parser  # it imports this module
 
     add_replay_parser(verbs)
+    from determined.cli._deploy_logs import add_logs_parser
+
+    add_logs_parser(verbs)
 
 
 def _add_agent_verbs(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from determined.cli import _args
+from determined.cli import _args, _experiment_describe, _experiment_edit, _experiment_run
 from determined.cli._args import EXPERIMENT_ID
 from determined.cli._as_of import add_as_of_arguments, as_of, print_as_of
 from determined.cli._client import CliError, Gateway, connect
@@ -44,7 +44,6 @@ MAX_CONTEXT_NOTES = 20
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("experiment", aliases=["e"], help="manage experiments")
     verbs = parser.add_subparsers(dest="verb", metavar="<verb>")
-    parser.set_defaults(run=list_experiments, json=False)
 
     create = verbs.add_parser("create", help="create an experiment")
     create.add_argument("config_file", type=Path, help="experiment configuration (YAML)")
@@ -86,17 +85,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     create.set_defaults(run=create_experiment)
 
-    listing = verbs.add_parser("list", aliases=["ls"], help="list experiments")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(run=list_experiments)
-
-    describe = verbs.add_parser("describe", help="describe an experiment and its trials")
-    describe.add_argument("experiment_id", type=EXPERIMENT_ID)
-    describe.add_argument("--json", action="store_true")
-    describe.add_argument("--config", action="store_true", help="print the stored, fully defaulted config")
-    add_as_of_arguments(describe)
-    describe.set_defaults(run=describe_experiment)
-
     config = verbs.add_parser("config", help="print the stored, fully defaulted config as YAML")
     config.add_argument("experiment_id", type=EXPERIMENT_ID)
     config.set_defaults(run=print_config, at=None, at_seq=None)
@@ -123,7 +111,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pause.set_defaults(run=pause_experiment)
 
     setting = verbs.add_parser(
-        "set", help="change a running experiment's priority, weight or max slots, or its checkpoint GC policy"
+        "set",
+        help="change an experiment's name or description, a running one's priority, weight or max slots,"
+        " or its checkpoint GC policy",
     )
     what = setting.add_subparsers(dest="setting", metavar="<setting>", required=True)
     for name, value_type, value_help in (
@@ -164,6 +154,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
     kill.add_argument("experiment_id", type=EXPERIMENT_ID)
     kill.set_defaults(run=kill_experiment)
+    _experiment_edit.add_parsers(parser, verbs, what)
+    _experiment_run.add_verbs(verbs)
 
 
 def create_experiment(args: argparse.Namespace) -> int:
@@ -182,7 +174,7 @@ def create_experiment(args: argparse.Namespace) -> int:
         from determined.cli import _test_mode
 
         return _test_mode.run_on_cluster(gateway, config_yaml, context_hash)
-    response = submit(gateway, config_yaml, context_hash, activate=not args.paused)
+    response = submit(gateway, config_yaml, context_hash, activate=not args.paused, parent_id=args.parent)
     for warning in response.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"Created experiment {response.experiment_id}", flush=True)
@@ -191,14 +183,20 @@ def create_experiment(args: argparse.Namespace) -> int:
     return _follow_first_trial(gateway, response.experiment_id)
 
 
-def submit(gateway: Gateway, config_yaml: str, context_hash: str, *, activate: bool) -> Any:
+def submit(
+    gateway: Gateway, config_yaml: str, context_hash: str, *, activate: bool, parent_id: int = 0
+) -> Any:
     """CreateExperiment with a request id of its own, which makes it safe to
     retry while the master restarts: a repeat answers with the same experiment.
-    `context_hash`: the uploaded context ("" for none)."""
+    `context_hash`: the uploaded context ("" for none: a fork's `parent_id` then lends its own)."""
     from determined.proto import api_pb2
 
     request = api_pb2.CreateExperimentRequest(
-        config_yaml=config_yaml, context_hash=context_hash, activate=activate, request_id=uuid.uuid4().hex
+        config_yaml=config_yaml,
+        context_hash=context_hash,
+        activate=activate,
+        request_id=uuid.uuid4().hex,
+        parent_id=parent_id,
     )
     return gateway.call(gateway.stub.CreateExperiment, request)
 
@@ -292,33 +290,6 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
     return 0
 
 
-def list_experiments(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    response = gateway.call(gateway.stub.GetExperiments, api_pb2.GetExperimentsRequest())
-    if args.json:
-        print_json([message_dict(e) for e in response.experiments])
-        return 0
-    print_table(
-        ["ID", "Owner", "Name", "State", "Progress", "Started", "Ended", "Resource Pool"],
-        [
-            [
-                e.id,
-                e.owner,
-                e.name,
-                e.state,
-                f"{e.progress:.1%}" if e.progress else "",
-                format_time(e.started_at_ns),
-                format_time(e.ended_at_ns),
-                e.resource_pool,
-            ]
-            for e in response.experiments
-        ],
-    )
-    return 0
-
-
 def _get_experiment(args: argparse.Namespace) -> Any:
     from determined.proto import api_pb2
 
@@ -356,6 +327,7 @@ def describe_experiment(args: argparse.Namespace) -> int:
     )
     if e.end_reason:
         print(f"Ended {e.state}: {e.end_reason}")
+    _experiment_describe.print_details(e)
     print()
     _print_trials(response.trials)
     return 0

@@ -1,12 +1,13 @@
-"""`det trial` (`det t`): describe or kill a trial, show or follow its logs."""
+"""`det trial` (`det t`): describe or kill a trial, show or follow its logs, download its checkpoints."""
 
 import argparse
 import json
 import sys
 from typing import Any
 
-from determined.cli._args import TRIAL_ID, rank
-from determined.cli._client import Gateway, connect
+from determined.cli._args import TRIAL_ID
+from determined.cli._client import CliError, Gateway, connect
+from determined.cli._log_filters import add_log_filter_args, log_request
 from determined.cli._output import (
     compact_json,
     format_log_time,
@@ -15,7 +16,14 @@ from determined.cli._output import (
     print_json,
     print_table,
 )
-from determined.cli.checkpoint import add_listing_arguments, list_trial_checkpoints
+from determined.cli.checkpoint import (
+    add_download_arguments,
+    add_listing_arguments,
+    checkpoint_uuid,
+    get_checkpoint,
+    list_trial_checkpoints,
+    save_checkpoint,
+)
 from determined.common import states
 
 
@@ -40,12 +48,24 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     logs = verbs.add_parser("logs", help="a trial's logs")
     logs.add_argument("trial_id", type=TRIAL_ID)
-    logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the trial ends")
-    logs.add_argument("--json", action="store_true", help="one JSON object per line")
-    logs.add_argument(
-        "--rank", type=rank, metavar="R", help="only the lines this rank of a distributed trial wrote"
-    )
+    add_log_filter_args(logs)
     logs.set_defaults(run=show_logs)
+
+    download = verbs.add_parser("download", help="download one of a trial's checkpoints")
+    download.add_argument("trial_id", type=TRIAL_ID)
+    which = download.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the best by the searcher metric (or --sort-by)")
+    which.add_argument("--latest", action="store_true", help="the one of the most batches")
+    which.add_argument("--uuid", type=checkpoint_uuid, help="this one")
+    download.add_argument("--sort-by", metavar="METRIC", help="with --best: best by this validation metric")
+    download.add_argument(
+        "--smaller-is-better",
+        type=_true_or_false,
+        metavar="(true|false)",
+        help="with --sort-by (and required by it): whether smaller values of the metric are better",
+    )
+    add_download_arguments(download)
+    download.set_defaults(run=download_trial_checkpoint)
 
     metrics = verbs.add_parser("metrics", help="every stored metric point of a trial")
     metrics.add_argument("trial_id", type=TRIAL_ID)
@@ -183,22 +203,60 @@ def show_metrics(args: argparse.Namespace) -> int:
 
 
 def show_logs(args: argparse.Namespace) -> int:
-    follow_logs(connect(args), args.trial_id, follow=args.follow, as_json=args.json, rank=args.rank)
+    write_logs(connect(args), log_request(args, args.trial_id), as_json=args.json)
     return 0
 
 
-def follow_logs(
-    gateway: Gateway, trial_id: int, *, follow: bool, as_json: bool = False, rank: int | None = None
-) -> None:
-    """Writes each response's lines at once and flushes once per response:
-    a response holds up to a stored batch (hundreds of lines)."""
+def follow_logs(gateway: Gateway, trial_id: int, *, follow: bool) -> None:
+    """Every line of the trial's logs (`follow`: until the trial ends)."""
     from determined.proto import api_pb2
 
-    request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
+    write_logs(gateway, api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow), as_json=False)
+
+
+def write_logs(gateway: Gateway, request: Any, *, as_json: bool) -> None:
+    """Writes each response's lines at once and flushes once per response:
+    a response holds up to a stored batch (hundreds of lines)."""
     out = sys.stdout
     for entry in gateway.stream(gateway.stub.TrialLogs, request):
         out.write(json_log_lines(entry) if as_json else log_lines(entry))
         out.flush()
+
+
+def download_trial_checkpoint(args: argparse.Namespace) -> int:
+    """`det trial download N --best|--latest|--uuid U` (Determined 0.38's)."""
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        raise CliError("--sort-by and --smaller-is-better go together")
+    if args.sort_by is not None and not args.best:
+        raise CliError("--sort-by goes with --best")
+    gateway = connect(args)
+    checkpoint = get_checkpoint(gateway, args.uuid) if args.uuid else _chosen_checkpoint(gateway, args)
+    return save_checkpoint(gateway, checkpoint, args)
+
+
+def _chosen_checkpoint(gateway: Gateway, args: argparse.Namespace) -> Any:
+    """The trial's best (--best) or latest (--latest) completed checkpoint."""
+    from determined.proto import api_pb2
+
+    if args.latest:
+        sort_by, order_by = "steps_completed", "desc"
+    elif args.sort_by:
+        sort_by, order_by = args.sort_by, "asc" if args.smaller_is_better else "desc"
+    else:
+        sort_by, order_by = "searcher_metric", ""
+    request = api_pb2.GetTrialCheckpointsRequest(trial_id=args.trial_id, sort_by=sort_by, order_by=order_by)
+    listed = gateway.call(gateway.stub.GetTrialCheckpoints, request).checkpoints
+    completed = [c for c in listed if c.state == "COMPLETED"]
+    if not completed:
+        raise CliError(f"trial {args.trial_id} has no completed checkpoint")
+    return completed[0]
+
+
+def _true_or_false(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value == "true"
 
 
 def log_lines(entry: Any) -> str:

@@ -206,17 +206,9 @@ def _warn_if_weak(password: str) -> None:
     lowercase letters and a digit. Only a warning: the choice is the user's."""
     import sys
 
-    problems = [
-        what
-        for what, missing in (
-            ("is blank", not password),
-            ("has fewer than 8 characters", 0 < len(password) < 8),
-            ("has no uppercase letter", not any(c.isupper() for c in password)),
-            ("has no lowercase letter", not any(c.islower() for c in password)),
-            ("has no digit", not any(c.isdigit() for c in password)),
-        )
-        if missing
-    ]
+    from determined.common.passwords import weaknesses
+
+    problems = weaknesses(password)
     if problems:
         print(f"warning: the password is weak: it {', '.join(problems)}", file=sys.stderr)
 

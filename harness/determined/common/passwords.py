@@ -16,3 +16,19 @@ def salted_hash(password: str) -> str:
     if not password:
         return ""
     return hashlib.sha512((SALT + password).encode("utf-8")).hexdigest()
+
+
+def weaknesses(password: str) -> list[str]:
+    """What Determined's password rules find wrong with `password`: 8 characters or more,
+    an uppercase and a lowercase letter and a digit ([] when it follows them all)."""
+    return [
+        what
+        for what, missing in (
+            ("is blank", not password),
+            ("has fewer than 8 characters", 0 < len(password) < 8),
+            ("has no uppercase letter", not any(c.isupper() for c in password)),
+            ("has no lowercase letter", not any(c.islower() for c in password)),
+            ("has no digit", not any(c.isdigit() for c in password)),
+        )
+        if missing
+    ]

@@ -8,6 +8,7 @@ from determined.core._checkpoint import CheckpointContext, DownloadMode
 from determined.core._context import Context, init
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP, ReportError, ReportTooLargeError, UnserializableValueError
+from determined.core._experimental import DummyExperimentalCoreContext, ExperimentalCoreContext
 from determined.core._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
@@ -19,10 +20,12 @@ __all__ = [
     "DistributedContext",
     "DownloadMode",
     "DummyDistributedContext",
+    "DummyExperimentalCoreContext",
     "DummyPreemptContext",
     "DummyProfilerContext",
     "DummyTrainContext",
     "EarlyExitReason",
+    "ExperimentalCoreContext",
     "InvalidHP",
     "PreemptContext",
     "PreemptMode",

@@ -3,6 +3,7 @@
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -13,6 +14,7 @@ from determined.core import _checkpoint
 from determined.core._checkpoint import CheckpointContext
 from determined.core._distributed import DistributedContext, DummyDistributedContext
 from determined.core._errors import InvalidHP, ReportError
+from determined.core._experimental import DummyExperimentalCoreContext, ExperimentalCoreContext
 from determined.core._fatal import report_fatal
 from determined.core._metrics import MetricsShipper
 from determined.core._preempt import (
@@ -72,12 +74,27 @@ class Context:
         self._metrics = shipper
         self._client = client
         self._watcher = watcher
+        self.experimental = (
+            ExperimentalCoreContext(client, info.trial.trial_id)
+            if client is not None and info is not None
+            else DummyExperimentalCoreContext()
+        )
+        self._started = False
 
-    def __enter__(self) -> Self:
+    def start(self) -> None:
+        """Starts shipping reports and watching the allocation: what `with` does on entry,
+        for a script that calls `start()` and `close()` itself (as Determined allows).
+        A second call does nothing."""
+        if self._started:
+            return
+        self._started = True
         if self._metrics is not None:
             self._metrics.start()
         if self._watcher is not None:
             self._watcher.start()
+
+    def __enter__(self) -> Self:
+        self.start()
         return self
 
     def __exit__(
@@ -123,9 +140,10 @@ class Context:
         text = f"alert: {title}" + (f": {description}" if description else "")
         logger.log(_ALERT_LEVELS[level], "%s", text)
 
-    def close(self) -> None:
+    def close(self, *_exception: Any) -> None:
         """Stop profiling, send every queued report, stop watching the allocation, release
-        the connections."""
+        the connections. (Determined's close also takes the exception being raised, which
+        is ignored here: `with` handles an InvalidHP or a ReportError, `close()` does not.)"""
         try:
             self.profiler.off()
             if self._metrics is not None:
@@ -173,16 +191,20 @@ def _trial_context(
     checkpoint_storage: str | dict[str, Any] | None,
     preempt_mode: PreemptMode,
     tensorboard_mode: TensorboardMode,
+    client: TrialClient | None = None,
+    context_type: Callable[..., Context] = Context,
 ) -> Context:
     """Only the chief (rank 0) reports metrics, progress and checkpoints; the other workers'
     report calls are checked and dropped (WorkerTrainContext). Each node's first process
-    still ships its own profiling metrics, under a group of its own."""
+    still ships its own profiling metrics, under a group of its own. `client` and
+    `context_type`: a detached run's (core_v2: it reports with its user's login, has no
+    allocation to watch, and its context says when the script is alive and how it ended)."""
     trial = info.trial
     # Built first: a storage whose library is missing (gcs, azure) fails the trial at its start.
     storage = checkpoint_storages.build(
         _checkpoint.storage_section(checkpoint_storage or trial._config.get("checkpoint_storage") or {})
     )
-    client = TrialClient(info.master_url, info.session_token)
+    client = client or TrialClient(info.master_url, info.session_token)
     tensorboard = _tensorboard(storage, trial, distributed.rank, tensorboard_mode)
     shipper = None
     reporting = None
@@ -226,7 +248,7 @@ def _trial_context(
         if distributed.rank == 0 and reporting is not None
         else WorkerTrainContext(client, trial.trial_id, searcher_config, distributed.rank, tensorboard)
     )
-    watcher = _watcher(info, distributed, preempt_mode)
+    watcher = _watcher(info, distributed, preempt_mode) if info.allocation_id else None
     # Each node's first process profiles its machine; the nodes report in groups of their own.
     profiling_group = (
         "profiling" if distributed.cross_rank == 0 else f"profiling-node{distributed.cross_rank}"
@@ -234,7 +256,7 @@ def _trial_context(
     profiler = ProfilerContext(
         (reporting or train).report_metrics, enabled=distributed.local_rank == 0, group=profiling_group
     )
-    return Context(
+    return context_type(
         checkpoint=checkpoint,
         distributed=distributed,
         preempt=PreemptContext(watcher or NeverStopped(), distributed, preempt_mode),

@@ -56,8 +56,8 @@ class TrainContext:
     """Reports a trial's metrics and progress to the cluster.
 
     A report call only validates and queues (see `_metrics`); it blocks only when the
-    shipper is far behind. Validation reports must carry the metrics the configured searcher
-    reads (`searcher`: the experiment config's section).
+    shipper is far behind. Validation reports must carry the metrics an adaptive searcher
+    reads (`searcher`: the experiment config's section; see _validate.SearcherMetricCheck).
     """
 
     def __init__(
@@ -71,7 +71,7 @@ class TrainContext:
         self._shipper = shipper
         self._client = client
         self._trial_id = trial_id
-        self._searcher_metrics = _validate.searcher_metrics(searcher or {})
+        self._searcher_metrics = _validate.SearcherMetricCheck(searcher or {})
         self._tensorboard = tensorboard or TrialTensorboard(local_tensorboard_path(), auto=False)
 
     def report_training_metrics(
@@ -100,7 +100,7 @@ class TrainContext:
             self._report(group, steps_completed, _validate.check_metrics(metrics))
             return
         checked = _validate.check_metrics(metrics, allow_none=False)
-        _validate.check_searcher_metrics(metrics, self._searcher_metrics)
+        self._searcher_metrics.check(metrics)
         self._report(group, steps_completed, checked)
 
     def report_progress(self, progress: float) -> None:
@@ -176,7 +176,7 @@ class DummyTrainContext(TrainContext):
     """Off-cluster: the same checks, and reports go to the log (no shipper, no client)."""
 
     def __init__(self, tensorboard_path: pathlib.Path | None = None) -> None:
-        self._searcher_metrics = {}
+        self._searcher_metrics = _validate.SearcherMetricCheck({})
         self._tensorboard = TrialTensorboard(tensorboard_path or local_tensorboard_path(), auto=False)
 
     def report_progress(self, progress: float) -> None:
@@ -228,7 +228,7 @@ class WorkerTrainContext(TrainContext):
     ) -> None:
         self._client = client
         self._trial_id = trial_id
-        self._searcher_metrics = _validate.searcher_metrics(searcher or {})
+        self._searcher_metrics = _validate.SearcherMetricCheck(searcher or {})
         self._rank = rank
         self._tensorboard = tensorboard or TrialTensorboard(local_tensorboard_path(), auto=False)
         self._told = False

@@ -16,6 +16,7 @@ report alone (see `_metrics`).
 """
 
 import json
+import logging
 import math
 import numbers
 from collections.abc import Mapping
@@ -29,6 +30,8 @@ MAX_REPORT_BYTES = 1024 * 1024
 MAX_NESTING = 100
 # One encoder for every report: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+logger = logging.getLogger("determined.core")
 
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _PLAIN = (int, str, bool, type(None))
@@ -141,8 +144,7 @@ def check_status(status: Any) -> str:
 
 def searcher_metrics(searcher: Mapping[str, Any]) -> dict[str, str]:
     """{metric name: its config field} for the metrics the configured searcher reads from each
-    validation. A report without them would fail the experiment in the searcher, so the
-    harness refuses it at the call. ASHA with `time_metric` also needs that metric; seed-era
+    validation (see SearcherMetricCheck for which of them a report must carry). ASHA with `time_metric` also needs that metric; seed-era
     ASHA (`max_length`, no `time_metric`) counts the report's steps_completed instead.
     """
     required: dict[str, str] = {}
@@ -151,6 +153,36 @@ def searcher_metrics(searcher: Mapping[str, Any]) -> dict[str, str]:
     if searcher.get("name") in ASHA_SEARCHERS and searcher.get("time_metric"):
         required.setdefault(searcher["time_metric"], "searcher.time_metric")
     return required
+
+
+class SearcherMetricCheck:
+    """What each validation report must carry for the configured searcher (`searcher`: the
+    experiment config's section). An adaptive search (ASHA) decides from every validation:
+    one without its metrics is refused at the call. The other searchers (single, random,
+    grid) decide nothing from them: a validation without the searcher metric is accepted, as
+    Determined accepts it, and the trial's log says so once. A searcher metric that is
+    reported must be a number either way (the best checkpoint is ranked by it)."""
+
+    def __init__(self, searcher: Mapping[str, Any]) -> None:
+        self._required = searcher_metrics(searcher)
+        self._adaptive = searcher.get("name") in ASHA_SEARCHERS
+        self._warned = False
+
+    def check(self, metrics: Mapping[str, Any]) -> None:
+        if self._adaptive:
+            check_searcher_metrics(metrics, self._required)
+            return
+        reported = {name: field for name, field in self._required.items() if name in metrics}
+        check_searcher_metrics(metrics, reported)
+        missing = [name for name in self._required if name not in reported]
+        if missing and not self._warned:
+            self._warned = True
+            logger.warning(
+                "a validation report lacks the searcher metric %r (searcher.metric); accepted, as"
+                " this searcher does not need it, but the trial's best checkpoint and validation are"
+                " ranked by it (this is said once per trial)",
+                missing[0],
+            )
 
 
 def check_searcher_metrics(metrics: Mapping[str, Any], required: Mapping[str, str]) -> None:

@@ -6,27 +6,41 @@ import enum
 import json
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from determined.cli._download import DownloadMode, download
 from determined.common.states import CheckpointState
+from determined.experimental._unsupported import NO_PACHYDERM, unsupported_method
 
 if TYPE_CHECKING:
     from determined.cli._client import Gateway
+    from determined.experimental._trial import TrialMetrics
     from determined.proto import api_pb2
 
 logger = logging.getLogger("determined.experimental")
 
 
 class CheckpointSortBy(enum.Enum):
-    """What checkpoint listings sort by besides a validation metric's name."""
+    """What checkpoint listings sort by besides a validation metric's name (UUID, TRIAL_ID
+    and STATE are sorted here, in the SDK; the others by the master)."""
 
     SEARCHER_METRIC = "searcher_metric"
     BATCH_NUMBER = "steps_completed"
     END_TIME = "report_time"
+    UUID = "uuid"
+    TRIAL_ID = "trial_id"
+    STATE = "state"
+
+
+# The sorts the master does not know: the listing comes by report time, sorted here.
+_SORTED_HERE: dict[CheckpointSortBy, Callable[[api_pb2.Checkpoint], Any]] = {
+    CheckpointSortBy.UUID: lambda c: c.uuid,
+    CheckpointSortBy.TRIAL_ID: lambda c: c.trial_id,
+    CheckpointSortBy.STATE: lambda c: c.state,
+}
 
 
 class OrderBy(enum.Enum):
@@ -35,6 +49,28 @@ class OrderBy(enum.Enum):
     # Determined's other names for them: aliases of the same members.
     ASCENDING = "asc"  # noqa: PIE796
     DESCENDING = "desc"  # noqa: PIE796
+
+
+def list_checkpoints(
+    gateway: Gateway,
+    method: Callable[..., api_pb2.GetCheckpointsResponse],
+    request: Callable[..., Any],
+    sort_by: str | CheckpointSortBy | None,
+    order_by: OrderBy | str | None,
+    max_results: int | None,
+) -> list[Checkpoint]:
+    """An experiment's or a trial's checkpoints (`request(**fields)` makes the listing's
+    request), sorted as asked, at most max_results of them."""
+    sorted_here = _SORTED_HERE.get(sort_by) if isinstance(sort_by, CheckpointSortBy) else None
+    fields = listing_request(sort_by, order_by, max_results)
+    if sorted_here is not None:
+        fields["max_results"] = 0
+    response = gateway.call(method, request(**fields))
+    found = list(response.checkpoints)
+    if sorted_here is not None:
+        found.sort(key=sorted_here, reverse=fields["order_by"] == OrderBy.DESC.value)
+        found = found[: max_results or None]
+    return [Checkpoint(gateway, c) for c in found]
 
 
 def listing_request(
@@ -54,7 +90,7 @@ def listing_request(
     fields: dict[str, Any] = {"max_results": max_results or 0}
     if sort_by is None or order_by is None:
         return {**fields, "sort_by": CheckpointSortBy.SEARCHER_METRIC.value}
-    if sort_by is CheckpointSortBy.END_TIME:
+    if sort_by is CheckpointSortBy.END_TIME or sort_by in _SORTED_HERE:
         return {**fields, "order_by": order_by.value}  # "" sorts by report time
     name = sort_by.value if isinstance(sort_by, CheckpointSortBy) else sort_by
     return {**fields, "sort_by": name, "order_by": order_by.value}
@@ -166,6 +202,44 @@ class Checkpoint:
         if not globs or any(not g.strip() or ".." in g.split("/") for g in globs):
             raise ValueError(f"globs must be non-empty paths inside the checkpoint, without ..: {globs!r}")
         self._delete(globs)
+
+    def add_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Adds these keys to its metadata (a key there already takes the new value)."""
+        self.reload()
+        self._set_metadata({**self.metadata, **dict(metadata)})
+
+    def remove_metadata(self, keys: Iterable[str]) -> None:
+        """Removes these keys from its metadata (a key it lacks is ignored)."""
+        self.reload()
+        gone = set(keys)
+        self._set_metadata({k: v for k, v in self.metadata.items() if k not in gone})
+
+    def _set_metadata(self, metadata: dict[str, Any]) -> None:
+        from determined.proto import api_pb2
+
+        request = api_pb2.PostCheckpointMetadataRequest(uuid=self.uuid, metadata_json=json.dumps(metadata))
+        response: api_pb2.PostCheckpointMetadataResponse = self._gateway.call(
+            self._gateway.stub.PostCheckpointMetadata, request
+        )
+        self._message = response.checkpoint
+
+    def write_metadata_file(self, path: str | pathlib.Path) -> None:
+        """Writes its metadata as JSON to `path` (as metadata.json in a download)."""
+        pathlib.Path(path).write_text(json.dumps(self.metadata, indent=2, sort_keys=True), encoding="utf-8")
+
+    def get_metrics(self, group: str | None = None) -> Iterator[TrialMetrics]:
+        """The metrics reported by trials that used this checkpoint
+        (`core_context.experimental.report_task_using_checkpoint`), in `group` (None or ""
+        for every group), trial by trial, each oldest first."""
+        from determined.experimental._trial import iter_trials_metrics
+        from determined.proto import api_pb2
+
+        response: api_pb2.GetCheckpointUsersResponse = self._gateway.call(
+            self._gateway.stub.GetCheckpointUsers, api_pb2.GetCheckpointUsersRequest(uuid=self.uuid)
+        )
+        yield from iter_trials_metrics(self._gateway, response.trial_ids, group or "")
+
+    get_pachyderm_commit = unsupported_method("Checkpoint.get_pachyderm_commit", NO_PACHYDERM)
 
     def _delete(self, globs: list[str]) -> None:
         from determined.proto import api_pb2

@@ -19,9 +19,10 @@ connection is made on first use.
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Iterable, Mapping
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from determined.cli._client import CliError as APIError
 from determined.cli._download import DownloadMode
@@ -33,46 +34,118 @@ from determined.experimental._checkpoint import (
     OrderBy,
 )
 from determined.experimental._determined import Determined
-from determined.experimental._experiment import Experiment
-from determined.experimental._model import Model, ModelVersion
-from determined.experimental._trial import Trial, TrialMetrics
+from determined.experimental._experiment import Experiment, ExperimentSortBy
+from determined.experimental._model import Model, ModelOrderBy, ModelSortBy, ModelVersion
+from determined.experimental._trial import (
+    LogLevel,
+    TrainingMetrics,
+    Trial,
+    TrialMetrics,
+    TrialSortBy,
+    ValidationMetrics,
+)
+from determined.experimental._unsupported import (
+    NO_OAUTH,
+    NO_RESOURCE_POOL_API,
+    NO_WORKSPACES,
+    UnsupportedError,
+    unsupported_class,
+)
+from determined.experimental._user import User
+
+# Determined's other names for OrderBy.
+CheckpointOrderBy = OrderBy
+ExperimentOrderBy = OrderBy
+TrialOrderBy = OrderBy
+
+Project = unsupported_class("Project", NO_WORKSPACES)
+Workspace = unsupported_class("Workspace", NO_WORKSPACES)
+ResourcePool = unsupported_class("ResourcePool", NO_RESOURCE_POOL_API)
+Oauth2ScimClient = unsupported_class("Oauth2ScimClient", NO_OAUTH)
 
 __all__ = [
     "APIError",
     "Checkpoint",
+    "CheckpointOrderBy",
     "CheckpointSortBy",
     "CheckpointState",
     "CheckpointTraining",
     "Determined",
     "DownloadMode",
     "Experiment",
+    "ExperimentOrderBy",
+    "ExperimentSortBy",
     "ExperimentState",
+    "LogLevel",
     "Model",
+    "ModelOrderBy",
+    "ModelSortBy",
     "ModelVersion",
+    "Oauth2ScimClient",
     "OrderBy",
+    "Project",
+    "ResourcePool",
+    "TrainingMetrics",
     "Trial",
     "TrialMetrics",
+    "TrialOrderBy",
+    "TrialSortBy",
     "TrialState",
+    "UnsupportedError",
+    "User",
+    "ValidationMetrics",
+    "Workspace",
+    "add_oauth_client",
     "create_experiment",
     "create_model",
+    "create_user",
+    "create_workspace",
+    "delete_workspace",
     "get_checkpoint",
     "get_experiment",
     "get_model",
+    "get_model_by_id",
+    "get_model_labels",
+    "get_models",
+    "get_session_username",
     "get_trial",
+    "get_user_by_id",
+    "get_user_by_name",
+    "get_workspace",
+    "iter_trials_metrics",
     "list_experiments",
     "list_models",
+    "list_oauth_clients",
+    "list_users",
+    "list_workspaces",
     "login",
+    "logout",
+    "remove_oauth_client",
+    "stream_trials_metrics",
+    "stream_trials_training_metrics",
+    "stream_trials_validation_metrics",
+    "whoami",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _determined: Determined | None = None
 
 
-def login(master: str | None = None, user: str | None = None, password: str | None = None) -> None:
+def login(
+    master: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
+    cert_path: str | None = None,
+    cert_name: str | None = None,
+    noverify: bool = False,
+) -> None:
     """Points the module-level functions at `master`, acting as `user` (see
     Determined for the address forms, and for who acts when `user` is None);
     a wrong password raises APIError at once."""
     global _determined
-    _determined = Determined(master, user, password)
+    _determined = Determined(master, user, password, cert_path, cert_name, noverify)
 
 
 def _connection() -> Determined:
@@ -82,42 +155,51 @@ def _connection() -> Determined:
     return _determined
 
 
-def create_experiment(
-    config: str | pathlib.Path | Mapping[str, Any],
-    model_dir: str | pathlib.Path | None = None,
-    includes: Iterable[str | pathlib.Path] | None = None,
-) -> Experiment:
-    return _connection().create_experiment(config, model_dir, includes)
+def _module_level(method: Callable[Concatenate[Determined, P], R]) -> Callable[P, R]:
+    """`method` of the module's Determined connection, as a module-level function."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return method(_connection(), *args, **kwargs)
+
+    signature = inspect.signature(method)
+    call.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])  # type: ignore[attr-defined]
+    return call
 
 
-def get_experiment(experiment_id: int) -> Experiment:
-    return _connection().get_experiment(experiment_id)
+create_experiment = _module_level(Determined.create_experiment)
+get_experiment = _module_level(Determined.get_experiment)
+list_experiments = _module_level(Determined.list_experiments)
+get_trial = _module_level(Determined.get_trial)
+get_checkpoint = _module_level(Determined.get_checkpoint)
+create_model = _module_level(Determined.create_model)
+get_model = _module_level(Determined.get_model)
+get_model_by_id = _module_level(Determined.get_model_by_id)
+list_models = _module_level(Determined.list_models)
+get_models = list_models
+get_model_labels = _module_level(Determined.get_model_labels)
+iter_trials_metrics = _module_level(Determined.iter_trials_metrics)
+stream_trials_metrics = iter_trials_metrics
+stream_trials_training_metrics = _module_level(Determined.stream_trials_training_metrics)
+stream_trials_validation_metrics = _module_level(Determined.stream_trials_validation_metrics)
+whoami = _module_level(Determined.whoami)
+get_session_username = _module_level(Determined.get_session_username)
+list_users = _module_level(Determined.list_users)
+get_user_by_name = _module_level(Determined.get_user_by_name)
+get_user_by_id = _module_level(Determined.get_user_by_id)
+create_user = _module_level(Determined.create_user)
+list_workspaces = _module_level(Determined.list_workspaces)
+get_workspace = _module_level(Determined.get_workspace)
+create_workspace = _module_level(Determined.create_workspace)
+delete_workspace = _module_level(Determined.delete_workspace)
+list_oauth_clients = _module_level(Determined.list_oauth_clients)
+add_oauth_client = _module_level(Determined.add_oauth_client)
+remove_oauth_client = _module_level(Determined.remove_oauth_client)
 
 
-def list_experiments() -> list[Experiment]:
-    return _connection().list_experiments()
-
-
-def get_trial(trial_id: int) -> Trial:
-    return _connection().get_trial(trial_id)
-
-
-def get_checkpoint(uuid: str) -> Checkpoint:
-    return _connection().get_checkpoint(uuid)
-
-
-def create_model(
-    name: str,
-    description: str = "",
-    metadata: Mapping[str, Any] | None = None,
-    labels: Iterable[str] | None = None,
-) -> Model:
-    return _connection().create_model(name, description, metadata, labels)
-
-
-def get_model(identifier: str | int) -> Model:
-    return _connection().get_model(identifier)
-
-
-def list_models() -> list[Model]:
-    return _connection().list_models()
+def logout() -> None:
+    """Ends the module's session (if it has one) at the master and forgets its token."""
+    global _determined
+    if _determined is not None:
+        _determined.logout()
+        _determined = None

@@ -29,6 +29,32 @@ class GetMasterResponse(_message.Message):
     http_port: int
     def __init__(self, version: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ..., parts: _Optional[_Iterable[_Union[ClusterPart, _Mapping]]] = ..., nats_url: _Optional[str] = ..., namespace: _Optional[str] = ..., http_port: _Optional[int] = ...) -> None: ...
 
+class MasterLogsRequest(_message.Message):
+    __slots__ = ("follow", "tail")
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
+    follow: bool
+    tail: int
+    def __init__(self, follow: _Optional[bool] = ..., tail: _Optional[int] = ...) -> None: ...
+
+class MasterLogsResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MasterLogEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[MasterLogEntry, _Mapping]]] = ...) -> None: ...
+
+class MasterLogEntry(_message.Message):
+    __slots__ = ("id", "timestamp_ns", "level", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    timestamp_ns: int
+    level: str
+    message: str
+    def __init__(self, id: _Optional[int] = ..., timestamp_ns: _Optional[int] = ..., level: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ClusterPart(_message.Message):
     __slots__ = ("name", "state", "pid", "restarts", "last_error", "started_at_ns", "disk_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +80,18 @@ class UploadContextRequest(_message.Message):
     chunk: bytes
     context_hash: str
     def __init__(self, chunk: _Optional[bytes] = ..., context_hash: _Optional[str] = ...) -> None: ...
+
+class GetModelDefRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class GetModelDefResponse(_message.Message):
+    __slots__ = ("context_tgz",)
+    CONTEXT_TGZ_FIELD_NUMBER: _ClassVar[int]
+    context_tgz: bytes
+    def __init__(self, context_tgz: _Optional[bytes] = ...) -> None: ...
 
 class UploadContextResponse(_message.Message):
     __slots__ = ("context_hash", "size_bytes")
@@ -255,10 +293,12 @@ class GetExperimentsRequest(_message.Message):
     def __init__(self, limit: _Optional[int] = ..., offset: _Optional[int] = ..., archived: _Optional[bool] = ..., name: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., states: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., sort_by: _Optional[str] = ..., descending: _Optional[bool] = ...) -> None: ...
 
 class GetExperimentsResponse(_message.Message):
-    __slots__ = ("experiments",)
+    __slots__ = ("experiments", "total")
     EXPERIMENTS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     experiments: _containers.RepeatedCompositeFieldContainer[Experiment]
-    def __init__(self, experiments: _Optional[_Iterable[_Union[Experiment, _Mapping]]] = ...) -> None: ...
+    total: int
+    def __init__(self, experiments: _Optional[_Iterable[_Union[Experiment, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
 
 class AsOf(_message.Message):
     __slots__ = ("sequence", "time_ns")
@@ -569,16 +609,18 @@ class Agent(_message.Message):
     def __init__(self, agent_id: _Optional[str] = ..., hostname: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[_events_pb2.Slot, _Mapping]]] = ..., registered_at_ns: _Optional[int] = ..., resource_pool: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., slot_uses: _Optional[_Iterable[_Union[SlotUse, _Mapping]]] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class SlotUse(_message.Message):
-    __slots__ = ("slot_id", "allocation_id", "trial_id", "experiment_id")
+    __slots__ = ("slot_id", "allocation_id", "trial_id", "experiment_id", "state")
     SLOT_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     slot_id: int
     allocation_id: str
     trial_id: int
     experiment_id: int
-    def __init__(self, slot_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ...) -> None: ...
+    state: str
+    def __init__(self, slot_id: _Optional[int] = ..., allocation_id: _Optional[str] = ..., trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class GetAgentsRequest(_message.Message):
     __slots__ = ("as_of",)
@@ -668,6 +710,46 @@ class ReportStatusRequest(_message.Message):
     def __init__(self, trial_id: _Optional[int] = ..., status: _Optional[str] = ..., reporter_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class ReportStatusResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StartUnmanagedTrialRequest(_message.Message):
+    __slots__ = ("experiment_id",)
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    experiment_id: int
+    def __init__(self, experiment_id: _Optional[int] = ...) -> None: ...
+
+class StartUnmanagedTrialResponse(_message.Message):
+    __slots__ = ("trial_id", "hparams_json", "trial_seed", "config_json", "heartbeat_s", "heartbeat_timeout_s")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    HPARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_SEED_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_S_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    hparams_json: str
+    trial_seed: int
+    config_json: str
+    heartbeat_s: float
+    heartbeat_timeout_s: float
+    def __init__(self, trial_id: _Optional[int] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ..., config_json: _Optional[str] = ..., heartbeat_s: _Optional[float] = ..., heartbeat_timeout_s: _Optional[float] = ...) -> None: ...
+
+class ReportUnmanagedTrialRequest(_message.Message):
+    __slots__ = ("trial_id", "end_state", "reason", "reporter_id", "seq")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    END_STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REPORTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    end_state: str
+    reason: str
+    reporter_id: str
+    seq: int
+    def __init__(self, trial_id: _Optional[int] = ..., end_state: _Optional[str] = ..., reason: _Optional[str] = ..., reporter_id: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class ReportUnmanagedTrialResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
@@ -1550,3 +1632,41 @@ class GetWorkloadResponse(_message.Message):
     first_sequence: int
     last_sequence: int
     def __init__(self, allocations: _Optional[_Iterable[_Union[RecordedAllocation, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[RecordedAgent, _Mapping]]] = ..., pool_schedulers: _Optional[_Mapping[str, str]] = ..., first_sequence: _Optional[int] = ..., last_sequence: _Optional[int] = ...) -> None: ...
+
+class PostCheckpointMetadataRequest(_message.Message):
+    __slots__ = ("uuid", "metadata_json")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    metadata_json: str
+    def __init__(self, uuid: _Optional[str] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class PostCheckpointMetadataResponse(_message.Message):
+    __slots__ = ("checkpoint",)
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
+
+class GetCheckpointUsersRequest(_message.Message):
+    __slots__ = ("uuid",)
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    def __init__(self, uuid: _Optional[str] = ...) -> None: ...
+
+class GetCheckpointUsersResponse(_message.Message):
+    __slots__ = ("trial_ids",)
+    TRIAL_IDS_FIELD_NUMBER: _ClassVar[int]
+    trial_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, trial_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReportCheckpointUseRequest(_message.Message):
+    __slots__ = ("trial_id", "checkpoint_uuid")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_UUID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    checkpoint_uuid: str
+    def __init__(self, trial_id: _Optional[int] = ..., checkpoint_uuid: _Optional[str] = ...) -> None: ...
+
+class ReportCheckpointUseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -39,6 +39,11 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetMasterRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetMasterResponse.FromString,
                 _registered_method=True)
+        self.MasterLogs = channel.unary_stream(
+                '/determined.api.Determined/MasterLogs',
+                request_serializer=determined_dot_proto_dot_api__pb2.MasterLogsRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.MasterLogsResponse.FromString,
+                _registered_method=True)
         self.UploadContext = channel.stream_unary(
                 '/determined.api.Determined/UploadContext',
                 request_serializer=determined_dot_proto_dot_api__pb2.UploadContextRequest.SerializeToString,
@@ -113,6 +118,11 @@ class DeterminedStub:
                 '/determined.api.Determined/ContinueExperiment',
                 request_serializer=determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.FromString,
+                _registered_method=True)
+        self.GetModelDef = channel.unary_unary(
+                '/determined.api.Determined/GetModelDef',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetModelDefRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetModelDefResponse.FromString,
                 _registered_method=True)
         self.GetTrial = channel.unary_unary(
                 '/determined.api.Determined/GetTrial',
@@ -219,6 +229,21 @@ class DeterminedStub:
                 request_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.FromString,
                 _registered_method=True)
+        self.ReportCheckpointUse = channel.unary_unary(
+                '/determined.api.Determined/ReportCheckpointUse',
+                request_serializer=determined_dot_proto_dot_api__pb2.ReportCheckpointUseRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ReportCheckpointUseResponse.FromString,
+                _registered_method=True)
+        self.StartUnmanagedTrial = channel.unary_unary(
+                '/determined.api.Determined/StartUnmanagedTrial',
+                request_serializer=determined_dot_proto_dot_api__pb2.StartUnmanagedTrialRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.StartUnmanagedTrialResponse.FromString,
+                _registered_method=True)
+        self.ReportUnmanagedTrial = channel.unary_unary(
+                '/determined.api.Determined/ReportUnmanagedTrial',
+                request_serializer=determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialResponse.FromString,
+                _registered_method=True)
         self.GetCheckpoint = channel.unary_unary(
                 '/determined.api.Determined/GetCheckpoint',
                 request_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointRequest.SerializeToString,
@@ -238,6 +263,16 @@ class DeterminedStub:
                 '/determined.api.Determined/DeleteCheckpoints',
                 request_serializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.SerializeToString,
                 response_deserializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.FromString,
+                _registered_method=True)
+        self.PostCheckpointMetadata = channel.unary_unary(
+                '/determined.api.Determined/PostCheckpointMetadata',
+                request_serializer=determined_dot_proto_dot_api__pb2.PostCheckpointMetadataRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.PostCheckpointMetadataResponse.FromString,
+                _registered_method=True)
+        self.GetCheckpointUsers = channel.unary_unary(
+                '/determined.api.Determined/GetCheckpointUsers',
+                request_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointUsersRequest.SerializeToString,
+                response_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointUsersResponse.FromString,
                 _registered_method=True)
         self.PreviewGc = channel.unary_unary(
                 '/determined.api.Determined/PreviewGc',
@@ -365,6 +400,13 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MasterLogs(self, request, context):
+        """The master's (the gateway's) own recent log lines (det master logs); an admin's only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UploadContext(self, request_iterator, context):
         """Streams a context archive in chunks (any size, bounded memory on both
         sides); CreateExperimentRequest.context_hash then names it.
@@ -454,6 +496,13 @@ class DeterminedServicer:
 
     def ContinueExperiment(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetModelDef(self, request, context):
+        """The context an experiment was created with (det experiment download-model-def).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -589,6 +638,30 @@ class DeterminedServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportCheckpointUse(self, request, context):
+        """The trial uses this checkpoint (core_context.experimental.report_task_using_checkpoint).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartUnmanagedTrial(self, request, context):
+        """Called by a detached run's script (determined.experimental.core_v2) with
+        its user's login; it reports its metrics and checkpoints with the calls
+        above, for its own trial only. StartUnmanagedTrial waits for the one trial
+        of the script's unmanaged experiment; ReportUnmanagedTrial is its
+        heartbeat, or says how it ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportUnmanagedTrial(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCheckpoint(self, request, context):
         """Checkpoints (users; DeleteCheckpoints also trials, for their own trial's).
         """
@@ -610,6 +683,20 @@ class DeterminedServicer:
 
     def DeleteCheckpoints(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PostCheckpointMetadata(self, request, context):
+        """A checkpoint's metadata becomes exactly this (its experiment's owner or an admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCheckpointUsers(self, request, context):
+        """The trials that reported using a checkpoint (ReportCheckpointUse).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -774,6 +861,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetMasterRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetMasterResponse.SerializeToString,
             ),
+            'MasterLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.MasterLogs,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.MasterLogsRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.MasterLogsResponse.SerializeToString,
+            ),
             'UploadContext': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadContext,
                     request_deserializer=determined_dot_proto_dot_api__pb2.UploadContextRequest.FromString,
@@ -848,6 +940,11 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.ContinueExperiment,
                     request_deserializer=determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.SerializeToString,
+            ),
+            'GetModelDef': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModelDef,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetModelDefRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetModelDefResponse.SerializeToString,
             ),
             'GetTrial': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTrial,
@@ -954,6 +1051,21 @@ def add_DeterminedServicer_to_server(servicer, server):
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.GetTrialMetadataResponse.SerializeToString,
             ),
+            'ReportCheckpointUse': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportCheckpointUse,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ReportCheckpointUseRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ReportCheckpointUseResponse.SerializeToString,
+            ),
+            'StartUnmanagedTrial': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartUnmanagedTrial,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.StartUnmanagedTrialRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.StartUnmanagedTrialResponse.SerializeToString,
+            ),
+            'ReportUnmanagedTrial': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportUnmanagedTrial,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialResponse.SerializeToString,
+            ),
             'GetCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCheckpoint,
                     request_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointRequest.FromString,
@@ -973,6 +1085,16 @@ def add_DeterminedServicer_to_server(servicer, server):
                     servicer.DeleteCheckpoints,
                     request_deserializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.FromString,
                     response_serializer=determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.SerializeToString,
+            ),
+            'PostCheckpointMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.PostCheckpointMetadata,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.PostCheckpointMetadataRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.PostCheckpointMetadataResponse.SerializeToString,
+            ),
+            'GetCheckpointUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpointUsers,
+                    request_deserializer=determined_dot_proto_dot_api__pb2.GetCheckpointUsersRequest.FromString,
+                    response_serializer=determined_dot_proto_dot_api__pb2.GetCheckpointUsersResponse.SerializeToString,
             ),
             'PreviewGc': grpc.unary_unary_rpc_method_handler(
                     servicer.PreviewGc,
@@ -1117,6 +1239,33 @@ class Determined:
             '/determined.api.Determined/GetMaster',
             determined_dot_proto_dot_api__pb2.GetMasterRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.GetMasterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MasterLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/determined.api.Determined/MasterLogs',
+            determined_dot_proto_dot_api__pb2.MasterLogsRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.MasterLogsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1522,6 +1671,33 @@ class Determined:
             '/determined.api.Determined/ContinueExperiment',
             determined_dot_proto_dot_api__pb2.ContinueExperimentRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.ContinueExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModelDef(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetModelDef',
+            determined_dot_proto_dot_api__pb2.GetModelDefRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetModelDefResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -2100,6 +2276,87 @@ class Determined:
             _registered_method=True)
 
     @staticmethod
+    def ReportCheckpointUse(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ReportCheckpointUse',
+            determined_dot_proto_dot_api__pb2.ReportCheckpointUseRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ReportCheckpointUseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartUnmanagedTrial(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/StartUnmanagedTrial',
+            determined_dot_proto_dot_api__pb2.StartUnmanagedTrialRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.StartUnmanagedTrialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportUnmanagedTrial(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/ReportUnmanagedTrial',
+            determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.ReportUnmanagedTrialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetCheckpoint(request,
             target,
             options=(),
@@ -2197,6 +2454,60 @@ class Determined:
             '/determined.api.Determined/DeleteCheckpoints',
             determined_dot_proto_dot_api__pb2.DeleteCheckpointsRequest.SerializeToString,
             determined_dot_proto_dot_api__pb2.DeleteCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PostCheckpointMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/PostCheckpointMetadata',
+            determined_dot_proto_dot_api__pb2.PostCheckpointMetadataRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.PostCheckpointMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpointUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/determined.api.Determined/GetCheckpointUsers',
+            determined_dot_proto_dot_api__pb2.GetCheckpointUsersRequest.SerializeToString,
+            determined_dot_proto_dot_api__pb2.GetCheckpointUsersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,7 +54,7 @@ TRIAL_STATE_CANCELED: TrialState
 TRIAL_STATE_ERROR: TrialState
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked", "user_login_failed", "experiment_cancel_requested", "experiment_archive_set", "experiment_details_set", "experiment_continued", "slot_disabled", "slot_enabled")
+    __slots__ = ("event_id", "aggregate", "occurred_at_ns", "actor", "correlation_id", "causation_id", "experiment_created", "experiment_state_changed", "experiment_kill_requested", "experiment_progress_changed", "trial_created", "trial_ended", "trial_progress_reported", "trial_metrics_reported", "trial_kill_requested", "trial_stop_requested", "trial_length_set", "trial_validation_reported", "trial_status_reported", "trial_early_exit_reported", "trial_metadata_set", "checkpoint_reported", "agent_registered", "agent_lost", "agent_disabled", "agent_enabled", "job_resources_changed", "allocation_assigned", "allocation_started", "allocation_kill_requested", "allocation_exited", "allocation_requested", "allocation_stop_requested", "allocation_stop_acknowledged", "allocation_canceled", "allocation_resources_exited", "allocation_stop_withdrawn", "allocation_ready", "experiment_delete_requested", "experiment_deleted", "experiment_delete_failed", "checkpoint_gc_policy_changed", "checkpoint_delete_asked", "checkpoint_deletion_requested", "checkpoint_deleted", "checkpoint_partially_deleted", "model_created", "model_version_registered", "user_created", "user_updated", "user_password_changed", "user_session_started", "user_session_revoked", "user_login_failed", "experiment_cancel_requested", "experiment_archive_set", "experiment_details_set", "experiment_continued", "slot_disabled", "slot_enabled", "unmanaged_trial_heartbeat", "unmanaged_trial_exited", "trial_reopened", "checkpoint_metadata_set", "trial_used_checkpoint")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,11 @@ class Envelope(_message.Message):
     EXPERIMENT_CONTINUED_FIELD_NUMBER: _ClassVar[int]
     SLOT_DISABLED_FIELD_NUMBER: _ClassVar[int]
     SLOT_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    UNMANAGED_TRIAL_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    UNMANAGED_TRIAL_EXITED_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_REOPENED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_METADATA_SET_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_USED_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     aggregate: str
     occurred_at_ns: int
@@ -175,10 +180,15 @@ class Envelope(_message.Message):
     experiment_continued: ExperimentContinued
     slot_disabled: SlotDisabled
     slot_enabled: SlotEnabled
-    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ..., user_login_failed: _Optional[_Union[UserLoginFailed, _Mapping]] = ..., experiment_cancel_requested: _Optional[_Union[ExperimentCancelRequested, _Mapping]] = ..., experiment_archive_set: _Optional[_Union[ExperimentArchiveSet, _Mapping]] = ..., experiment_details_set: _Optional[_Union[ExperimentDetailsSet, _Mapping]] = ..., experiment_continued: _Optional[_Union[ExperimentContinued, _Mapping]] = ..., slot_disabled: _Optional[_Union[SlotDisabled, _Mapping]] = ..., slot_enabled: _Optional[_Union[SlotEnabled, _Mapping]] = ...) -> None: ...
+    unmanaged_trial_heartbeat: UnmanagedTrialHeartbeat
+    unmanaged_trial_exited: UnmanagedTrialExited
+    trial_reopened: TrialReopened
+    checkpoint_metadata_set: CheckpointMetadataSet
+    trial_used_checkpoint: TrialUsedCheckpoint
+    def __init__(self, event_id: _Optional[str] = ..., aggregate: _Optional[str] = ..., occurred_at_ns: _Optional[int] = ..., actor: _Optional[str] = ..., correlation_id: _Optional[str] = ..., causation_id: _Optional[str] = ..., experiment_created: _Optional[_Union[ExperimentCreated, _Mapping]] = ..., experiment_state_changed: _Optional[_Union[ExperimentStateChanged, _Mapping]] = ..., experiment_kill_requested: _Optional[_Union[ExperimentKillRequested, _Mapping]] = ..., experiment_progress_changed: _Optional[_Union[ExperimentProgressChanged, _Mapping]] = ..., trial_created: _Optional[_Union[TrialCreated, _Mapping]] = ..., trial_ended: _Optional[_Union[TrialEnded, _Mapping]] = ..., trial_progress_reported: _Optional[_Union[TrialProgressReported, _Mapping]] = ..., trial_metrics_reported: _Optional[_Union[TrialMetricsReported, _Mapping]] = ..., trial_kill_requested: _Optional[_Union[TrialKillRequested, _Mapping]] = ..., trial_stop_requested: _Optional[_Union[TrialStopRequested, _Mapping]] = ..., trial_length_set: _Optional[_Union[TrialLengthSet, _Mapping]] = ..., trial_validation_reported: _Optional[_Union[TrialValidationReported, _Mapping]] = ..., trial_status_reported: _Optional[_Union[TrialStatusReported, _Mapping]] = ..., trial_early_exit_reported: _Optional[_Union[TrialEarlyExitReported, _Mapping]] = ..., trial_metadata_set: _Optional[_Union[TrialMetadataSet, _Mapping]] = ..., checkpoint_reported: _Optional[_Union[CheckpointReported, _Mapping]] = ..., agent_registered: _Optional[_Union[AgentRegistered, _Mapping]] = ..., agent_lost: _Optional[_Union[AgentLost, _Mapping]] = ..., agent_disabled: _Optional[_Union[AgentDisabled, _Mapping]] = ..., agent_enabled: _Optional[_Union[AgentEnabled, _Mapping]] = ..., job_resources_changed: _Optional[_Union[JobResourcesChanged, _Mapping]] = ..., allocation_assigned: _Optional[_Union[AllocationAssigned, _Mapping]] = ..., allocation_started: _Optional[_Union[AllocationStarted, _Mapping]] = ..., allocation_kill_requested: _Optional[_Union[AllocationKillRequested, _Mapping]] = ..., allocation_exited: _Optional[_Union[AllocationExited, _Mapping]] = ..., allocation_requested: _Optional[_Union[AllocationRequested, _Mapping]] = ..., allocation_stop_requested: _Optional[_Union[AllocationStopRequested, _Mapping]] = ..., allocation_stop_acknowledged: _Optional[_Union[AllocationStopAcknowledged, _Mapping]] = ..., allocation_canceled: _Optional[_Union[AllocationCanceled, _Mapping]] = ..., allocation_resources_exited: _Optional[_Union[AllocationResourcesExited, _Mapping]] = ..., allocation_stop_withdrawn: _Optional[_Union[AllocationStopWithdrawn, _Mapping]] = ..., allocation_ready: _Optional[_Union[AllocationReady, _Mapping]] = ..., experiment_delete_requested: _Optional[_Union[ExperimentDeleteRequested, _Mapping]] = ..., experiment_deleted: _Optional[_Union[ExperimentDeleted, _Mapping]] = ..., experiment_delete_failed: _Optional[_Union[ExperimentDeleteFailed, _Mapping]] = ..., checkpoint_gc_policy_changed: _Optional[_Union[CheckpointGcPolicyChanged, _Mapping]] = ..., checkpoint_delete_asked: _Optional[_Union[CheckpointDeleteAsked, _Mapping]] = ..., checkpoint_deletion_requested: _Optional[_Union[CheckpointDeletionRequested, _Mapping]] = ..., checkpoint_deleted: _Optional[_Union[CheckpointDeleted, _Mapping]] = ..., checkpoint_partially_deleted: _Optional[_Union[CheckpointPartiallyDeleted, _Mapping]] = ..., model_created: _Optional[_Union[ModelCreated, _Mapping]] = ..., model_version_registered: _Optional[_Union[ModelVersionRegistered, _Mapping]] = ..., user_created: _Optional[_Union[UserCreated, _Mapping]] = ..., user_updated: _Optional[_Union[UserUpdated, _Mapping]] = ..., user_password_changed: _Optional[_Union[UserPasswordChanged, _Mapping]] = ..., user_session_started: _Optional[_Union[UserSessionStarted, _Mapping]] = ..., user_session_revoked: _Optional[_Union[UserSessionRevoked, _Mapping]] = ..., user_login_failed: _Optional[_Union[UserLoginFailed, _Mapping]] = ..., experiment_cancel_requested: _Optional[_Union[ExperimentCancelRequested, _Mapping]] = ..., experiment_archive_set: _Optional[_Union[ExperimentArchiveSet, _Mapping]] = ..., experiment_details_set: _Optional[_Union[ExperimentDetailsSet, _Mapping]] = ..., experiment_continued: _Optional[_Union[ExperimentContinued, _Mapping]] = ..., slot_disabled: _Optional[_Union[SlotDisabled, _Mapping]] = ..., slot_enabled: _Optional[_Union[SlotEnabled, _Mapping]] = ..., unmanaged_trial_heartbeat: _Optional[_Union[UnmanagedTrialHeartbeat, _Mapping]] = ..., unmanaged_trial_exited: _Optional[_Union[UnmanagedTrialExited, _Mapping]] = ..., trial_reopened: _Optional[_Union[TrialReopened, _Mapping]] = ..., checkpoint_metadata_set: _Optional[_Union[CheckpointMetadataSet, _Mapping]] = ..., trial_used_checkpoint: _Optional[_Union[TrialUsedCheckpoint, _Mapping]] = ...) -> None: ...
 
 class ExperimentCreated(_message.Message):
-    __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate", "parent_id", "unmanaged")
+    __slots__ = ("experiment_id", "name", "owner", "config_json", "context_hash", "context_size", "activate", "parent_id", "unmanaged", "source_trial_checkpoint_uuid")
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +198,7 @@ class ExperimentCreated(_message.Message):
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     UNMANAGED_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TRIAL_CHECKPOINT_UUID_FIELD_NUMBER: _ClassVar[int]
     experiment_id: int
     name: str
     owner: str
@@ -197,7 +208,8 @@ class ExperimentCreated(_message.Message):
     activate: bool
     parent_id: int
     unmanaged: bool
-    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., context_size: _Optional[int] = ..., activate: _Optional[bool] = ..., parent_id: _Optional[int] = ..., unmanaged: _Optional[bool] = ...) -> None: ...
+    source_trial_checkpoint_uuid: str
+    def __init__(self, experiment_id: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., config_json: _Optional[str] = ..., context_hash: _Optional[str] = ..., context_size: _Optional[int] = ..., activate: _Optional[bool] = ..., parent_id: _Optional[int] = ..., unmanaged: _Optional[bool] = ..., source_trial_checkpoint_uuid: _Optional[str] = ...) -> None: ...
 
 class ExperimentStateChanged(_message.Message):
     __slots__ = ("experiment_id", "state", "reason")
@@ -284,6 +296,40 @@ class TrialCreated(_message.Message):
     def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., request_id: _Optional[str] = ..., hparams_json: _Optional[str] = ..., trial_seed: _Optional[int] = ..., length: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TrialEnded(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "state", "reason")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    state: TrialState
+    reason: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., state: _Optional[_Union[TrialState, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TrialReopened(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "length", "reason")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    length: int
+    reason: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., length: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class UnmanagedTrialHeartbeat(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "timeout_s")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    timeout_s: float
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class UnmanagedTrialExited(_message.Message):
     __slots__ = ("trial_id", "experiment_id", "state", "reason")
     TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
     EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -904,6 +950,28 @@ class CheckpointPartiallyDeleted(_message.Message):
     error: str
     bytes_freed: int
     def __init__(self, uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., deletion_id: _Optional[int] = ..., remaining: _Optional[_Mapping[str, int]] = ..., error: _Optional[str] = ..., bytes_freed: _Optional[int] = ...) -> None: ...
+
+class CheckpointMetadataSet(_message.Message):
+    __slots__ = ("uuid", "experiment_id", "trial_id", "metadata_json")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    experiment_id: int
+    trial_id: int
+    metadata_json: str
+    def __init__(self, uuid: _Optional[str] = ..., experiment_id: _Optional[int] = ..., trial_id: _Optional[int] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
+class TrialUsedCheckpoint(_message.Message):
+    __slots__ = ("trial_id", "experiment_id", "checkpoint_uuid")
+    TRIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPERIMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_UUID_FIELD_NUMBER: _ClassVar[int]
+    trial_id: int
+    experiment_id: int
+    checkpoint_uuid: str
+    def __init__(self, trial_id: _Optional[int] = ..., experiment_id: _Optional[int] = ..., checkpoint_uuid: _Optional[str] = ...) -> None: ...
 
 class ModelCreated(_message.Message):
     __slots__ = ("model_id", "name", "description", "metadata_json", "labels", "owner")

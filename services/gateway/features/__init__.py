@@ -4,7 +4,7 @@ commands and its feature functions (service.py), which the gRPC servicer and
 the HTTP routes both call. Adding a feature is adding its package and one
 line here."""
 
-from services.gateway.features import agents, checkpoints, experiments, models, tasks, trials, users
+from services.gateway.features import agents, checkpoints, events, experiments, models, tasks, trials, users
 from services.gateway.features.feature import Feature
 
 FEATURES: tuple[Feature, ...] = (
@@ -15,4 +15,5 @@ FEATURES: tuple[Feature, ...] = (
     agents.FEATURE,
     users.FEATURE,
     tasks.FEATURE,
+    events.FEATURE,
 )

@@ -90,13 +90,18 @@ class FeatureService:
         return found
 
     async def _decide_and_append(
-        self, aggregate_name: str, decide: Callable[[int], Awaitable[Append | Unchanged]]
+        self,
+        aggregate_name: str,
+        decide: Callable[[int], Awaitable[Append | Unchanged]],
+        attempts: int = DECIDE_ATTEMPTS,
     ) -> str:
         """Appends what `decide` makes of the aggregate at its newest version
         (the read models caught up with it), against that version; decides
-        again when another writer appended meanwhile. Why nothing changed, or ""."""
+        again when another writer appended meanwhile (each lost race is another
+        writer's win: N racing writers need at most N attempts). Why nothing
+        changed, or ""."""
         principal = current_principal()
-        for _ in range(DECIDE_ATTEMPTS):
+        for _ in range(attempts):
             stored = await self.store.last_event(aggregate_name)
             if stored is None:
                 kind, _, key = aggregate_name.partition("/")

@@ -3,6 +3,7 @@ REST paths and field names under /api/v1, plus /info and /health.
 
     app      authentication and errors as JSON (the gRPC interceptor's rules)
     routes   the routes, over the features' functions (api.py), as the gRPC servicer
+    client_routes  what Determined's own client calls that ours did not (master, pools, jobs v2, users)
     params   query parameters as Determined spells them
     live     server-sent events that tell a web UI page what it shows has changed
     shapes   the API's messages in Determined's JSON shapes
@@ -15,6 +16,7 @@ from starlette.applications import Starlette
 
 from services.gateway.api import Api
 from services.gateway.http.app import Authenticate, application
+from services.gateway.http.client_routes import client_routes
 from services.gateway.http.proxy import TaskProxy
 from services.gateway.http.routes import Routes
 
@@ -26,4 +28,5 @@ def http_api(api: Api, authenticate: Authenticate) -> Starlette:
         api.parts.settings.cluster_secret,
         api.tasks.stop_idle_tensorboards,
     )
-    return application([*Routes(api, authenticate).routes(), *proxy.routes()], lifespan=proxy.running)
+    routes = [*Routes(api, authenticate).routes(), *client_routes(api, authenticate), *proxy.routes()]
+    return application(routes, lifespan=proxy.running)

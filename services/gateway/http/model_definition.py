@@ -14,9 +14,10 @@ from typing import Any
 
 from services.gateway.errors import InvalidArgumentError
 
-# Determined's FileType, by name and by number.
-_DIRECTORY = ("FILE_TYPE_DIRECTORY", 2)
-_FILE = ("FILE_TYPE_FILE", 1, "FILE_TYPE_UNSPECIFIED", 0, None)
+# Determined's FileType, by name and by number, and as its 0.38 client sends it: the tar
+# header's type byte (ord(tarfile.DIRTYPE), ord(tarfile.REGTYPE)).
+_DIRECTORY = ("FILE_TYPE_DIRECTORY", 2, ord(tarfile.DIRTYPE))
+_FILE = ("FILE_TYPE_FILE", 1, "FILE_TYPE_UNSPECIFIED", 0, None, ord(tarfile.REGTYPE))
 
 
 def context_archive(files: object) -> bytes:

@@ -12,12 +12,13 @@ from starlette.requests import Request
 
 from determined.proto import api_pb2
 from services.gateway.errors import InvalidArgumentError
-from services.gateway.features.experiments.queries import EXPERIMENT_SORTS, ExperimentListing
+from services.gateway.features.experiments.details import MAX_LISTING_LIMIT
+from services.gateway.features.experiments.queries import EXPERIMENT_SORTS, SORT_ALIASES
 
 # Unix nanoseconds fit an int64 in at most this many digits (today's have 19).
 MAX_TIME_DIGITS = 19
-# Determined's sortBy names that differ from ours.
-_SORT_NAMES = {"user": "owner"}
+# The most an int32 field of a request (an offset) holds.
+MAX_INT32 = 2**31 - 1
 
 
 def number(request: Request, name: str, default: int, *, least: int, most: int | None = None) -> int:
@@ -64,19 +65,28 @@ def order_by(request: Request) -> str:
     return "" if text == "UNSPECIFIED" else text.lower()
 
 
-def experiment_listing(request: Request) -> ExperimentListing:
+def experiments_request(request: Request) -> api_pb2.GetExperimentsRequest:
+    """GET /api/v1/experiments's query as GetExperimentsRequest (the feature checks each
+    filter): states (STATE_ACTIVE or ACTIVE), users, name (a part of it), labels (every one),
+    archived (absent: both), sortBy (SORT_BY_NAME or name), orderBy, offset, limit (0: all)."""
     sort_by = request.query_params.get("sortBy", "").lower().removeprefix("sort_by_")
-    sort_by = _SORT_NAMES.get(sort_by, sort_by) if sort_by not in ("", "unspecified") else "id"
+    sort_by = SORT_ALIASES.get(sort_by, sort_by) if sort_by not in ("", "unspecified") else "id"
     if sort_by not in EXPERIMENT_SORTS:
         choices = ", ".join(f"SORT_BY_{name.upper()}" for name in EXPERIMENT_SORTS)
         raise InvalidArgumentError(f"sortBy must be one of {choices}")
-    return ExperimentListing(
-        states=tuple(state.upper().removeprefix("STATE_") for state in listed(request, "states")),
-        owners=listed(request, "users"),
+    asked = api_pb2.GetExperimentsRequest(
+        limit=number(request, "limit", 0, least=0, most=MAX_LISTING_LIMIT),
+        offset=number(request, "offset", 0, least=0, most=MAX_INT32),
         name=request.query_params.get("name", ""),
+        labels=listed(request, "labels"),
+        states=listed(request, "states"),
+        users=listed(request, "users"),
         sort_by=sort_by,
         descending=order_by(request) == "desc",
     )
+    if "archived" in request.query_params:
+        asked.archived = flag(request, "archived")
+    return asked
 
 
 def body_flag(body: dict[str, Any], name: str, default: bool) -> bool:

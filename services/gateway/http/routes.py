@@ -10,9 +10,8 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from google.protobuf import json_format
 from starlette.requests import Request
@@ -31,8 +30,8 @@ from services.gateway.errors import (
     ReadModelsUnavailableError,
     as_gateway_error,
 )
-from services.gateway.features.experiments.queries import ExperimentListing
-from services.gateway.http import live, shapes
+from services.gateway.http import live, shapes, trial_log_params
+from services.gateway.http.agent_routes import agent_routes
 from services.gateway.http.app import (
     Authenticate,
     authenticated,
@@ -41,19 +40,20 @@ from services.gateway.http.app import (
     set_session_cookie,
     unauthenticated,
 )
+from services.gateway.http.checkpoint_routes import checkpoint_routes
+from services.gateway.http.experiment_edits import experiment_edit_routes
+from services.gateway.http.experiment_runs import experiment_run_routes
 from services.gateway.http.metrics import metrics_endpoint
 from services.gateway.http.model_definition import context_archive
 from services.gateway.http.params import (
     body_flag,
     body_str,
     event_filter,
-    experiment_listing,
+    experiments_request,
     flag,
     id_list,
     json_body,
     number,
-    optional_number,
-    order_by,
     str_list,
     time_ns,
 )
@@ -70,13 +70,6 @@ MAX_TASK_BODY_BYTES = 2 * 1024 * 1024
 LogsResponse = TypeVar("LogsResponse", api_pb2.TrialLogsResponse, api_pb2.TaskLogsResponse)
 # How long /health waits for PostgreSQL.
 HEALTH_TIMEOUT_S = 2.0
-# Determined's checkpoint sortByAttr values and the listing's sort_by for each.
-CHECKPOINT_SORTS = {
-    "": "",
-    "SORT_BY_END_TIME": "",
-    "SORT_BY_BATCH_NUMBER": "steps_completed",
-    "SORT_BY_SEARCHER_METRIC": "searcher_metric",
-}
 
 
 class Routes:
@@ -105,20 +98,20 @@ class Routes:
             Route(experiment + "/kill", user(self.kill), methods=["POST"]),
             Route(experiment + "/pause", user(self.pause), methods=["POST"]),
             Route(experiment + "/activate", user(self.activate), methods=["POST"]),
+            *experiment_edit_routes(self.api, user),
+            *experiment_run_routes(self.api, user),
             Route(experiment + "/trials", user(self.experiment_trials)),
-            Route(experiment + "/checkpoints", user(self.experiment_checkpoints)),
             Route("/api/v1/trials/{trial_id:int}", user(self.trial)),
             Route("/api/v1/trials/{trial_id:int}/metrics", user(self.trial_metrics)),
             Route("/api/v1/trials/{trial_id:int}/logs", user(self.trial_logs)),
-            Route("/api/v1/trials/{trial_id:int}/checkpoints", user(self.trial_checkpoints)),
-            Route("/api/v1/checkpoints/{uuid:str}", user(self.checkpoint)),
-            Route("/api/v1/checkpoints/{uuid:str}/files/{path:path}", user(self.checkpoint_file)),
+            *checkpoint_routes(self.api, user),
             Route("/api/v1/tasks", user(self.tasks)),
             Route("/api/v1/tasks", user(self.launch_task), methods=["POST"]),
             Route("/api/v1/tasks/{task_id:str}", user(self.task)),
             Route("/api/v1/tasks/{task_id:str}/kill", user(self.kill_task), methods=["POST"]),
             Route("/api/v1/tasks/{task_id:str}/logs", user(self.task_logs)),
             Route("/api/v1/agents", user(self.agents)),
+            *agent_routes(self.api, user),
             Route("/api/v1/job-queues", user(self.job_queues)),
             Route("/api/v1/events", user(self.events)),
             Route("/api/v1/events/explain/{kind:str}/{id:str}", user(self.explain_events)),
@@ -224,27 +217,29 @@ class Routes:
     # -- experiments -----------------------------------------------------------------
 
     async def experiments(self, request: Request) -> Response:
-        """Filters: states, users (owners), name (a part of it); sortBy, orderBy; offset, limit (0: all)."""
-        listing: ExperimentListing = experiment_listing(request)
-        offset = number(request, "offset", 0, least=0)
-        limit = number(request, "limit", 0, least=0)
-        found, total = await self.api.experiments.listed(listing, limit, offset)
+        """GetExperiments with Determined's query parameters (params.experiments_request)."""
+        asked = experiments_request(request)
+        answer = await self.api.experiments.get_experiments(asked)
         return JSONResponse(
             {
-                "experiments": [shapes.experiment(e) for e in found],
-                "pagination": shapes.pagination(offset, limit, len(found), total),
+                "experiments": [shapes.experiment(e) for e in answer.experiments],
+                "pagination": shapes.pagination(
+                    asked.offset, asked.limit, len(answer.experiments), answer.total
+                ),
             }
         )
 
     async def create_experiment(self, request: Request) -> Response:
         """Determined's CreateExperiment body: `config` (the YAML text; a JSON
         object is taken too), `activate` (default false: PAUSED, as Determined),
-        `validateOnly`, `modelDefinition` (the context's files, base64). Ours:
-        `requestId`, with which a retry answers with the first experiment. A
-        `parentId` (continuing or forking an experiment) is refused."""
+        `validateOnly`, `modelDefinition` (the context's files, base64). The warnings about
+        the config are in `configWarnings`. Ours:
+        `requestId`, with which a retry answers with the first experiment;
+        `parentId` forks that experiment (its context when none is sent)."""
         body = await json_body(request)
-        if body.get("parentId"):
-            raise InvalidArgumentError("parentId (continuing or forking an experiment) is not supported")
+        parent_id = body.get("parentId") or 0
+        if not isinstance(parent_id, int) or isinstance(parent_id, bool) or not 0 <= parent_id < 2**63:
+            raise InvalidArgumentError(f"parentId must be an experiment id, not {parent_id!r:.80}")
         config = body.get("config")
         if isinstance(config, dict):
             config = json.dumps(config)
@@ -258,14 +253,18 @@ class Routes:
                 activate=body_flag(body, "activate", False),
                 validate_only=validate_only,
                 request_id=str(body.get("requestId") or ""),
+                parent_id=parent_id,
             )
         )
         answer: dict[str, Any] = {
             "config": json.loads(created.config_json),
-            "warnings": list(created.warnings),
+            # Determined's launch warnings are an enum of which none of ours is one: ours are text.
+            "warnings": [],
+            "configWarnings": list(created.warnings),
         }
         if validate_only:
-            return JSONResponse({"experiment": None, **answer})
+            # Determined's: an empty experiment (id 0), which its client requires.
+            return JSONResponse({"experiment": shapes.experiment(api_pb2.Experiment()), **answer})
         shown = await self.api.experiments.get_experiment(
             api_pb2.GetExperimentRequest(experiment_id=created.experiment_id)
         )
@@ -304,17 +303,15 @@ class Routes:
         answer = await self.api.experiments.get_experiment_trials(
             api_pb2.GetExperimentTrialsRequest(experiment_id=request.path_params["experiment_id"])
         )
-        return JSONResponse({"trials": [shapes.trial(t) for t in answer.trials]})
-
-    async def experiment_checkpoints(self, request: Request) -> Response:
-        """Determined's sortByAttr (SORT_BY_END_TIME, SORT_BY_BATCH_NUMBER,
-        SORT_BY_SEARCHER_METRIC) or sortByMetric (a validation metric's name), orderBy, limit."""
-        answer = await self.api.checkpoints.get_experiment_checkpoints(
-            api_pb2.GetExperimentCheckpointsRequest(
-                experiment_id=request.path_params["experiment_id"], **_checkpoint_listing(request)
-            )
+        offset = number(request, "offset", 0, least=0)
+        limit = number(request, "limit", 0, least=0)
+        page = answer.trials[offset : offset + limit] if limit else answer.trials[offset:]
+        return JSONResponse(
+            {
+                "trials": [shapes.trial(t) for t in page],
+                "pagination": shapes.pagination(offset, limit, len(page), len(answer.trials)),
+            }
         )
-        return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
 
     # -- trials ----------------------------------------------------------------------
 
@@ -325,14 +322,6 @@ class Routes:
         return JSONResponse(
             {"trial": shapes.trial(answer.trial), "runs": [shapes.trial_run(r) for r in answer.runs]}
         )
-
-    async def trial_checkpoints(self, request: Request) -> Response:
-        answer = await self.api.checkpoints.get_trial_checkpoints(
-            api_pb2.GetTrialCheckpointsRequest(
-                trial_id=request.path_params["trial_id"], **_checkpoint_listing(request)
-            )
-        )
-        return JSONResponse({"checkpoints": [shapes.checkpoint(c) for c in answer.checkpoints]})
 
     async def trial_metrics(self, request: Request) -> Response:
         """One metric of one group (default "training") as a chart's series:
@@ -361,14 +350,16 @@ class Routes:
     async def trial_logs(self, request: Request) -> Response:
         """Newline-delimited JSON, one `{"result": <line>}` per log line; with
         follow=true the stream stays open until the trial's logs end. An error
-        once streaming has begun ends the stream with `{"error": {...}}`."""
+        once streaming has begun ends the stream with `{"error": {...}}`.
+        Determined's filters and order (trial_log_params.py)."""
         trial_id = request.path_params["trial_id"]
-        follow = flag(request, "follow")
-        rank = optional_number(request, "rankIds")
+        logs_request, newest_first = trial_log_params.trial_logs_request(request, trial_id)
         await self.api.trials.trial_status(trial_id)  # NOT_FOUND before the stream starts
-        logs_request = api_pb2.TrialLogsRequest(trial_id=trial_id, follow=follow, rank=rank)
+        responses = self.api.logs.trial_logs(logs_request)
+        if newest_first:
+            responses = trial_log_params.newest_first(responses)
         # The stream is sent after this handler returned: it acts as the caller on its own.
-        lines = _log_lines(self.api.logs.trial_logs(logs_request), shapes.log_line, current_principal())
+        lines = _log_lines(responses, shapes.log_line, current_principal())
         return StreamingResponse(lines, media_type="application/x-ndjson")
 
     # -- tasks: notebooks, TensorBoards, commands, shells ---------------------------------
@@ -451,38 +442,6 @@ class Routes:
 
     # -- checkpoints and the cluster ---------------------------------------------------
 
-    async def checkpoint(self, request: Request) -> Response:
-        answer = await self.api.checkpoints.get_checkpoint(
-            api_pb2.GetCheckpointRequest(uuid=request.path_params["uuid"])
-        )
-        return JSONResponse({"checkpoint": shapes.checkpoint(answer.checkpoint)})
-
-    async def checkpoint_file(self, request: Request) -> Response:
-        """One of the checkpoint's recorded files, streamed from its storage as
-        DownloadCheckpointFile reads it (a path not recorded is NOT_FOUND)."""
-        path = request.path_params["path"]
-        download = self.api.checkpoints.download_checkpoint_file(
-            api_pb2.DownloadCheckpointFileRequest(uuid=request.path_params["uuid"], path=path)
-        )
-        first = await anext(
-            download
-        )  # refusals (no such checkpoint, file or storage) before the answer starts
-
-        async def chunks() -> AsyncIterator[bytes]:
-            yield first.data
-            async for response in download:
-                yield response.data
-
-        name = quote(PurePosixPath(path).name or "file")
-        return StreamingResponse(
-            chunks(),
-            media_type="application/octet-stream",
-            headers={
-                "content-length": str(first.size),
-                "content-disposition": f"attachment; filename*=UTF-8''{name}",
-            },
-        )
-
     async def agents(self, request: Request) -> Response:
         answer = await self.api.agents.get_agents(api_pb2.GetAgentsRequest())
         return JSONResponse({"agents": [shapes.agent(a) for a in answer.agents]})
@@ -546,16 +505,3 @@ async def _log_lines(
             if gateway_error is None:
                 raise
             yield json.dumps({"error": error_body(gateway_error)}).encode() + b"\n"
-
-
-def _checkpoint_listing(request: Request) -> dict[str, Any]:
-    """A checkpoint listing's request fields from Determined's parameters."""
-    by_metric = request.query_params.get("sortByMetric", "")
-    by_attribute = request.query_params.get("sortByAttr", "")
-    if by_attribute not in CHECKPOINT_SORTS:
-        raise InvalidArgumentError(f"sortByAttr must be one of {', '.join(sorted(CHECKPOINT_SORTS)[1:])}")
-    return {
-        "sort_by": by_metric or CHECKPOINT_SORTS[by_attribute],
-        "order_by": order_by(request),
-        "max_results": number(request, "limit", 0, least=0),
-    }

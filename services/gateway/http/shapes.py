@@ -6,12 +6,16 @@ field names, states with their `STATE_` prefix, times as RFC 3339 strings
 """
 
 import datetime
+import functools
 import json
 from typing import Any
 
 from determined.proto import api_pb2, events_pb2
+from services.gateway.features.logs import filters as log_filters
 
 JSON = dict[str, Any]
+# Determined prints a log line's container id in 8 characters.
+LOG_CONTAINER_WIDTH = 8
 
 
 def time(ns: int) -> str | None:
@@ -25,7 +29,21 @@ def state(name: str) -> str:
     return f"STATE_{name}" if name else "STATE_UNSPECIFIED"
 
 
+# Determined's default workspace and project, where every experiment here lies (there are no
+# others): its client requires an experiment's projectId and projectOwnerId.
+UNCATEGORIZED = {
+    "projectId": 1,
+    "projectOwnerId": 1,
+    "projectName": "Uncategorized",
+    "workspaceId": 1,
+    "workspaceName": "Uncategorized",
+}
+
+
 def experiment(message: api_pb2.Experiment) -> JSON:
+    """As Determined's v1Experiment (`config` the expanded config; `originalConfig` its JSON text:
+    the YAML as submitted is not kept), with our own `endReason`."""
+    config = json.loads(message.config_json or "{}")
     return {
         "id": message.id,
         "name": message.name,
@@ -43,9 +61,16 @@ def experiment(message: api_pb2.Experiment) -> JSON:
             message.best_trial_searcher_metric if message.HasField("best_trial_searcher_metric") else None
         ),
         "numTrials": message.num_trials,
-        "archived": False,
+        "archived": message.archived,
+        "notes": message.notes,
+        "forkedFrom": message.parent_id or None,
+        "unmanaged": message.unmanaged,
+        "config": config,
+        "originalConfig": message.config_json or "{}",
+        "hyperparameters": config.get("hyperparameters") or {},
         "jobId": f"experiment/{message.id}",
         "endReason": message.end_reason,
+        **UNCATEGORIZED,
     }
 
 
@@ -54,6 +79,7 @@ def metrics_workload(point: api_pb2.MetricPoint) -> JSON:
     return {
         "group": point.group,
         "totalBatches": point.steps_completed,
+        "numInputs": 0,  # Determined's client requires it; nothing here counts inputs
         "endTime": time(point.reported_at_ns),
         "metrics": {"avgMetrics": json.loads(point.metrics_json)},
     }
@@ -106,27 +132,55 @@ def trial_run(run: api_pb2.TrialRun) -> JSON:
     }
 
 
-def checkpoint(message: api_pb2.Checkpoint) -> JSON:
-    metadata = json.loads(message.metadata_json or "{}")
-    metadata.setdefault("steps_completed", message.steps_completed)
+def checkpoint(message: api_pb2.Checkpoint, experiment_config: JSON | None = None) -> JSON:
+    """As Determined's v1Checkpoint. Its client reads the storage to download
+    from `training.experimentConfig.checkpoint_storage`: the experiment's
+    config when given, else a config holding only that section."""
+    metadata = checkpoint_metadata(message)
     validation = json.loads(message.validation_metrics_json) if message.validation_metrics_json else None
+    storage = json.loads(message.storage_json) if message.storage_json else None
     return {
         "uuid": message.uuid,
         "reportTime": time(message.reported_at_ns),
-        "state": state(message.state),
+        "state": checkpoint_state(message.state),
         "resources": dict(message.resources),
         "sizeBytes": sum(message.resources.values()),
         "metadata": metadata,
         "training": {
             "trialId": message.trial_id,
             "experimentId": message.experiment_id,
+            "experimentConfig": experiment_config or {"checkpoint_storage": storage},
             "validationMetrics": {"avgMetrics": validation} if validation is not None else None,
             "searcherMetric": message.searcher_metric if message.HasField("searcher_metric") else None,
         },
-        "storage": json.loads(message.storage_json) if message.storage_json else None,
+        "storage": storage,
         "modelVersions": list(message.model_versions),
         "deleteError": message.delete_error,
     }
+
+
+def checkpoint_workload(message: api_pb2.Checkpoint) -> JSON:
+    """A checkpoint as Determined's v1CheckpointWorkload (one of a trial's workloads)."""
+    return {
+        "uuid": message.uuid,
+        "endTime": time(message.reported_at_ns),
+        "state": checkpoint_state(message.state),
+        "resources": dict(message.resources),
+        "totalBatches": message.steps_completed,
+        "metadata": checkpoint_metadata(message),
+    }
+
+
+def checkpoint_metadata(message: api_pb2.Checkpoint) -> JSON:
+    metadata: JSON = json.loads(message.metadata_json or "{}")
+    metadata.setdefault("steps_completed", message.steps_completed)
+    return metadata
+
+
+def checkpoint_state(name: str) -> str:
+    """Determined's checkpoint states: one being deleted is still COMPLETED
+    there until its files are gone (it has no DELETING)."""
+    return state("COMPLETED" if name == "DELETING" else name)
 
 
 def agent(message: api_pb2.Agent) -> JSON:
@@ -138,8 +192,8 @@ def agent(message: api_pb2.Agent) -> JSON:
         slots[str(slot.slot_id)] = {
             "id": str(slot.slot_id),
             "device": {"id": slot.slot_id, "brand": slot.device, "type": f"TYPE_{slot.type.upper()}"},
-            "enabled": message.state == "ENABLED",
-            "draining": message.state == "DRAINING",
+            "enabled": message.state == "ENABLED" and (use is None or use.state in ("", "ENABLED")),
+            "draining": message.state == "DRAINING" or (use is not None and use.state == "DRAINING"),
             "container": {"id": use.allocation_id, "state": "STATE_RUNNING"}
             if use is not None and running
             else None,
@@ -156,13 +210,32 @@ def agent(message: api_pb2.Agent) -> JSON:
         "enabled": message.state == "ENABLED",
         "draining": message.state == "DRAINING",
         "slots": slots,
+        "containers": {
+            slot["container"]["id"]: slot["container"] for slot in slots.values() if slot["container"]
+        },
+        "slotStats": slot_stats(slots),
     }
 
 
-def job(message: api_pb2.Job) -> JSON:
+def slot_stats(slots: JSON) -> JSON:
+    """Determined's v1SlotStats: the agent's slots counted by device type and by brand."""
+    by_type: JSON = {}
+    by_brand: JSON = {}
+    for slot in slots.values():
+        device = slot["device"]
+        for counted, key in ((by_type, device["type"]), (by_brand, device["brand"])):
+            stats = counted.setdefault(key, {"total": 0, "disabled": 0, "draining": 0, "states": {}})
+            stats["total"] += 1
+            stats["disabled"] += not slot["enabled"]
+            stats["draining"] += slot["draining"]
+    return {"typeStats": by_type, "brandStats": by_brand}
+
+
+def job(message: api_pb2.Job, task_type: str = "") -> JSON:
+    """As Determined's v1Job; a task's job is TYPE_TASK unless its `task_type` (NOTEBOOK, ...) is given."""
     return {
         "jobId": message.job_id,
-        "type": f"TYPE_{message.type}",
+        "type": f"TYPE_{task_type or message.type}",
         "name": message.name,
         "entityId": str(message.experiment_id or message.job_id),
         "username": message.owner,
@@ -175,20 +248,49 @@ def job(message: api_pb2.Job) -> JSON:
         "allocatedSlots": message.slots_acquired,
         "summary": {"state": state(message.state), "jobsAhead": max(message.position - 1, 0)},
         "waitingReason": message.waiting_reason,
+        "isPreemptible": False,
+        "workspaceId": UNCATEGORIZED["workspaceId"],
     }
 
 
 def log_line(response: api_pb2.TrialLogsResponse, line: events_pb2.LogLine) -> JSON:
-    """One line of a TrialLogs response as Determined's TrialLogsResponse."""
+    """One line of a TrialLogs response as Determined's v1TrialLogsResponse:
+    `log` the line's text, `message` the line as Determined's `det trial logs`
+    prints it ("[time] container [rank=R] || INFO: text", with its newline;
+    the level is the one the text starts with, kept in the text). The
+    container is the allocation; `id` names the line by allocation and time."""
+    text, ns, allocation_id = line.log, line.timestamp_ns, response.allocation_id
+    rank = line.rank if line.HasField("rank") else None
+    container = allocation_id[:LOG_CONTAINER_WIDTH] or " " * LOG_CONTAINER_WIDTH
+    rank_tag = "" if rank is None else f" [rank={rank}]"
+    level = log_filters.level_of(text)
+    stamp = log_time(ns)
     return {
+        "id": f"{allocation_id}:{ns}",
         "trialId": response.trial_id,
         "agentId": response.agent_id,
-        "allocationId": response.allocation_id,
-        "timestamp": time(line.timestamp_ns),
+        "containerId": allocation_id,
+        "allocationId": allocation_id,
+        "timestamp": stamp,
+        "level": f"LOG_LEVEL_{level}" if level else "LOG_LEVEL_UNSPECIFIED",
         "stdtype": line.stdtype,
-        "rankId": line.rank if line.HasField("rank") else None,
-        "message": line.log,
+        "source": log_filters.source_of(line),
+        "rankId": rank,
+        "log": text,
+        "message": f"[{stamp}] {container}{rank_tag} || {text}\n",
     }
+
+
+def log_time(ns: int) -> str:
+    """A log line's time as Determined prints it: RFC 3339 in UTC with six decimals."""
+    seconds, nanoseconds = divmod(ns, 10**9)
+    return f"{_second(seconds)}.{nanoseconds // 1000:06d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _second(seconds: int) -> str:
+    """A second's text, formatted once (a log's lines come many a second)."""
+    return f"{datetime.datetime.fromtimestamp(seconds, datetime.UTC):%Y-%m-%dT%H:%M:%S}"
 
 
 def task(message: api_pb2.Task) -> JSON:

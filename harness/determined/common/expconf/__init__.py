@@ -40,7 +40,7 @@ from determined.common.expconf._limits import (
     MAX_HYPERPARAMETER_VALUES,
 )
 from determined.common.expconf._load import apply_cluster_defaults, load_config
-from determined.common.expconf._overrides import apply_overrides
+from determined.common.expconf._overrides import apply_overrides, merged_config
 from determined.common.expconf._resources import BindMount, Environment, Resources
 from determined.common.expconf._searcher import SearcherConfig
 from determined.common.expconf._storage import CheckpointStorage
@@ -74,5 +74,6 @@ __all__ = [
     "duration_seconds",
     "load_config",
     "load_task_config",
+    "merged_config",
     "parse_yaml",
 ]

@@ -102,7 +102,8 @@ class ExperimentConfig(ConfigModel):
                 problems.append(("hyperparameters", too_many))
         if bool(self.workspace) != bool(self.project):
             problems.append(("", "workspace and project must both be included in config if one is provided"))
-        if self.entrypoint is None and (info.context or {}).get("new_experiment"):
+        context = info.context or {}
+        if self.entrypoint is None and context.get("new_experiment") and not context.get("unmanaged"):
             problems.append(("entrypoint", "is required (managed experiments require entrypoint)"))
         raise_problems(problems)
         return self

@@ -15,11 +15,14 @@ from determined.common.expconf._storage import CheckpointStorage
 from determined.common.expconf._yaml import parse_yaml
 
 
-def load_config(source: str | bytes | Mapping[str, Any], *, new_experiment: bool = True) -> ExperimentConfig:
+def load_config(
+    source: str | bytes | Mapping[str, Any], *, new_experiment: bool = True, unmanaged: bool = False
+) -> ExperimentConfig:
     """Validate a configuration given as YAML/JSON text or an already-parsed mapping.
 
     ``new_experiment`` (the default) also applies the creation-time rules: an
-    entrypoint is required and the removed searchers are refused. Raises
+    entrypoint is required (unless `unmanaged`: a detached run's script, core_v2, runs
+    outside the cluster) and the removed searchers are refused. Raises
     InvalidConfigError listing every problem, or naming the limit (`_limits.py`) the
     config goes past: checked before the config is expanded or validated. A stored config
     (``new_experiment=False``, a mapping) was checked when it was created: the defaults it
@@ -36,7 +39,9 @@ def load_config(source: str | bytes | Mapping[str, Any], *, new_experiment: bool
         kind = type(data).__name__
         raise InvalidConfigError([f"the experiment configuration must be a mapping of fields, not a {kind}"])
     try:
-        return ExperimentConfig.model_validate(dict(data), context={"new_experiment": new_experiment})
+        return ExperimentConfig.model_validate(
+            dict(data), context={"new_experiment": new_experiment, "unmanaged": unmanaged}
+        )
     except ValidationError as exc:
         raise InvalidConfigError(list(dict.fromkeys(messages_from(exc, ExperimentConfig)))) from None
 

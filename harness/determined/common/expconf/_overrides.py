@@ -30,6 +30,15 @@ def apply_overrides(config: Mapping[str, Any], overrides: Iterable[str]) -> dict
     return merged
 
 
+def merged_config(config: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """A new mapping: ``update`` merged recursively over ``config`` (as
+    ``det experiment continue --config-file`` merges its file over the
+    experiment's config: mappings key by key, anything else replaced)."""
+    merged: dict[str, Any] = copy.deepcopy(dict(config))
+    _merge(merged, update)
+    return merged
+
+
 def _parse(override: str) -> tuple[list[str], Any]:
     key, sep, text = override.partition("=")
     keys = key.strip().split(".")

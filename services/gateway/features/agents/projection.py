@@ -27,8 +27,9 @@ def _agent_registered(plan: Plan, envelope: Envelope) -> None:
         "state": "ENABLED",
         "registration_event_id": envelope.event_id,
         "lost": False,
+        "disabled_slots": "{}",
     }
-    plan.change("agents", payload.agent_id, replaced(row, kept=("state",)))
+    plan.change("agents", payload.agent_id, replaced(row, kept=("state", "disabled_slots")))
 
 
 def _agent_lost(plan: Plan, payload: events_pb2.AgentLost, at: int) -> None:
@@ -41,6 +42,26 @@ def _agent_disabled(plan: Plan, payload: events_pb2.AgentDisabled, at: int) -> N
 
 def _agent_enabled(plan: Plan, payload: events_pb2.AgentEnabled, at: int) -> None:
     plan.change("agents", payload.agent_id, updated(state="ENABLED"))
+
+
+def _slot_disabled(plan: Plan, payload: events_pb2.SlotDisabled, at: int) -> None:
+    state = "DRAINING" if payload.drain else "DISABLED"
+    plan.change("agents", payload.agent_id, (_set_slot, (payload.slot_id, state)))
+
+
+def _slot_enabled(plan: Plan, payload: events_pb2.SlotEnabled, at: int) -> None:
+    plan.change("agents", payload.agent_id, (_set_slot, (payload.slot_id, "ENABLED")))
+
+
+def _set_slot(row: Row | None, slot_id: int, state: str) -> Row | None:
+    """The slot's state in the agent's `disabled_slots` (an enabled slot leaves it)."""
+    if row is not None:
+        disabled = json.loads(row["disabled_slots"])
+        disabled.pop(str(slot_id), None)
+        if state != "ENABLED":
+            disabled[str(slot_id)] = state
+        row["disabled_slots"] = json.dumps(disabled, sort_keys=True)
+    return row
 
 
 def _lose_agent(row: Row | None, registration_event_id: str) -> Row | None:
@@ -58,6 +79,12 @@ def _slot(slot: events_pb2.Slot) -> dict[str, object]:
 FEATURE = Feature(
     "agents",
     row_tables=(agents,),
-    rules={"agent_lost": _agent_lost, "agent_disabled": _agent_disabled, "agent_enabled": _agent_enabled},
+    rules={
+        "agent_lost": _agent_lost,
+        "agent_disabled": _agent_disabled,
+        "agent_enabled": _agent_enabled,
+        "slot_disabled": _slot_disabled,
+        "slot_enabled": _slot_enabled,
+    },
     envelope_rules={"agent_registered": _agent_registered},
 )

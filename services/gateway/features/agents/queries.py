@@ -45,6 +45,20 @@ class AgentQueries:
         state = await self.pool.fetchval(f"SELECT state FROM {S}.agents WHERE agent_id = $1", agent_id)
         return None if state is None else str(state)
 
+    async def slot_states(self, agent_id: str) -> dict[int, str] | None:
+        """Each slot of the agent: ENABLED, DISABLED or DRAINING (what an admin
+        made of it); None: no such agent."""
+        row = await self.pool.fetchrow(
+            f"SELECT slots, disabled_slots FROM {S}.agents WHERE agent_id = $1", agent_id
+        )
+        if row is None:
+            return None
+        disabled = json.loads(row["disabled_slots"])
+        return {
+            slot["slot_id"]: disabled.get(str(slot["slot_id"]), "ENABLED")
+            for slot in json.loads(row["slots"])
+        }
+
     async def resource_pools(self) -> list[str]:
         """The pools of the registered agents, and "default" (always known), sorted."""
         pools = await self.pool.fetch(f"SELECT DISTINCT resource_pool FROM {S}.agents")
@@ -71,15 +85,22 @@ def agent_message(row: Mapping[str, Any], uses: Mapping[tuple[str, int], api_pb2
         address=row["address"] or row["hostname"],
         runtime=row["runtime"],
     )
+    disabled = json.loads(row["disabled_slots"])
     for slot in json.loads(row["slots"]):
         agent.slots.add(slot_id=slot["slot_id"], type=slot["type"], device=slot["device"])
-        agent.slot_uses.append(
-            uses.get((agent_id, slot["slot_id"])) or api_pb2.SlotUse(slot_id=slot["slot_id"])
-        )
+        use = api_pb2.SlotUse()
+        use.CopyFrom(uses.get((agent_id, slot["slot_id"])) or api_pb2.SlotUse(slot_id=slot["slot_id"]))
+        use.state = slot_state(disabled.get(str(slot["slot_id"]), "ENABLED"), busy=bool(use.allocation_id))
+        agent.slot_uses.append(use)
     agent.state = agent_state(
         row["state"], lost=row["lost"], busy=any(use.allocation_id for use in agent.slot_uses)
     )
     return agent
+
+
+def slot_state(state: str, *, busy: bool) -> str:
+    """What `det slot list` shows: a draining slot shows DISABLED once nothing runs on it."""
+    return "DISABLED" if state == "DRAINING" and not busy else state
 
 
 def agent_state(state: str, *, lost: bool, busy: bool) -> str:

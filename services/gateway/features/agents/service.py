@@ -54,6 +54,44 @@ class Agents(FeatureService):
             unchanged_reason=await self._change_agent(request.agent_id, decide)
         )
 
+    async def enable_slot(self, request: api_pb2.EnableSlotRequest) -> api_pb2.EnableSlotResponse:
+        agent = await self._change_slot(request.agent_id, request.slot_id, "ENABLED")
+        return api_pb2.EnableSlotResponse(agent=agent)
+
+    async def disable_slot(self, request: api_pb2.DisableSlotRequest) -> api_pb2.DisableSlotResponse:
+        wanted = "DRAINING" if request.drain else "DISABLED"
+        return api_pb2.DisableSlotResponse(
+            agent=await self._change_slot(request.agent_id, request.slot_id, wanted)
+        )
+
+    async def _change_slot(self, agent_id: str, slot_id: int, wanted: str) -> api_pb2.Agent:
+        """The slot made `wanted` (ENABLED, DISABLED or DRAINING), against the
+        agent's version; the agent as det agent list then shows it. An admin's only."""
+        require_admin("enabling or disabling a slot")
+        version = await self._agent_version(agent_id)
+        slots = await self.queries.agents.slot_states(agent_id)
+        if slots is None:
+            raise NotFoundError(_no_agent(agent_id))
+        if slot_id not in slots:
+            raise NotFoundError(f"agent {agent_id} has no slot {slot_id}; det slot list shows its slots")
+        decision = commands.slot_changed(agent_id, slot_id, slots[slot_id], wanted, version)
+        if isinstance(decision, Append):
+            try:
+                sequence, _ = await self.store.append(decision, actor=current_principal().actor)
+            except ConflictError as error:
+                raise FailedPreconditionError(f"agent {agent_id} changed meanwhile; try again") from error
+            await self.projector.wait_for(sequence)
+        [agent] = [a for a in await self.queries.agents.agents() if a.agent_id == agent_id]
+        return agent
+
+    async def _agent_version(self, agent_id: str) -> int:
+        """The sequence of the agent's last event, once the read models hold it."""
+        stored = await self.store.last_event(aggregate("agent", agent_id)) if agent_id else None
+        if stored is None:
+            raise NotFoundError(_no_agent(agent_id))
+        await self.projector.wait_for(stored.sequence)
+        return stored.sequence
+
     async def _change_agent(
         self, agent_id: str, decide: Callable[[str, str, int], Append | Unchanged]
     ) -> str:
@@ -61,15 +99,12 @@ class Agents(FeatureService):
         version: a change meanwhile fails the append); why nothing changed, else "".
         An admin's only."""
         require_admin("enabling or disabling an agent")
-        stored = await self.store.last_event(aggregate("agent", agent_id)) if agent_id else None
-        if stored is None:
-            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
-        await self.projector.wait_for(stored.sequence)
+        version = await self._agent_version(agent_id)
         state = await self.queries.agents.agent_state(agent_id)
         if state is None:
-            raise NotFoundError(f"agent {agent_id!r} not found; det agent list shows the agents")
+            raise NotFoundError(_no_agent(agent_id))
         principal = current_principal()
-        decision = decide(state, principal.actor.partition(":")[2], stored.sequence)
+        decision = decide(state, principal.actor.partition(":")[2], version)
         if isinstance(decision, Unchanged):
             return decision.reason
         try:
@@ -78,6 +113,10 @@ class Agents(FeatureService):
             raise FailedPreconditionError(f"agent {agent_id} changed meanwhile; try again") from error
         await self.projector.wait_for(sequence)  # det agent list shows it at once
         return ""
+
+
+def _no_agent(agent_id: str) -> str:
+    return f"agent {agent_id!r} not found; det agent list shows the agents"
 
 
 def _version() -> str:

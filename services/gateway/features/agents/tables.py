@@ -25,4 +25,6 @@ agents = Table(
     # that registration lost (no heartbeat); a newer registration clears it.
     Column("registration_event_id", Text, nullable=False, server_default=""),
     Column("lost", Boolean, nullable=False, server_default="false"),
+    # Its slots an admin disabled: {"<slot id>": "DISABLED" or "DRAINING"}. Kept across registrations.
+    Column("disabled_slots", JSONB, nullable=False, server_default="{}"),
 )

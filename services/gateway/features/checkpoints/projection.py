@@ -39,14 +39,37 @@ def _checkpoint_partially_deleted(
     plan.change("checkpoints", payload.uuid, (_settle_checkpoint_deletion, settled))
 
 
+def _checkpoint_metadata_set(plan: Plan, payload: events_pb2.CheckpointMetadataSet, at: int) -> None:
+    plan.change("checkpoints", payload.uuid, (_set_metadata, (payload.metadata_json,)))
+
+
+def _trial_used_checkpoint(plan: Plan, payload: events_pb2.TrialUsedCheckpoint, at: int) -> None:
+    plan.change("checkpoints", payload.checkpoint_uuid, (_add_user, (payload.trial_id,)))
+
+
+def _set_metadata(row: Row | None, metadata_json: str) -> Row | None:
+    if row is not None:
+        row["metadata_json"] = metadata_json
+    return row
+
+
+def _add_user(row: Row | None, trial_id: int) -> Row | None:
+    if row is not None:
+        users = json.loads(row["used_by"])
+        if trial_id not in users:
+            row["used_by"] = json.dumps(sorted([*users, trial_id]))
+    return row
+
+
 def _report_checkpoint(row: Row | None, new: Row) -> Row | None:
     """A checkpoint's report: a new row, or the stored one replaced but for
-    its state; once a deletion named it, a repeated report changes nothing."""
+    its state and the trials that use it; once a deletion named it, a
+    repeated report changes nothing."""
     if row is None:
         return dict(new)
     if row["deletion_id"]:
         return row
-    return {**new, "state": row["state"]}
+    return {**new, "state": row["state"], "used_by": row["used_by"]}
 
 
 def _request_checkpoint_deletion(row: Row | None, deletion_id: int) -> Row | None:
@@ -82,6 +105,7 @@ def checkpoint_row(payload: events_pb2.CheckpointReported, at: int) -> Row:
         "state": "COMPLETED",
         "deletion_id": 0,
         "delete_error": "",
+        "used_by": "[]",
     }
 
 
@@ -97,5 +121,7 @@ FEATURE = Feature(
         "checkpoint_deletion_requested": _checkpoint_deletion_requested,
         "checkpoint_deleted": _checkpoint_deleted,
         "checkpoint_partially_deleted": _checkpoint_partially_deleted,
+        "checkpoint_metadata_set": _checkpoint_metadata_set,
+        "trial_used_checkpoint": _trial_used_checkpoint,
     },
 )

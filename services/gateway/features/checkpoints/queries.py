@@ -110,6 +110,11 @@ class CheckpointQueries:
     async def experiment(self, experiment_id: int) -> ExperimentFacts | None:
         return (await self.experiments([experiment_id])).get(experiment_id)
 
+    async def users(self, uuid: str) -> list[int]:
+        """The trials that reported using the checkpoint, by id."""
+        row = await self.pool.fetchrow(f"SELECT used_by::text FROM {S}.checkpoints WHERE uuid = $1", uuid)
+        return sorted(json.loads(row["used_by"])) if row is not None else []
+
     async def checkpoint(self, uuid: str) -> api_pb2.Checkpoint | None:
         return (await self.checkpoints([uuid])).get(uuid)
 

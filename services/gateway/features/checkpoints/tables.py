@@ -24,6 +24,8 @@ checkpoints = Table(
     Column("deletion_id", BigInteger, nullable=False, server_default="0"),
     # The storage's error when files it was asked to delete are left; "" otherwise.
     Column("delete_error", Text, nullable=False, server_default=""),
+    # The trials that reported using it (TrialUsedCheckpoint), a JSON list of ids.
+    Column("used_by", JSONB, nullable=False, server_default="[]"),
     Index("checkpoints_by_trial", "trial_id", "steps_completed"),
     Index("checkpoints_by_experiment", "experiment_id"),
 )

@@ -100,7 +100,7 @@ async def fold(
     """Applies `batches` to the scratch as the live projector applies the log.
     A second fold into the same scratch names a `position` of its own: the
     projector skips the events at or below its position."""
-    projector = Projector(log, scratch.as_pool(), name=position)
+    projector = Projector(log, scratch.as_pool(), name=position, index_types=False)
     async for batch in batches:
         if batch:
             await projector.apply(batch)

@@ -1,11 +1,13 @@
 """What the event reads need of the read models: which aggregates belong to
 an experiment, a trial, an allocation or a task, who owns it, and what a user
-owns. One query each, whatever the number of trials (scope.py)."""
+owns. One query each, whatever the number of trials (scope.py). And the
+sequences of the events of some types (the index by type: type_index.py)."""
 
 from dataclasses import dataclass
 
 import asyncpg
 
+from services.gateway.projector import NAME as PROJECTOR
 from services.gateway.read_models import SCHEMA as S
 from services.gateway.read_models import ReadModels
 
@@ -73,3 +75,23 @@ class EventScopeQueries:
             frozenset(row[0] for row in trials),
             frozenset(row[0] for row in tasks),
         )
+
+    async def indexed_through(self) -> int:
+        """The last sequence the projector applied: the index by type holds
+        every event up to it (written in the same transactions)."""
+        value = await self.pool.fetchval(
+            f"SELECT sequence FROM {S}.projection_position WHERE name = $1", PROJECTOR
+        )
+        return int(value or 0)
+
+    async def typed_sequences(self, types: list[str], after: int, through: int, limit: int) -> list[int]:
+        """The first `limit` sequences after `after`, up to `through`, of events of these types."""
+        rows = await self.pool.fetch(
+            f"SELECT sequence FROM {S}.event_types WHERE event_type = ANY($1::text[])"
+            " AND sequence > $2 AND sequence <= $3 ORDER BY sequence LIMIT $4",
+            types,
+            after,
+            through,
+            limit,
+        )
+        return [int(row[0]) for row in rows]

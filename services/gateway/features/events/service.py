@@ -3,7 +3,9 @@ HTTP routes call: the events that match a filter, in log order, in words.
 
 The filter runs here, on the gateway: naming an experiment, trial,
 allocation or task reads only its aggregates' subjects (scope.py); naming
-only types reads only the subjects of their kinds; `since` starts at the
+only types reads only their events, through the index by type
+(type_index.py: all but the per-step reports), else only the subjects of
+their kinds; `since` starts at the
 first event of that time (less filters.CLOCK_SLACK_NS), found by a binary
 search of the log, not a scan. A user who is not an admin reads what they
 own (scope.py).
@@ -22,8 +24,9 @@ from services.common.eventlog import StoredEvent
 from services.common.eventstore import Raw
 from services.gateway.auth import require_user
 from services.gateway.errors import InvalidArgumentError
-from services.gateway.features.events import filters, scope
+from services.gateway.features.events import filters, scope, type_index
 from services.gateway.features.events.filters import EventMatch
+from services.gateway.features.events.typed_reading import read_typed
 from services.gateway.features.events.wording import logged_event
 from services.gateway.features.parts import FeatureService
 
@@ -71,15 +74,27 @@ class Events(FeatureService):
             earliest = await self.store.first_sequence_at(event_filter.since_ns - filters.CLOCK_SLACK_NS)
             start = max(start, earliest)
         # Closed as soon as the caller hangs up: a read that follows holds consumers on nats-server.
-        reading = cast(
-            AsyncGenerator[list[Raw], None], self.store.read_stored(start, kinds, request.follow, aggregates)
-        )
+        reading = self._reading(start, kinds, aggregates, match.types, request.follow)
         matching = _matched(reading, match, self.store.stored_event)
         async with contextlib.aclosing(reading), contextlib.aclosing(matching) as matched:
             limited = _tail(matched, request.limit) if request.tail else _head(matched, request.limit)
             async with contextlib.aclosing(limited) as batches:
                 async for batch in batches:
                     yield batch
+
+    def _reading(
+        self,
+        start: int,
+        kinds: list[str] | None,
+        aggregates: list[str] | None,
+        types: frozenset[str],
+        follow: bool,
+    ) -> AsyncGenerator[list[Raw], None]:
+        """The stored events to filter, from `start`: through the index by
+        type when it holds the types named (type_index.py), else the log's."""
+        if kinds is not None and type_index.uses_index(types, aggregates):
+            return read_typed(self.store, self.queries.events, types, kinds, start, follow)
+        return cast(AsyncGenerator[list[Raw], None], self.store.read_stored(start, kinds, follow, aggregates))
 
     async def _aggregates(self, named: list[tuple[str, str]]) -> list[str] | None:
         """The aggregates the caller may read of what the filter names, those

@@ -185,6 +185,14 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
         + (f", length {p.length}" if p.length else "")
     ),
     "trial_ended": lambda p: f"trial {p.trial_id} ended {_state(trial_state, p.state)}",
+    "trial_reopened": lambda p: f"trial {p.trial_id} of experiment {p.experiment_id} reopened",
+    "unmanaged_trial_heartbeat": lambda p: (
+        f"detached trial {p.trial_id} alive (next within {p.timeout_s:g} s)"
+    ),
+    "unmanaged_trial_exited": lambda p: (
+        f"detached trial {p.trial_id} said it ended {_state(trial_state, p.state)}"
+        + (f": {p.reason}" if p.reason else "")
+    ),
     "trial_progress_reported": lambda p: f"trial {p.trial_id} {p.progress:.0%} done",
     "trial_metrics_reported": _metrics_reported,
     "trial_kill_requested": lambda p: f"kill of trial {p.trial_id} asked",
@@ -242,6 +250,8 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "checkpoint_partially_deleted": lambda p: (
         f"checkpoint {_short(p.uuid)} partly deleted: {_plural(len(p.remaining), 'file')} left"
     ),
+    "checkpoint_metadata_set": lambda p: f"metadata of checkpoint {_short(p.uuid)} set",
+    "trial_used_checkpoint": lambda p: f"trial {p.trial_id} uses checkpoint {_short(p.checkpoint_uuid)}",
     "model_created": lambda p: f"model {p.name!r} created by {p.owner}",
     "model_version_registered": lambda p: (
         f"checkpoint {_short(p.checkpoint_uuid)} registered as {p.model_name!r} version {p.version}"

@@ -34,15 +34,16 @@ def validate_config(
     experiment_seed: int,
     name: str,
     checkpoint_storage: expconf.CheckpointStorage | None = None,
+    unmanaged: bool = False,
 ) -> ValidatedConfig:
     """The fully defaulted config (`checkpoint_storage`: the cluster's default storage), or
     InvalidArgumentError listing every problem (expconf also requires the entrypoint of a
-    managed experiment), or naming the config limit it goes past (size, nesting, values
+    managed experiment: not of a detached run, `unmanaged`), or naming the config limit it goes past (size, nesting, values
     with aliases expanded, hyperparameter values: expconf's `_limits.py`, checked before
     anything is expanded). CPU-bound for up to about a second on a config at the limits:
     service.py runs it in a worker thread."""
     try:
-        config = expconf.load_config(config_yaml)
+        config = expconf.load_config(config_yaml, unmanaged=unmanaged)
         config = expconf.apply_cluster_defaults(
             config,
             checkpoint_host_path=checkpoint_host_path,
@@ -101,7 +102,12 @@ def experiment_created(
     context_hash: str,
     context_size: int,
     activate: bool,
+    parent_id: int = 0,
+    unmanaged: bool = False,
+    source_trial_checkpoint_uuid: str = "",
 ) -> Append:
+    """The creation; `parent_id`: the experiment a fork starts from (0: none);
+    `source_trial_checkpoint_uuid`: what a warm start from another trial starts from."""
     payload = events_pb2.ExperimentCreated(
         experiment_id=experiment_id,
         name=config.name,
@@ -110,6 +116,9 @@ def experiment_created(
         context_hash=context_hash,
         context_size=context_size,
         activate=activate,
+        parent_id=parent_id,
+        unmanaged=unmanaged,
+        source_trial_checkpoint_uuid=source_trial_checkpoint_uuid,
     )
     return Append(aggregate("experiment", experiment_id), payload, f"create-{request_id}", expected_version=0)
 
@@ -157,13 +166,15 @@ def checked_request_id(request_id: str) -> str:
     return request_id
 
 
-def kill_requested(experiment_id: int, state: str) -> Append | Unchanged:
+def kill_requested(experiment_id: int, state: str, version: int) -> Append | Unchanged:
     """The kill request, or Unchanged when the experiment has ended or is
-    being killed already. A repeated kill is stored once."""
+    being killed already. A repeated kill is stored once; its message id names
+    the experiment's version it was decided at, so that the kill of a continued
+    experiment is not taken for the kill before it."""
     if state in KILLED_OR_ENDED:
         return Unchanged(f"Experiment {experiment_id} is already {state}: nothing to kill")
     payload = events_pb2.ExperimentKillRequested(experiment_id=experiment_id)
-    return Append(aggregate("experiment", experiment_id), payload, f"kill-{experiment_id}")
+    return Append(aggregate("experiment", experiment_id), payload, f"kill-{experiment_id}-{version}")
 
 
 def resource_pool_of(config_json: str) -> str:

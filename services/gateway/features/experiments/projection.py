@@ -9,6 +9,7 @@ from determined.common import states
 from determined.common.expconf import SearcherConfig
 from determined.proto import events_pb2
 from services.common.envelope import Envelope
+from services.gateway.features.commands import KILLED_OR_ENDED
 from services.gateway.features.experiments.tables import experiments
 from services.gateway.features.feature import Feature
 from services.gateway.plan import Plan, Row, created, updated
@@ -30,8 +31,33 @@ def _experiment_kill_requested(plan: Plan, payload: events_pb2.ExperimentKillReq
     plan.change("experiments", payload.experiment_id, (_kill_experiment, ()))
 
 
+def _experiment_cancel_requested(plan: Plan, payload: events_pb2.ExperimentCancelRequested, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, (_cancel_experiment, ()))
+
+
+def _experiment_continued(plan: Plan, payload: events_pb2.ExperimentContinued, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, (_continue_experiment, (payload.config_json,)))
+
+
 def _experiment_progress_changed(plan: Plan, payload: events_pb2.ExperimentProgressChanged, at: int) -> None:
     plan.change("experiments", payload.experiment_id, updated(progress=payload.progress))
+
+
+def _experiment_archive_set(plan: Plan, payload: events_pb2.ExperimentArchiveSet, at: int) -> None:
+    plan.change("experiments", payload.experiment_id, updated(archived=payload.archived))
+
+
+def _experiment_details_set(plan: Plan, payload: events_pb2.ExperimentDetailsSet, at: int) -> None:
+    """The fields present change; the stored config stays as created."""
+    changes: dict[str, Any] = {
+        field: getattr(payload, field)
+        for field in ("name", "description", "notes")
+        if payload.HasField(field)
+    }
+    if payload.HasField("labels"):
+        changes["labels"] = json.dumps(list(payload.labels.labels))
+    if changes:
+        plan.change("experiments", payload.experiment_id, updated(**changes))
 
 
 def _checkpoint_gc_policy_changed(plan: Plan, payload: events_pb2.CheckpointGcPolicyChanged, at: int) -> None:
@@ -92,6 +118,22 @@ def _kill_experiment(row: Row | None) -> Row | None:
     return row
 
 
+def _cancel_experiment(row: Row | None) -> Row | None:
+    """STOPPING_CANCELED, unless it has ended or is being killed already."""
+    if row is not None and row["state"] not in KILLED_OR_ENDED:
+        row["state"] = "STOPPING_CANCELED"
+    return row
+
+
+def _continue_experiment(row: Row | None, config_json: str) -> Row | None:
+    """An ended experiment trains again under the continued config: ACTIVE,
+    its end and progress cleared (as Determined's ContinueExperiment)."""
+    if row is not None and row["state"] in states.TERMINAL_STATES:
+        row.update(state="ACTIVE", ended_at_ns=None, end_reason="", progress=0.0, config_json=config_json)
+        row.update(_config_columns(_json_object(config_json)))
+    return row
+
+
 def _set_resources(row: Row | None, changes: dict[str, Any]) -> Row | None:
     if row is not None:
         config = _json_object(row["config_json"])
@@ -131,8 +173,6 @@ def _fail_experiment_deletion(row: Row | None, reason: str) -> Row | None:
 
 def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
     config = _json_object(payload.config_json)
-    searcher = config.get("searcher") or {}
-    resources = config.get("resources") or {}
     return {
         "id": payload.experiment_id,
         "name": payload.name,
@@ -142,10 +182,7 @@ def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
         "ended_at_ns": None,
         "description": str(config.get("description") or ""),
         "labels": json.dumps(list(config.get("labels") or [])),
-        "resource_pool": str(resources.get("resource_pool") or ""),
-        "searcher_name": str(searcher.get("name") or ""),
-        "searcher_metric": str(searcher.get("metric") or ""),
-        "smaller_is_better": bool(searcher.get("smaller_is_better", _SMALLER_IS_BETTER)),
+        **_config_columns(config),
         "config_json": payload.config_json,
         "context_hash": payload.context_hash,
         "end_reason": "",
@@ -153,6 +190,22 @@ def experiment_row(payload: events_pb2.ExperimentCreated, at: int) -> Row:
         "delete_requests": "[]",
         "delete_error": "",
         "best_metric": None,
+        "archived": False,
+        "notes": "",
+        "parent_id": payload.parent_id,
+        "unmanaged": payload.unmanaged,
+    }
+
+
+def _config_columns(config: dict[str, Any]) -> Row:
+    """The columns an experiment's config decides (its pool and searcher)."""
+    searcher = config.get("searcher") or {}
+    resources = config.get("resources") or {}
+    return {
+        "resource_pool": str(resources.get("resource_pool") or ""),
+        "searcher_name": str(searcher.get("name") or ""),
+        "searcher_metric": str(searcher.get("metric") or ""),
+        "smaller_is_better": bool(searcher.get("smaller_is_better", _SMALLER_IS_BETTER)),
     }
 
 
@@ -171,7 +224,11 @@ FEATURE = Feature(
         "experiment_created": _experiment_created,
         "experiment_state_changed": _experiment_state_changed,
         "experiment_kill_requested": _experiment_kill_requested,
+        "experiment_cancel_requested": _experiment_cancel_requested,
+        "experiment_continued": _experiment_continued,
         "experiment_progress_changed": _experiment_progress_changed,
+        "experiment_archive_set": _experiment_archive_set,
+        "experiment_details_set": _experiment_details_set,
         "checkpoint_gc_policy_changed": _checkpoint_gc_policy_changed,
         "experiment_deleted": _experiment_deleted,
         "experiment_delete_failed": _experiment_delete_failed,
@@ -183,7 +240,11 @@ FEATURE = Feature(
             "experiment_created",
             "experiment_state_changed",
             "experiment_kill_requested",
+            "experiment_cancel_requested",
+            "experiment_continued",
             "experiment_progress_changed",
+            "experiment_archive_set",
+            "experiment_details_set",
             "experiment_delete_requested",
             "experiment_deleted",
             "experiment_delete_failed",
@@ -194,6 +255,8 @@ FEATURE = Feature(
             "experiment_created",
             "experiment_state_changed",
             "experiment_kill_requested",
+            "experiment_cancel_requested",
+            "experiment_continued",
             "job_resources_changed",
         }
     ),

@@ -29,6 +29,7 @@ _GROUP_EXPERIMENTS = " GROUP BY e.id ORDER BY e.id"
 _EXPERIMENT_SORTS = {
     "id": "e.id",
     "name": "e.name",
+    "description": "e.description",
     "owner": "e.owner",
     "state": "e.state",
     "start_time": "e.started_at_ns",
@@ -41,6 +42,8 @@ _EXPERIMENT_SORTS = {
 
 
 EXPERIMENT_SORTS = tuple(_EXPERIMENT_SORTS)
+# Determined's names of sorts that differ from ours (REST sortBy, GetExperimentsRequest.sort_by).
+SORT_ALIASES = {"user": "owner", "searcher_metric_val": "best_trial_searcher_metric"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class ExperimentListing:
     owners: tuple[str, ...] = ()
     # A part of the name, in any case.
     name: str = ""
+    # Only those with every one of these labels.
+    labels: tuple[str, ...] = ()
+    # Only archived (True) or unarchived (False) ones; None: both.
+    archived: bool | None = None
     # One of EXPERIMENT_SORTS.
     sort_by: str = "id"
     descending: bool = False
@@ -71,6 +78,12 @@ class ExperimentListing:
         if self.name:
             args.append(self.name)
             conditions.append(f"strpos(lower(e.name), lower(${len(args)})) > 0")
+        if self.labels:
+            args.append(json.dumps(list(self.labels)))
+            conditions.append(f"e.labels @> ${len(args)}::jsonb")
+        if self.archived is not None:
+            args.append(self.archived)
+            conditions.append(f"e.archived = ${len(args)}")
         return " WHERE " + " AND ".join(conditions), args
 
 
@@ -153,4 +166,8 @@ def experiment_message(row: asyncpg.Record) -> api_pb2.Experiment:
         # A failed deletion says why files are left (the end reason shows again once it is asked again).
         end_reason=row["delete_error"] if row["state"] == "DELETE_FAILED" else row["end_reason"],
         best_trial_searcher_metric=row["best_metric"],
+        archived=row["archived"],
+        notes=row["notes"],
+        parent_id=row["parent_id"],
+        unmanaged=row["unmanaged"],
     )

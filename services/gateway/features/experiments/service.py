@@ -28,8 +28,9 @@ from services.gateway.errors import (
 from services.gateway.features.commands import Unchanged
 from services.gateway.features.events.as_of import AsOfReads
 from services.gateway.features.events.as_of_point import asked
-from services.gateway.features.experiments import commands
+from services.gateway.features.experiments import commands, details
 from services.gateway.features.experiments.queries import ExperimentListing
+from services.gateway.features.experiments.warm_start import source_trial_checkpoint
 from services.gateway.features.parts import FeatureService, Parts
 
 CREATE_ATTEMPTS = 20
@@ -54,6 +55,7 @@ class Experiments(FeatureService):
         appends at most once."""
         if request.context_tgz and request.context_hash:
             raise InvalidArgumentError("send the context as context_tgz or context_hash, not both")
+        parent = await self._parent(request.parent_id)
         commands.check_context_size(len(request.context_tgz))
         config = await asyncio.to_thread(  # off the event loop: other calls go on meanwhile
             commands.validate_config,
@@ -62,15 +64,17 @@ class Experiments(FeatureService):
             checkpoint_storage=self.settings.checkpoint_storage,
             experiment_seed=time.time_ns() // 1000 % 2**32,
             name=experiment_name(random.Random()),
+            unmanaged=request.unmanaged,
         )
         await self.check_resource_pool(config.config_json)
+        warm_start = await source_trial_checkpoint(self.queries, config.config_json)
         response = api_pb2.CreateExperimentResponse(
             warnings=config.warnings + await self.runtime_warnings(config.config_json),
             config_json=config.config_json,
         )
         if request.validate_only:
             return response
-        context_hash, context_size = await self._context(request)
+        context_hash, context_size = await self._context(request, parent)
         owner = principal.actor.partition(":")[2]
 
         def created(experiment_id: int) -> Append:
@@ -82,6 +86,9 @@ class Experiments(FeatureService):
                 context_hash=context_hash,
                 context_size=context_size,
                 activate=request.activate,
+                parent_id=request.parent_id,
+                unmanaged=request.unmanaged,
+                source_trial_checkpoint_uuid=warm_start,
             )
 
         response.experiment_id = await self._append_next_experiment(created, principal.actor)
@@ -112,14 +119,28 @@ class Experiments(FeatureService):
             runtimes = None
         return commands.runtime_warnings(config_json, pool, runtimes)
 
-    async def _context(self, request: api_pb2.CreateExperimentRequest) -> tuple[str, int]:
+    async def _parent(self, parent_id: int) -> api_pb2.Experiment | None:
+        """The experiment a fork starts from (None: no fork); NotFoundError
+        when there is none or it was deleted."""
+        if not parent_id:
+            return None
+        parent = await self._found(self.queries.experiments.experiment, parent_id, "experiment")
+        if parent.state == "DELETED":
+            raise NotFoundError(f"experiment {parent_id} was deleted")
+        return parent
+
+    async def _context(
+        self, request: api_pb2.CreateExperimentRequest, parent: api_pb2.Experiment | None
+    ) -> tuple[str, int]:
         """The experiment's context as (hash, size): sent inline (stored
-        here), uploaded before (it must be stored), or none ("", 0)."""
+        here), uploaded before (it must be stored), a fork's parent's when it
+        brings none, or none ("", 0)."""
         if request.context_tgz:
             return await self.store.contexts.put(request.context_tgz), len(request.context_tgz)
-        if not request.context_hash:
+        context_hash = request.context_hash or (parent.context_hash if parent else "")
+        if not context_hash:
             return "", 0
-        return await self.stored_context(request.context_hash)
+        return await self.stored_context(context_hash)
 
     async def stored_context(self, context_hash: str) -> tuple[str, int]:
         """A context uploaded before (UploadContext) as (hash, size); NotFoundError
@@ -168,8 +189,8 @@ class Experiments(FeatureService):
         return int(append.aggregate.partition("/")[2])
 
     async def get_experiments(self, request: api_pb2.GetExperimentsRequest) -> api_pb2.GetExperimentsResponse:
-        experiments = await self.queries.experiments.experiments(request.limit, request.offset)
-        return api_pb2.GetExperimentsResponse(experiments=experiments)
+        found, total = await self.listed(details.listing_of(request), request.limit, request.offset)
+        return api_pb2.GetExperimentsResponse(experiments=found, total=total)
 
     async def get_experiment(self, request: api_pb2.GetExperimentRequest) -> api_pb2.GetExperimentResponse:
         if asked(request.as_of):
@@ -182,6 +203,23 @@ class Experiments(FeatureService):
         trials = await self.queries.trials.trials(request.experiment_id)
         return api_pb2.GetExperimentResponse(experiment=experiment, trials=trials)
 
+    async def get_model_def(self, request: api_pb2.GetModelDefRequest) -> api_pb2.GetModelDefResponse:
+        """The context archive the experiment was created with (a fork's: its parent's, unless it brought one)."""
+        experiment = await self._found(
+            self.queries.experiments.experiment, request.experiment_id, "experiment"
+        )
+        if experiment.state == "DELETED":
+            raise NotFoundError(f"experiment {request.experiment_id} was deleted")
+        if not experiment.context_hash:
+            raise NotFoundError(f"experiment {request.experiment_id} was created without a model definition")
+        try:
+            archive = await self.store.contexts.get(experiment.context_hash)
+        except StoreNotFoundError as error:
+            raise NotFoundError(
+                f"the model definition of experiment {request.experiment_id}: {error}"
+            ) from error
+        return api_pb2.GetModelDefResponse(context_tgz=archive)
+
     async def get_experiment_trials(
         self, request: api_pb2.GetExperimentTrialsRequest
     ) -> api_pb2.GetExperimentTrialsResponse:
@@ -193,12 +231,14 @@ class Experiments(FeatureService):
         )
 
     async def kill_experiment(self, request: api_pb2.KillExperimentRequest) -> api_pb2.KillExperimentResponse:
-        state = await self._experiment_state(request.experiment_id)
-        decision = commands.kill_requested(request.experiment_id, state)
-        if isinstance(decision, Unchanged):
-            return api_pb2.KillExperimentResponse(unchanged_reason=decision.reason)
-        await self.store.append(decision, actor=current_principal().actor)
-        return api_pb2.KillExperimentResponse()
+        experiment_id = request.experiment_id
+
+        async def decide(version: int) -> Append | Unchanged:
+            state = await self._experiment_state(experiment_id)
+            return commands.kill_requested(experiment_id, state, version)
+
+        unchanged = await self._decide_and_append(aggregate("experiment", experiment_id), decide)
+        return api_pb2.KillExperimentResponse(unchanged_reason=unchanged)
 
     async def activate_experiment(
         self, request: api_pb2.ActivateExperimentRequest

@@ -1,6 +1,6 @@
 """The experiments' table."""
 
-from sqlalchemy import BigInteger, Boolean, Column, Double, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Double, Index, Table, Text
 from sqlalchemy.dialects.postgresql import JSONB
 
 from services.gateway.read_models import metadata
@@ -38,4 +38,16 @@ experiments = Table(
     # validations shown (not superseded); NULL before the first one. Kept by
     # the metric statements of projection.py, not by the row fold.
     Column("best_metric", Double),
+    # Set by det experiment archive|unarchive (ExperimentArchiveSet); listings
+    # leave archived ones out unless asked (det experiment list --all).
+    Column("archived", Boolean, nullable=False, server_default="false"),
+    # A user's notes (ExperimentDetailsSet; name, description and labels,
+    # which start as the config's, change in their own columns).
+    Column("notes", Text, nullable=False, server_default=""),
+    # The experiment it was forked from (0: none) and whether it is a detached
+    # run (core_v2), both from ExperimentCreated.
+    Column("parent_id", BigInteger, nullable=False, server_default="0"),
+    Column("unmanaged", Boolean, nullable=False, server_default="false"),
+    # Listings filter on archived and page by id.
+    Index("experiments_by_archived", "archived", "id"),
 )

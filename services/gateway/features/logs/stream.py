@@ -19,6 +19,7 @@ from typing import cast
 from determined.proto import api_pb2
 from services.common.eventstore import EventStore
 from services.common.trial_logs import StoredLogBatch
+from services.gateway.features.logs import filters, tail
 from services.gateway.features.trials.queries import TrialStatus
 
 POLL_INTERVAL_S = 0.5
@@ -31,10 +32,16 @@ Closes = Callable[[StoredLogBatch], Awaitable[bool]]
 
 
 async def trial_logs(
-    store: EventStore, trial_id: int, follow: bool, status: StatusLookup, rank: int | None = None
+    store: EventStore, request: api_pb2.TrialLogsRequest, status: StatusLookup
 ) -> AsyncIterator[api_pb2.TrialLogsResponse]:
-    """The trial's log lines, batch by batch; with `rank`, only the lines that
-    rank of a distributed trial wrote (a batch left with none is not sent)."""
+    """The trial's log lines the request's filters keep, batch by batch (a
+    batch left with none is not sent): the first `limit` (0: all), or with
+    `tail` the last `limit` (read from the end: see tail.py), then with
+    `follow` the new ones until the trial's logs end. ValueError when a
+    filter is not one (before anything is read)."""
+    chosen = filters.line_filter(request)
+    trial_id = request.trial_id
+    subject = store.logs.subject(trial_id)
 
     async def ended() -> bool:
         current = await status(trial_id)
@@ -43,27 +50,45 @@ async def trial_logs(
     async def closes(stored: StoredLogBatch) -> bool:
         return await _closes_trial(stored, status)
 
-    reading = batches(store, store.logs.subject(trial_id), follow, ended, closes)
+    def kept(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
+        return [k for response in responses(stored) if (k := filters.kept(response, chosen)) is not None]
+
+    start, left = 1, request.limit or -1
+    if request.tail and request.limit:
+        last, start = await tail.last_lines(
+            store, subject, request.limit, kept, lambda s: _stored_logs(store, subject, s)
+        )
+        for response in last:
+            yield response
+        if not request.follow:
+            return
+        left = -1
+    reading = batches(store, subject, request.follow, ended, closes, start)
     async with contextlib.aclosing(reading) as stored_batches:
         async for stored in stored_batches:
-            for response in responses(stored):
-                if (kept := of_rank(response, rank)) is not None:
-                    yield kept
+            for response in kept(stored):
+                if 0 <= left < len(response.lines):
+                    response = filters.with_lines(response, response.lines[:left])
+                left -= len(response.lines)
+                yield response
+                if left == 0:
+                    return
 
 
 async def batches(
-    store: EventStore, subject: str, follow: bool, ended: Ended, closes: Closes
+    store: EventStore, subject: str, follow: bool, ended: Ended, closes: Closes, start: int = 1
 ) -> AsyncGenerator[StoredLogBatch, None]:
-    """The batches of a trial's or a task's logs (its `subject`): those
-    stored now, or (`follow`) until its logs are closed."""
+    """The batches of a trial's or a task's logs (its `subject`) from the
+    stream's sequence `start`: those stored now, or (`follow`) until its logs
+    are closed."""
     if not follow:
-        async for stored in _stored_logs(store, subject):
+        async for stored in _stored_logs(store, subject, start):
             yield stored
         return
     queue: asyncio.Queue[StoredLogBatch] = asyncio.Queue(1000)
-    reader = asyncio.create_task(_read(store, subject, queue))
+    reader = asyncio.create_task(_read(store, subject, queue, start))
     try:
-        async for stored in _follow(store, subject, queue, ended, closes, reader):
+        async for stored in _follow(store, subject, queue, ended, closes, reader, start):
             yield stored
     finally:
         reader.cancel()
@@ -77,6 +102,7 @@ async def _follow(
     ended: Ended,
     closes: Closes,
     reader: asyncio.Task[None],
+    start: int,
 ) -> AsyncIterator[StoredLogBatch]:
     received = 0
     # How many batches were stored when the logs were seen closed: follow up to the last of them.
@@ -94,7 +120,7 @@ async def _follow(
         received += 1
         yield stored
         if stored_when_closed is None and stored.batch.allocation_ended and await closes(stored):
-            stored_when_closed = await _stored_count(store, subject)
+            stored_when_closed = await _stored_count(store, subject, start)
         if stored_when_closed is not None and received >= stored_when_closed:
             return
 
@@ -106,14 +132,18 @@ async def _closes_trial(stored: StoredLogBatch, status: StatusLookup) -> bool:
     return current.ended and current.current_allocation_id in (None, stored.batch.allocation_id)
 
 
-async def _stored_logs(store: EventStore, subject: str) -> AsyncIterator[StoredLogBatch]:
-    """What is stored now. Counts the batches first and follows up to the
-    last of them: the store's non-following read may stop before the first
-    message when that is already delivered."""
-    remaining = await _stored_count(store, subject)
+async def _stored_logs(store: EventStore, subject: str, start: int = 1) -> AsyncIterator[StoredLogBatch]:
+    """What is stored now from the stream's sequence `start`. Counts the
+    batches first and follows up to the last of them: the store's
+    non-following read may stop before the first message when that is
+    already delivered."""
+    remaining = await _stored_count(store, subject, start)
     if remaining == 0:
         return
-    reading = cast(AsyncGenerator[StoredLogBatch, None], store.logs.read_subject(subject, follow=True))
+    reading = cast(
+        AsyncGenerator[StoredLogBatch, None],
+        store.logs.read_subject(subject, follow=True, start_sequence=start),
+    )
     async with contextlib.aclosing(reading) as stored_batches:
         async for stored in stored_batches:
             yield stored
@@ -122,14 +152,16 @@ async def _stored_logs(store: EventStore, subject: str) -> AsyncIterator[StoredL
                 return
 
 
-async def _stored_count(store: EventStore, subject: str) -> int:
-    """How many batches of the subject the LOGS stream holds now."""
+async def _stored_count(store: EventStore, subject: str, start: int = 1) -> int:
+    """How many batches of the subject the LOGS stream holds now (from its sequence `start`)."""
+    if start > 1:
+        return (await store.reader.first_from(store.logs.stream, subject, start))[1]
     info = await store.js.stream_info(store.logs.stream, subjects_filter=subject)
     return (info.state.subjects or {}).get(subject, 0)
 
 
-async def _read(store: EventStore, subject: str, queue: asyncio.Queue[StoredLogBatch]) -> None:
-    async for stored in store.logs.read_subject(subject, follow=True):
+async def _read(store: EventStore, subject: str, queue: asyncio.Queue[StoredLogBatch], start: int) -> None:
+    async for stored in store.logs.read_subject(subject, follow=True, start_sequence=start):
         await queue.put(stored)
 
 
@@ -143,18 +175,3 @@ def responses(stored: StoredLogBatch) -> list[api_pb2.TrialLogsResponse]:
             lines=batch.lines,
         )
     ]
-
-
-def of_rank(response: api_pb2.TrialLogsResponse, rank: int | None) -> api_pb2.TrialLogsResponse | None:
-    """The response with only the lines of `rank` (None: every line); None when none is left."""
-    if rank is None:
-        return response
-    lines = [line for line in response.lines if line.HasField("rank") and line.rank == rank]
-    if not lines:
-        return None
-    return api_pb2.TrialLogsResponse(
-        trial_id=response.trial_id,
-        allocation_id=response.allocation_id,
-        agent_id=response.agent_id,
-        lines=lines,
-    )

@@ -158,6 +158,20 @@ def early_exit_reported(
     return Append(aggregate("trial", request.trial_id), payload, f"early-exit-{request.trial_id}")
 
 
+def compact_metadata(metadata_json: str) -> str:
+    """A metadata JSON object (at most MAX_METADATA_BYTES, strict JSON) as it is stored:
+    compact; InvalidArgumentError naming what is wrong."""
+    if len(metadata_json) > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(
+            f"metadata_json is {len(metadata_json)} bytes; at most {MAX_METADATA_BYTES} are allowed"
+        )
+    constants: list[str] = []
+    value = check_json_object(metadata_json, "metadata_json", constants.append)
+    if constants:
+        raise InvalidArgumentError(f"metadata_json holds {constants[0]}, which is not JSON")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def metadata_set(
     request: api_pb2.SetTrialMetadataRequest, experiment_id: int, *, version: int, current: str | None
 ) -> Append | None:
@@ -165,15 +179,7 @@ def metadata_set(
     None when it is what is stored already (`current`), so a retried request
     stores nothing new. `version` (the trial's last event) tells apart setting
     the same metadata again after a change (A, B, A) from a retry."""
-    if len(request.metadata_json) > MAX_METADATA_BYTES:
-        raise InvalidArgumentError(
-            f"metadata_json is {len(request.metadata_json)} bytes; at most {MAX_METADATA_BYTES} are allowed"
-        )
-    constants: list[str] = []
-    value = check_json_object(request.metadata_json, "metadata_json", constants.append)
-    if constants:
-        raise InvalidArgumentError(f"metadata_json holds {constants[0]}, which is not JSON")
-    metadata_json = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    metadata_json = compact_metadata(request.metadata_json)
     if metadata_json == current:
         return None
     payload = events_pb2.TrialMetadataSet(

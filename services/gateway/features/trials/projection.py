@@ -152,6 +152,20 @@ def _trial_ended(plan: Plan, payload: events_pb2.TrialEnded, at: int) -> None:
     plan.change("trials", payload.trial_id, (_end_trial, (state, payload.reason, at)))
 
 
+def _trial_reopened(plan: Plan, payload: events_pb2.TrialReopened, at: int) -> None:
+    """Its experiment was continued: the trial trains again (det experiment continue)."""
+    reopened = updated(
+        state="ACTIVE",
+        ended_at_ns=None,
+        end_reason="",
+        searcher_length=payload.length,
+        stop_reason=None,
+        kill_requested=False,
+        early_exit_reason=None,
+    )
+    plan.change("trials", payload.trial_id, reopened)
+
+
 def _trial_progress_reported(plan: Plan, payload: events_pb2.TrialProgressReported, at: int) -> None:
     plan.change("trials", payload.trial_id, updated(progress=payload.progress))
 
@@ -358,6 +372,7 @@ FEATURE = Feature(
         "trial_validation_reported": _validation_reported,
         "trial_created": _trial_created,
         "trial_ended": _trial_ended,
+        "trial_reopened": _trial_reopened,
         "trial_progress_reported": _trial_progress_reported,
         "trial_length_set": _trial_length_set,
         "trial_stop_requested": _trial_stop_requested,
@@ -378,7 +393,13 @@ FEATURE = Feature(
     },
     statements=statements,
     listed_events=frozenset(
-        {"trial_created", "trial_ended", "trial_progress_reported", "trial_validation_reported"}
+        {
+            "trial_created",
+            "trial_ended",
+            "trial_reopened",
+            "trial_progress_reported",
+            "trial_validation_reported",
+        }
     ),
     polled_events={
         "allocation_stop_requested": "allocation",

@@ -6,7 +6,8 @@ allocation (the one its token names). A process left over from an earlier run
 (its allocation exited, was canceled, or a newer run was requested) is
 refused with FAILED_PRECONDITION, so nothing it says mixes with the run that
 replaced it. Refusals are final and remembered; an accepted report costs one
-indexed lookup.
+indexed lookup. A detached run's script (core_v2) reports with its user's login
+instead, for its own trial only (features/experiments/unmanaged.py).
 """
 
 import asyncio
@@ -15,12 +16,21 @@ import time
 
 from determined.proto import api_pb2
 from services.common.envelope import aggregate
-from services.gateway.auth import TrialPrincipal, require_allocation, require_trial
+from services.gateway.auth import (
+    Principal,
+    TrialPrincipal,
+    UserPrincipal,
+    current_principal,
+    require_allocation,
+    require_trial,
+)
 from services.gateway.errors import FailedPreconditionError
 from services.gateway.features.checkpoints.commands import checkpoint_reported
+from services.gateway.features.experiments.unmanaged import DetachedRuns
 from services.gateway.features.parts import FeatureService, Parts
 from services.gateway.features.trials import commands
 from services.gateway.features.trials.queries import AllocationView
+from services.gateway.features.trials.searcher_metrics import AdaptiveMetricCheck
 
 # The longest a WatchAllocation call waits before answering unchanged.
 MAX_WATCH_S = 60.0
@@ -31,6 +41,8 @@ class Reports(FeatureService):
         super().__init__(parts)
         # Allocation id -> why its reports are refused: final, so kept forever.
         self._refused: dict[str, str] = {}
+        self.detached = DetachedRuns(parts)
+        self._adaptive_metrics = AdaptiveMetricCheck(parts.queries)
 
     async def report_metrics(self, request: api_pb2.ReportMetricsRequest) -> api_pb2.ReportMetricsResponse:
         """Appends the batch's events (a retried batch stores none twice: message ids). A
@@ -38,6 +50,7 @@ class Reports(FeatureService):
         naming the limit) before any is appended, so that the harness can split it and send
         its parts under ids of their own without storing a report twice."""
         principal, allocation = await self._reporting(request.trial_id)
+        await self._adaptive_metrics.check(request, allocation.experiment_id)
         appends = commands.metrics_reported(request, allocation.experiment_id)
         commands.check_event_sizes(appends, self.store.nc.max_payload, f"metrics batch {request.batch_seq}")
         for append in appends:
@@ -149,9 +162,13 @@ class Reports(FeatureService):
             return api_pb2.GetBestValidationResponse(found=False)
         return api_pb2.GetBestValidationResponse(found=True, metric=best)
 
-    async def _reporting(self, trial_id: int) -> tuple[TrialPrincipal, AllocationView]:
+    async def _reporting(self, trial_id: int) -> tuple[Principal, AllocationView]:
         """The calling process, which must report for its own trial, and its
-        allocation, which must be the trial's current, open one."""
+        allocation, which must be the trial's current, open one (a user: the
+        script of the detached run the trial is)."""
+        caller = current_principal()
+        if isinstance(caller, UserPrincipal):
+            return caller, await self.detached.reporting(caller, trial_id)
         principal = require_trial(trial_id)
         return principal, await self.open_allocation(principal)
 

@@ -26,12 +26,13 @@ export function logView(path, logsId) {
     const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 20;
     const fragment = document.createDocumentFragment();
     for (const result of results) {
-      if (result.message.includes("\r")) continue;  // progress bars redraw themselves
+      const text = result.log ?? result.message;  // a trial's line has its text in `log`
+      if (text.includes("\r")) continue;  // progress bars redraw themselves
       const rank = result.rankId ?? null;
       const line = el("div.log-line", { "data-rank": rank },
         el("span.time", {}, result.timestamp ? new Date(result.timestamp).toLocaleTimeString() : ""),
         rank !== null ? el("span.rank", {}, `[rank=${rank}]`) : null,
-        el("span.text", {}, result.message.replace(/\n$/, "")));
+        el("span.text", {}, text.replace(/\n$/, "")));
       if (result.stdtype === "stderr") line.classList.add("stderr");
       line.hidden = !matches(line);
       fragment.append(line);

@@ -114,6 +114,7 @@ export function experimentPage(view, id, tab = "") {
     kill.disabled = !canTransition(EXPERIMENT_TRANSITIONS, name, "STOPPING_KILLED");
     const rows = [
       ["Description", experiment.description], ["Owner", experiment.username],
+      ["Runs", experiment.unmanaged ? "detached: a script outside the cluster reports (core_v2)" : ""],
       ["Searcher", `${experiment.searcherType} (${experiment.searcherMetric})`],
       ["Best metric", number(experiment.bestTrialSearcherMetric)], ["Trials", experiment.numTrials],
       ["Resource pool", experiment.resourcePool], ["Started", when(experiment.startTime)],

@@ -8,7 +8,8 @@ import {
 } from "../util.js";
 import { canTransition, EXPERIMENT_DELETION_STATES, EXPERIMENT_STATES, EXPERIMENT_TRANSITIONS } from "../states.js";
 
-// Deleted experiments are not listed; one being deleted shows under "All states".
+// Deleted experiments are not listed; one being deleted shows under "All states". Archived
+// ones (det experiment archive) only with "Show archived", as det experiment list --all.
 const STATES = EXPERIMENT_STATES.filter((s) => !EXPERIMENT_DELETION_STATES.has(s));
 const COLUMNS = [  // [title, sortBy or null]
   ["ID", "SORT_BY_ID"], ["Name", "SORT_BY_NAME"], ["Owner", "SORT_BY_USER"], ["State", "SORT_BY_STATE"],
@@ -24,6 +25,7 @@ export function experimentsPage(view) {
     STATES.map((s) => el("option", { value: s }, s)));
   const nameFilter = el("input#filter-name", { type: "search", placeholder: "Name contains" });
   const ownerFilter = el("input#filter-owner", { type: "search", placeholder: "Owner" });
+  const showArchived = el("input#filter-archived", { type: "checkbox" });
   const pageSize = el("select#page-size", {}, PAGE_SIZES.map((n) => el("option", { value: n, selected: n === query.limit }, `${n} per page`)));
   const pageInfo = el("span#page-info");
   const previous = el("button#page-previous", { type: "button" }, "‹ Previous");
@@ -38,7 +40,8 @@ export function experimentsPage(view) {
   const table = el("table#experiments-table", {}, el("thead", {}, header), tbody);
   view.append(
     el("h1", {}, "Experiments"),
-    el("div.toolbar", {}, stateFilter, nameFilter, ownerFilter, el("span.spacer"), pageSize, previous, pageInfo, next),
+    el("div.toolbar", {}, stateFilter, nameFilter, ownerFilter, el("label", {}, showArchived, " Show archived"),
+      el("span.spacer"), pageSize, previous, pageInfo, next),
     message,
     table,
   );
@@ -50,6 +53,7 @@ export function experimentsPage(view) {
     if (stateFilter.value) params.set("states", "STATE_" + stateFilter.value);
     if (nameFilter.value.trim()) params.set("name", nameFilter.value.trim());
     if (ownerFilter.value.trim()) params.set("users", ownerFilter.value.trim());
+    if (!showArchived.checked) params.set("archived", "false");
     try {
       const answer = await get("/experiments?" + params);
       if (ticket !== asked) return;  // a newer request is on its way
@@ -84,7 +88,8 @@ export function experimentsPage(view) {
     };
     return el("tr", { "data-experiment-id": id },
       el("td", {}, el("a", { href: `#/experiments/${id}` }, id)),
-      el("td.name", {}, el("a", { href: `#/experiments/${id}` })),
+      el("td.name", {}, el("a", { href: `#/experiments/${id}` }),
+        el("span.detached", { hidden: true, title: "a detached run: a script outside the cluster (core_v2)" }, "detached")),
       el("td.owner"), el("td.state"), el("td", {}, progressBar(0)), el("td.searcher"), el("td.metric"),
       el("td.best"), el("td.trials"), el("td.started"), el("td.duration"),
       el("td.actions", {},
@@ -98,6 +103,7 @@ export function experimentsPage(view) {
     const state = stateName(e.state);
     const cells = row.cells;
     setText(cells[1].firstChild, e.name);
+    cells[1].lastChild.hidden = !e.unmanaged;
     setText(cells[2], e.username);
     setText(cells[3], state);
     cells[3].dataset.state = state;
@@ -123,6 +129,7 @@ export function experimentsPage(view) {
   stateFilter.addEventListener("change", refilter);
   nameFilter.addEventListener("input", refilter);
   ownerFilter.addEventListener("input", refilter);
+  showArchived.addEventListener("change", refilter);
   pageSize.addEventListener("change", () => { query.limit = Number(pageSize.value); refilter(); });
   previous.addEventListener("click", () => { query.offset = Math.max(0, query.offset - query.limit); refreshNow(); });
   next.addEventListener("click", () => { query.offset += query.limit; refreshNow(); });
