@@ -22,6 +22,7 @@ from determined.common import states
 from determined.proto import events_pb2
 from services.common.decider import PureCore
 from services.common.envelope import Append, Envelope, aggregate, payload_of
+from services.searcher.lifecycle import Ending
 
 TrialState = events_pb2.TrialState
 
@@ -31,12 +32,6 @@ TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.
 DEFAULT_TIMEOUT_S = 300.0
 # The ends a script may say it reached.
 SAID_ENDS = frozenset({TrialState.TRIAL_STATE_COMPLETED, TrialState.TRIAL_STATE_ERROR})
-
-
-@dataclass(frozen=True)
-class Ending:
-    state: TrialState
-    reason: str
 
 
 @dataclass(frozen=True)

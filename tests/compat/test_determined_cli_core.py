@@ -101,6 +101,13 @@ def test_the_cluster_and_its_users_are_shown(determined_cluster: DeterminedClust
     assert "admin" in users and "determined" in users
 
 
+def test_the_master_logs_are_read_by_an_admin(determined_cluster: DeterminedCluster) -> None:
+    lines = determined_cluster.det("master", "logs", "--tail", "3").splitlines()
+    assert len(lines) == 3 and all("]: " in line for line in lines), lines
+    refused = determined_cluster.det_run("master", "logs", user="determined")
+    assert refused.returncode != 0 and "needs an admin" in refused.stdout + refused.stderr
+
+
 def test_an_experiment_is_created_followed_listed_and_described(
     determined_cluster: DeterminedCluster,
 ) -> None:

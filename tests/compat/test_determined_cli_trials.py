@@ -52,6 +52,18 @@ CONFIG = textwrap.dedent(
     max_restarts: 0
     """
 )
+# A trial that reports using a checkpoint, and its inference metrics.
+USES_PY = textwrap.dedent(
+    """
+    import types
+
+    import determined as det
+
+    with det.core.init() as core_context:
+        core_context.experimental.report_task_using_checkpoint(types.SimpleNamespace(uuid={uuid!r}))
+        core_context.train.report_metrics("inference", steps_completed=1, metrics={{"accuracy": 0.9}})
+    """
+)
 # A line as Determined's `det trial logs` prints it: [time] container [rank=R] || text
 LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\] \S{1,8} (\[rank=\d+\] )?\|\| ")
 
@@ -65,10 +77,12 @@ class Trained:
     described: dict[str, Any]  # its `det trial describe T --json`
 
 
-def create(client: DeterminedCluster, name: str, entrypoint: str = "python3 train.py") -> int:
+def create(
+    client: DeterminedCluster, name: str, entrypoint: str = "python3 train.py", script: str = TRAIN_PY
+) -> int:
     folder = client.home / name
     folder.mkdir()
-    (folder / "train.py").write_text(TRAIN_PY)
+    (folder / "train.py").write_text(script)
     (folder / "config.yaml").write_text(CONFIG.format(name=name, entrypoint=entrypoint))
     output = client.det("experiment", "create", str(folder / "config.yaml"), str(folder))
     line = next(line for line in output.splitlines() if line.startswith("Created experiment "))
@@ -226,6 +240,56 @@ def test_its_sdk_reads_trials_logs_and_the_best_checkpoint(
     for folder in ("best", "through-master"):
         assert json.loads((tmp_path / folder / "weights.json").read_text()) == {"w": 2.5}, folder
         assert (tmp_path / folder / "sub" / "more.txt").read_text() == "more", folder
+
+
+def test_its_sdk_streams_metrics_and_edits_checkpoint_metadata(
+    determined_cluster: DeterminedCluster, trained: Trained
+) -> None:
+    shown = determined_cluster.sdk(
+        f"""
+        import json
+        from determined.experimental import client
+
+        trial = client.get_trial({trained.trial_id})
+        checkpoint = client.get_checkpoint({trained.uuid!r})
+        before = checkpoint.metadata
+        checkpoint.add_metadata({{"approved": True}})
+        added = client.get_checkpoint({trained.uuid!r}).metadata
+        checkpoint.remove_metadata(["approved"])
+        print(json.dumps({{
+            "training": [(m.steps_completed, m.metrics) for m in trial.iter_metrics("training")],
+            "validation": [
+                (m.trial_id, m.group, m.metrics) for m in client.iter_trials_metrics([trial.id], "validation")
+            ],
+            "added": added == dict(before, approved=True),
+            "removed": client.get_checkpoint({trained.uuid!r}).metadata == before,
+        }}))
+        """
+    ).splitlines()
+    assert json.loads(shown[-1]) == {
+        "training": [[1, {"loss": 1.0}], [2, {"loss": 0.5}], [3, {"loss": 1.0 / 3}]],
+        "validation": [[trained.trial_id, "validation", {"loss": 0.25}]],
+        "added": True,
+        "removed": True,
+    }
+
+
+def test_its_sdk_reads_the_metrics_of_a_checkpoint_users(
+    determined_cluster: DeterminedCluster, trained: Trained
+) -> None:
+    experiment_id = create(determined_cluster, "compat-uses", script=USES_PY.format(uuid=trained.uuid))
+    waited = determined_cluster.det_run("experiment", "wait", str(experiment_id), "--polling-interval", "1")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    shown = determined_cluster.sdk(
+        f"""
+        import json
+        from determined.experimental import client
+
+        checkpoint = client.get_checkpoint({trained.uuid!r})
+        print(json.dumps([(m.group, m.steps_completed, m.metrics) for m in checkpoint.get_metrics("inference")]))
+        """
+    ).splitlines()
+    assert json.loads(shown[-1]) == [["inference", 1, {"accuracy": 0.9}]]
 
 
 def test_wait_exits_1_unless_the_experiment_completed(determined_cluster: DeterminedCluster) -> None:

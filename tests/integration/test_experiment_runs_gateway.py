@@ -109,13 +109,19 @@ async def append(store: EventStore, aggregate: str, payload: Any, msg_id: str) -
     await store.append(Append(aggregate, payload, msg_id), actor="service:agent")
 
 
-async def exit_run(store: EventStore, allocation_id: str, *, acknowledged: bool = False) -> None:
+async def exit_run(
+    store: EventStore, allocation_id: str, *, acknowledged: bool = False, exit_code: int = 0
+) -> None:
     trial_id = int(allocation_id.split(".")[0])
     if acknowledged:
         ack = events_pb2.AllocationStopAcknowledged(allocation_id=allocation_id, task_id=str(trial_id))
         await append(store, f"allocation/{allocation_id}", ack, f"test-ack-{allocation_id}")
     exited = events_pb2.AllocationExited(
-        allocation_id=allocation_id, trial_id=trial_id, agent_id="a", exit_code=0, task_id=str(trial_id)
+        allocation_id=allocation_id,
+        trial_id=trial_id,
+        agent_id="a",
+        exit_code=exit_code,
+        task_id=str(trial_id),
     )
     await append(store, f"allocation/{allocation_id}", exited, f"test-exit-{allocation_id}")
 
@@ -249,3 +255,64 @@ async def test_what_makes_no_sense_is_refused_saying_why(
     await experiment_in(stub, admin, running, "CANCELED")
     kills = [e for e in await stored(store, "experiment") if e.HasField("experiment_kill_requested")]
     assert len([e for e in kills if e.experiment_kill_requested.experiment_id == running]) == 2
+
+
+async def test_a_continued_trial_restarts_from_0_and_can_be_killed_again(
+    stub: api_pb2_grpc.DeterminedStub, store: EventStore, admin: Metadata
+) -> None:
+    experiment_id = await create(stub, admin)
+    first = await run_requested(store, experiment_id, 1)
+    trial_id = first.trial.trial_id
+    await exit_run(store, first.allocation_id, exit_code=1)  # failed: run again
+    second = await run_requested(store, experiment_id, 2)
+    kill = api_pb2.KillTrialRequest(trial_id=trial_id)
+    assert (await stub.KillTrial(kill, metadata=admin)).unchanged_reason == ""
+    again = await stub.KillTrial(kill, metadata=admin)
+    assert again.unchanged_reason == f"Trial {trial_id} is being killed already: nothing to kill"
+    await exit_run(store, second.allocation_id, exit_code=137)
+    await until(lambda: ended(stub, admin, experiment_id), "the killed experiment to end")
+    trial = api_pb2.GetTrialRequest(trial_id=trial_id)
+    assert (await stub.GetTrial(trial, metadata=admin)).trial.restarts == 1
+
+    await stub.ArchiveExperiment(
+        api_pb2.ArchiveExperimentRequest(experiment_id=experiment_id), metadata=admin
+    )
+    proceed = api_pb2.ContinueExperimentRequest(experiment_id=experiment_id)
+    code, said = await refused(stub.ContinueExperiment(proceed, metadata=admin))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and f"experiment {experiment_id} is archived" in said
+    await stub.UnarchiveExperiment(
+        api_pb2.UnarchiveExperimentRequest(experiment_id=experiment_id), metadata=admin
+    )
+    await stub.ContinueExperiment(proceed, metadata=admin)
+    third = await run_requested(store, experiment_id, 3)
+    assert (await stub.GetTrial(trial, metadata=admin)).trial.restarts == 0  # Determined zeroes them
+    # Killed before the continue, the trial is killed again: not taken for the first kill.
+    assert (await stub.KillTrial(kill, metadata=admin)).unchanged_reason == ""
+    await exit_run(store, third.allocation_id, exit_code=137)
+    await until(lambda: ended(stub, admin, experiment_id), "the killed experiment to end again")
+    kills = [
+        e.trial_kill_requested for e in await stored(store, "trial") if e.HasField("trial_kill_requested")
+    ]
+    assert [k.trial_id for k in kills].count(trial_id) == 2
+
+
+async def ended(stub: api_pb2_grpc.DeterminedStub, admin: Metadata, experiment_id: int) -> bool:
+    request = api_pb2.GetExperimentRequest(experiment_id=experiment_id)
+    found = await stub.GetExperiment(request, metadata=admin)
+    return found.experiment.state in ("COMPLETED", "CANCELED", "ERROR")
+
+
+async def test_a_detached_run_is_neither_paused_nor_activated(
+    stub: api_pb2_grpc.DeterminedStub, admin: Metadata
+) -> None:
+    config = "name: by-hand\nsearcher: {name: single, metric: loss}\n"
+    create = api_pb2.CreateExperimentRequest(config_yaml=config, activate=True, unmanaged=True)
+    experiment_id = (await stub.CreateExperiment(create, metadata=admin)).experiment_id
+    pause = stub.PauseExperiment(api_pb2.PauseExperimentRequest(experiment_id=experiment_id), metadata=admin)
+    assert await refused(pause) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"experiment {experiment_id} is a detached run: it cannot be paused",
+    )
+    activate = api_pb2.ActivateExperimentRequest(experiment_id=experiment_id)
+    code, said = await refused(stub.ActivateExperiment(activate, metadata=admin))
+    assert (code, said.endswith("it cannot be activated")) == (grpc.StatusCode.FAILED_PRECONDITION, True)

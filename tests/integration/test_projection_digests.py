@@ -23,8 +23,9 @@ these logs hold no notebook, TensorBoard, command or shell. The agents' were
 recorded again when they gained disabled_slots (issue 22: "{}" for these logs,
 which hold no slot event). The experiments' were recorded again when they
 gained archived, notes, parent_id and unmanaged, the checkpoints' when they gained
-used_by (issue 22): their other columns still hash to the digests recorded
-before. The index by event type (issue 21: event_types) holds the sequence and
+used_by (issue 22), the trials' when they gained runs_before_continue (issue 22:
+restarts count from 0 after a continue): their other columns still hash to the
+digests recorded before. The index by event type (issue 21: event_types) holds the sequence and
 type of every event of these logs but the per-step reports.
 
 `generated_cluster.jsonl.gz` is a busy cluster's first 3,000 events from
@@ -57,7 +58,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "tasks": (0, None),
         "event_types": (27, "28f5384162724f955c92af01b14873e8"),
         "projection_position": (1, "bc96f7f7df8a92b93ad6d1791afe9729"),
-        "trials": (3, "6cf08c660b0364f0abdc1218091b69ef"),
+        "trials": (3, "81f57e2211b358f070a6fec46901bf23"),
     },
     "adaptive_pause_kill.jsonl": {
         "agents": (1, "866fb4aaa6df9159d9fd654c35f91765"),
@@ -72,7 +73,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "tasks": (0, None),
         "event_types": (70, "8c7aa51d3b14d6aa30c206dc15fae27e"),
         "projection_position": (1, "6ead220b76f2627ac6ca61197e6d73a1"),
-        "trials": (7, "710cb06a12f20c24ed4d29b88d6f45ce"),
+        "trials": (7, "fde8541ec56e5eaaad6cd50db3c1df13"),
     },
     "generated_cluster.jsonl.gz": {
         "agents": (4, "8191455799d2591ce4625c7066f69990"),
@@ -87,7 +88,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "tasks": (0, None),
         "event_types": (1231, "93a7f591a2e920d03d512b5adb009a5a"),
         "projection_position": (1, "4ccea9c966b97d7125efd675a3808631"),
-        "trials": (134, "4081942308b8a073f621aff40e9c8f16"),
+        "trials": (134, "9f64a6f68cd968ae5c8edcdfb73e5e36"),
     },
     "pause_withdrawn.jsonl": {
         "agents": (1, "ca9e7c5e8a9ef4fa96a09df3c12b45b1"),
@@ -102,7 +103,7 @@ EXPECTED: dict[str, dict[str, tuple[int, str | None]]] = {
         "tasks": (0, None),
         "event_types": (16, "c1f17353bb31c8a1df79e976dfafad3d"),
         "projection_position": (1, "850ce3c7f1c4a017dcbd098774869ca6"),
-        "trials": (1, "e34f76857292e39db32ee0271ed14707"),
+        "trials": (1, "052affaa2631064ccac28fea0263c353"),
     },
 }
 

@@ -14,10 +14,11 @@ report is refused with FAILED_PRECONDITION "already reported", as the real gatew
 the trial's metadata is replaced whole.
 """
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from typing import Any
 
@@ -218,6 +219,18 @@ class Server:
     def stop(self) -> None:
         assert self._server is not None
         self._server.stop(grace=None).wait()
+
+
+@contextlib.contextmanager
+def serving(servicer: api_pb2_grpc.DeterminedServicer) -> Iterator[str]:
+    """A gRPC server for a test's own servicer (the CLI tests'): its address
+    while the block runs."""
+    server = Server(servicer)  # type: ignore[arg-type]
+    server.start()
+    try:
+        yield f"127.0.0.1:{server.port}"
+    finally:
+        server.stop()
 
 
 def set_trial_env(

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from support.core_gateway import Server
+from support.core_gateway import serving
 
 from determined.cli.__main__ import build_parser, main
 from determined.cli.agent import agent_row, slot_rows
@@ -173,12 +173,8 @@ class RecordingGateway(api_pb2_grpc.DeterminedServicer):
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, RecordingGateway]]:
     servicer = RecordingGateway()
-    server = Server(servicer)  # type: ignore[arg-type]
-    server.start()
-    try:
-        yield f"127.0.0.1:{server.port}", servicer
-    finally:
-        server.stop()
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def test_commands_send_the_change_and_say_what_happened(

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from support.core_gateway import Server
+from support.core_gateway import serving
 
 from determined.cli import __main__ as cli
 from determined.cli import _experiment_edit
@@ -55,10 +55,8 @@ class CliGateway(api_pb2_grpc.DeterminedServicer):
 
 @pytest.fixture
 def master() -> Iterator[str]:
-    server = Server(CliGateway())  # type: ignore[arg-type]
-    server.start()
-    yield f"127.0.0.1:{server.port}"
-    server.stop()
+    with serving(CliGateway()) as address:
+        yield address
 
 
 def det_process(*argv: str, wait_s: str = "0", **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from support.core_gateway import Server
+from support.core_gateway import serving
 
 from determined.cli import _tasks
 from determined.cli.__main__ import build_parser, main
@@ -215,12 +215,8 @@ class TaskGateway(api_pb2_grpc.DeterminedServicer):
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, TaskGateway]]:
     servicer = TaskGateway()
-    server = Server(servicer)  # type: ignore[arg-type]
-    server.start()
-    try:
-        yield f"127.0.0.1:{server.port}", servicer
-    finally:
-        server.stop()
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def test_notebook_start_waits_until_it_answers_and_prints_its_url(

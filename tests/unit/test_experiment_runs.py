@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from support.core_gateway import Server
+from support.core_gateway import serving
 
 from determined.cli.__main__ import build_parser, main
 from determined.proto import api_pb2, api_pb2_grpc, events_pb2
@@ -97,6 +97,15 @@ def test_only_a_single_searcher_managed_experiment_is_continued() -> None:
         run_commands.continued_config(experiment(unmanaged=True), {})
 
 
+def test_an_archived_experiment_is_not_continued() -> None:
+    archived = experiment()
+    archived.archived = True
+    with pytest.raises(
+        FailedPreconditionError, match=r"experiment 3 is archived: unarchive it \(det experiment"
+    ):
+        run_commands.continued_config(archived, {})
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [("[1, 2]", "must be a mapping"), ("a: [", "invalid YAML"), ("x" * 2_000_000, "at most 1.0 MiB")],
@@ -166,10 +175,14 @@ def test_a_reopened_trial_is_active_again() -> None:
         "ended_at_ns": 9,
         "end_reason": "done",
         "progress": 1.0,
+        "runs": 3,
+        "kill_requested": True,
     }
     reopened = events_pb2.TrialReopened(trial_id=1, experiment_id=1, length=0, reason="continued")
     row = rows(reopened, trials=[ended])[1]
     assert (row["state"], row["ended_at_ns"], row["end_reason"], row["progress"]) == ("ACTIVE", None, "", 1.0)
+    # Killable again, and its restarts count from 0 (only runs after its 3 do).
+    assert (row["kill_requested"], row["runs"], row["runs_before_continue"]) == (False, 3, 3)
 
 
 # -- the CLI ------------------------------------------------------------------------------
@@ -214,12 +227,8 @@ class RecordingGateway(api_pb2_grpc.DeterminedServicer):
 @pytest.fixture
 def gateway() -> Iterator[tuple[str, RecordingGateway]]:
     servicer = RecordingGateway()
-    server = Server(servicer)  # type: ignore[arg-type]
-    server.start()
-    try:
-        yield f"127.0.0.1:{server.port}", servicer
-    finally:
-        server.stop()
+    with serving(servicer) as address:
+        yield address, servicer
 
 
 def parse(*argv: str) -> argparse.Namespace:

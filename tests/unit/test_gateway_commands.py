@@ -15,7 +15,7 @@ from services.gateway.features.commands import Unchanged
 from services.gateway.features.experiments import commands as experiment_commands
 from services.gateway.features.jobs import commands as job_commands
 from services.gateway.features.trials import commands as trial_commands
-from services.gateway.features.trials.queries import AllocationView
+from services.gateway.features.trials.queries import AllocationView, TrialStatus
 
 CONFIG = "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss}\n"
 
@@ -94,13 +94,33 @@ def test_pause_is_decided_against_the_version_and_refused_once_stopping() -> Non
         experiment_commands.paused(3, "STOPPING_CANCELED", version=4)
 
 
+def test_a_detached_run_is_neither_paused_nor_activated() -> None:
+    experiment_commands.check_managed(3, False, "pause")
+    for action in ("pause", "activate"):
+        with pytest.raises(
+            FailedPreconditionError, match=f"experiment 3 is a detached run: it cannot be {action}d"
+        ):
+            experiment_commands.check_managed(3, True, action)
+
+
 def test_a_trial_is_killed_once_and_not_after_it_ended() -> None:
-    append = appended(trial_commands.trial_kill_requested(7, 2, "ACTIVE"))
-    assert (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7")
+    append = appended(trial_commands.trial_kill_requested(7, TrialStatus(2, "ACTIVE", None, False), 40))
+    assert (append.aggregate, append.msg_id) == ("trial/7", "trial-kill-7-40")
     assert (append.payload.trial_id, append.payload.experiment_id) == (7, 2)
-    assert trial_commands.trial_kill_requested(7, 2, "CANCELED") == Unchanged(
+    assert trial_commands.trial_kill_requested(7, TrialStatus(2, "CANCELED", None, True), 41) == Unchanged(
         "Trial 7 is already CANCELED: nothing to kill"
     )
+    assert trial_commands.trial_kill_requested(7, TrialStatus(2, "ACTIVE", "a1", True), 41) == Unchanged(
+        "Trial 7 is being killed already: nothing to kill"
+    )
+
+
+def test_the_kill_of_a_reopened_trial_is_not_taken_for_the_kill_before_it() -> None:
+    """Continue reopens a killed trial (kill_requested false again): killing it again within
+    JetStream's duplicate window must not reuse the first kill's message id."""
+    first = appended(trial_commands.trial_kill_requested(7, TrialStatus(2, "ACTIVE", "a1", False), 40))
+    again = appended(trial_commands.trial_kill_requested(7, TrialStatus(2, "ACTIVE", "a2", False), 55))
+    assert first.msg_id != again.msg_id
 
 
 def metric_request(*reports: events_pb2.MetricReport) -> api_pb2.ReportMetricsRequest:

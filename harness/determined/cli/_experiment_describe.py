@@ -113,7 +113,8 @@ def _writer(args: argparse.Namespace) -> Callable[[str, str, Sequence[str], Sequ
     return write
 
 
-def _experiment_row(e: api_pb2.Experiment) -> list[Any]:
+def summary_cells(e: api_pb2.Experiment) -> list[Any]:
+    """The cells every experiment table starts with: ID, State, Progress, Started, Ended, Name."""
     return [
         e.id,
         e.state,
@@ -121,6 +122,12 @@ def _experiment_row(e: api_pb2.Experiment) -> list[Any]:
         format_time(e.started_at_ns),
         format_time(e.ended_at_ns),
         e.name,
+    ]
+
+
+def _experiment_row(e: api_pb2.Experiment) -> list[Any]:
+    return [
+        *summary_cells(e),
         e.description,
         e.archived,
         e.resource_pool,

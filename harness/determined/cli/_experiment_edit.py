@@ -12,10 +12,11 @@ import pathlib
 import sys
 from typing import TYPE_CHECKING, Any
 
-from determined.cli._args import EXPERIMENT_ID
+from determined.cli._args import EXPERIMENT_ID, count
 from determined.cli._as_of import add_as_of_arguments
 from determined.cli._client import CliError, connect
 from determined.cli._experiment_describe import describe_experiments, experiment_ids
+from determined.cli._experiment_verb import add_experiment_verb, experiment_verb
 from determined.cli._output import format_time, message_dict, print_csv, print_json, print_table
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ def add_parsers(
     parser.set_defaults(run=list_experiments, json=False, csv=False, all=False, limit=0, offset=0)
     listing = verbs.add_parser("list", aliases=["ls"], help="list experiments (archived ones with --all)")
     listing.add_argument("-a", "--all", action="store_true", help="archived ones too")
-    listing.add_argument("--limit", type=_count, default=0, metavar="N", help="at most N (default: all)")
-    listing.add_argument("--offset", type=_count, default=0, metavar="N", help="after the first N")
+    listing.add_argument("--limit", type=count, default=0, metavar="N", help="at most N (default: all)")
+    listing.add_argument("--offset", type=count, default=0, metavar="N", help="after the first N")
     _json_or_csv(listing)
     listing.set_defaults(run=list_experiments)
 
@@ -52,13 +53,10 @@ def add_parsers(
     add_as_of_arguments(describe)
     describe.set_defaults(run=describe_experiments)
 
-    for verb, run, what in (
-        ("archive", archive, "archive an ended experiment: it leaves det experiment list unless --all"),
-        ("unarchive", unarchive, "unarchive an experiment"),
-    ):
-        archiving = verbs.add_parser(verb, help=what)
-        archiving.add_argument("experiment_id", type=EXPERIMENT_ID)
-        archiving.set_defaults(run=run)
+    add_experiment_verb(
+        verbs, "archive", archive, "archive an ended experiment: it leaves det experiment list unless --all"
+    )
+    add_experiment_verb(verbs, "unarchive", unarchive, "unarchive an experiment")
 
     labels = verbs.add_parser("label", help="add or remove an experiment's labels")
     label_verbs = labels.add_subparsers(dest="label_verb", metavar="<verb>", required=True)
@@ -116,18 +114,8 @@ def _add_download_parsers(verbs: argparse._SubParsersAction[argparse.ArgumentPar
 # -- argument types ------------------------------------------------------------------
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text.strip(), 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 2**31 - 1:
-        raise argparse.ArgumentTypeError(f"{text} is not from 0 to {2**31 - 1}")
-    return value
-
-
 def _positive(text: str) -> int:
-    value = _count(text)
+    value = count(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not 1 or more")
     return value
@@ -194,53 +182,43 @@ def _list_row(e: api_pb2.Experiment, *, archived: bool) -> list[Any]:
 
 
 def archive(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    request = api_pb2.ArchiveExperimentRequest(experiment_id=args.experiment_id)
-    response = gateway.call(gateway.stub.ArchiveExperiment, request)
-    print(response.unchanged_reason or f"Archived experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Archive", "Archived")
 
 
 def unarchive(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    request = api_pb2.UnarchiveExperimentRequest(experiment_id=args.experiment_id)
-    response = gateway.call(gateway.stub.UnarchiveExperiment, request)
-    print(response.unchanged_reason or f"Unarchived experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Unarchive", "Unarchived")
 
 
 def set_detail(args: argparse.Namespace) -> int:
     """det experiment set name|description N VALUE."""
     from determined.proto import api_pb2
 
-    gateway = connect(args)
     request = api_pb2.PatchExperimentRequest(experiment_id=args.experiment_id, **{args.field: args.value})
-    gateway.call(gateway.stub.PatchExperiment, request)
-    print(f"Set {args.field} of experiment {args.experiment_id} to '{args.value}'")
-    return 0
+    done = f"Set {args.field} of experiment {args.experiment_id} to '{args.value}'"
+    return _edit(args, "PatchExperiment", request, done)
 
 
 def add_label(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = connect(args)
     request = api_pb2.PutExperimentLabelRequest(experiment_id=args.experiment_id, label=args.label)
-    gateway.call(gateway.stub.PutExperimentLabel, request)
-    print(f"Added label '{args.label}' to experiment {args.experiment_id}")
-    return 0
+    done = f"Added label '{args.label}' to experiment {args.experiment_id}"
+    return _edit(args, "PutExperimentLabel", request, done)
 
 
 def remove_label(args: argparse.Namespace) -> int:
     from determined.proto import api_pb2
 
-    gateway = connect(args)
     request = api_pb2.DeleteExperimentLabelRequest(experiment_id=args.experiment_id, label=args.label)
-    gateway.call(gateway.stub.DeleteExperimentLabel, request)
-    print(f"Removed label '{args.label}' from experiment {args.experiment_id}")
+    done = f"Removed label '{args.label}' from experiment {args.experiment_id}"
+    return _edit(args, "DeleteExperimentLabel", request, done)
+
+
+def _edit(args: argparse.Namespace, rpc: str, request: Any, done: str) -> int:
+    """Calls the edit's RPC and says what it did."""
+    gateway = connect(args)
+    gateway.call(getattr(gateway.stub, rpc), request)
+    print(done)
     return 0
 
 

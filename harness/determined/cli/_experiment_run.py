@@ -13,6 +13,7 @@ from typing import Any
 
 from determined.cli._args import EXPERIMENT_ID
 from determined.cli._client import CliError, Gateway, connect
+from determined.cli._experiment_verb import add_experiment_verb, experiment_verb
 from determined.cli._log_filters import add_log_filter_args, log_request
 from determined.common import states
 
@@ -23,11 +24,12 @@ REOPEN_POLL_S = 0.2
 
 
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cancel = verbs.add_parser(
-        "cancel", help="cancel an experiment: its trials checkpoint and stop, and it ends CANCELED"
+    add_experiment_verb(
+        verbs,
+        "cancel",
+        cancel_experiment,
+        "cancel an experiment: its trials checkpoint and stop, and it ends CANCELED",
     )
-    cancel.add_argument("experiment_id", type=EXPERIMENT_ID)
-    cancel.set_defaults(run=cancel_experiment)
 
     proceed = verbs.add_parser(
         "continue",
@@ -83,14 +85,7 @@ def _seconds(text: str) -> float:
 
 
 def cancel_experiment(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    response = gateway.call(
-        gateway.stub.CancelExperiment, api_pb2.CancelExperimentRequest(experiment_id=args.experiment_id)
-    )
-    print(response.unchanged_reason or f"Canceled experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Cancel", "Canceled")
 
 
 def continue_experiment(args: argparse.Namespace) -> int:
@@ -139,10 +134,16 @@ def _read(path: Path) -> str:
 def _follow_continued(gateway: Gateway, experiment_id: int) -> int:
     """Follows the continued trial's logs once the searcher has reopened it;
     exit 1 unless it COMPLETED."""
-    from determined.cli.trial import follow_logs, trial_state
-
     trial_id = _reopened_trial(gateway, experiment_id)
     print(f"Following trial with ID {trial_id}", flush=True)
+    return follow_to_end(gateway, trial_id)
+
+
+def follow_to_end(gateway: Gateway, trial_id: int) -> int:
+    """Prints the trial's logs until it ends (create -f, continue -f); exit 1
+    unless it COMPLETED."""
+    from determined.cli.trial import follow_logs, trial_state
+
     follow_logs(gateway, trial_id, follow=True)
     print(f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}")
     state = trial_state(gateway, trial_id)

@@ -13,6 +13,7 @@ from determined.cli import _args, _experiment_describe, _experiment_edit, _exper
 from determined.cli._args import EXPERIMENT_ID
 from determined.cli._as_of import add_as_of_arguments, as_of, print_as_of
 from determined.cli._client import CliError, Gateway, connect
+from determined.cli._experiment_verb import add_experiment_verb, experiment_verb
 from determined.cli._output import (
     compact_json,
     confirm,
@@ -100,15 +101,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_listing_arguments(checkpoints)
     checkpoints.set_defaults(run=list_experiment_checkpoints)
 
-    activate = verbs.add_parser("activate", aliases=["unpause"], help="start or resume a PAUSED experiment")
-    activate.add_argument("experiment_id", type=EXPERIMENT_ID)
-    activate.set_defaults(run=activate_experiment)
-
-    pause = verbs.add_parser(
-        "pause", help="pause an experiment: its trials checkpoint and stop, to resume when it is activated"
+    add_experiment_verb(
+        verbs, "activate", activate_experiment, "start or resume a PAUSED experiment", aliases=("unpause",)
     )
-    pause.add_argument("experiment_id", type=EXPERIMENT_ID)
-    pause.set_defaults(run=pause_experiment)
+    add_experiment_verb(
+        verbs,
+        "pause",
+        pause_experiment,
+        "pause an experiment: its trials checkpoint and stop, to resume when it is activated",
+    )
 
     setting = verbs.add_parser(
         "set",
@@ -151,9 +152,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete.add_argument("--json", action="store_true")
     delete.set_defaults(run=delete_experiment)
 
-    kill = verbs.add_parser("kill", help="kill an experiment's trials; it ends CANCELED")
-    kill.add_argument("experiment_id", type=EXPERIMENT_ID)
-    kill.set_defaults(run=kill_experiment)
+    add_experiment_verb(verbs, "kill", kill_experiment, "kill an experiment's trials; it ends CANCELED")
     _experiment_edit.add_parsers(parser, verbs, what)
     _experiment_run.add_verbs(verbs)
 
@@ -263,7 +262,6 @@ def say_context_notes(files: ContextFiles) -> None:
 
 
 def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
-    from determined.cli.trial import follow_logs, trial_state
     from determined.proto import api_pb2
 
     print("Waiting for first trial to begin...", flush=True)
@@ -281,13 +279,7 @@ def _follow_first_trial(gateway: Gateway, experiment_id: int) -> int:
         time.sleep(POLL_INTERVAL_S)
     trial_id = min(t.id for t in found.trials)
     print(f"Following first trial with ID {trial_id}", flush=True)
-    follow_logs(gateway, trial_id, follow=True)
-    print(f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}")
-    state = trial_state(gateway, trial_id)
-    if state != states.TrialState.COMPLETED:
-        print(f"Trial {trial_id} ended {state}", file=sys.stderr)
-        return 1
-    return 0
+    return _experiment_run.follow_to_end(gateway, trial_id)
 
 
 def _get_experiment(args: argparse.Namespace) -> Any:
@@ -311,19 +303,7 @@ def describe_experiment(args: argparse.Namespace) -> int:
     e = response.experiment
     print_table(
         ["Experiment ID", "State", "Progress", "Started", "Ended", "Name", "Searcher", "Metric", "Labels"],
-        [
-            [
-                e.id,
-                e.state,
-                f"{e.progress:.1%}",
-                format_time(e.started_at_ns),
-                format_time(e.ended_at_ns),
-                e.name,
-                e.searcher_name,
-                e.searcher_metric,
-                ", ".join(e.labels),
-            ]
-        ],
+        [[*_experiment_describe.summary_cells(e), e.searcher_name, e.searcher_metric, ", ".join(e.labels)]],
     )
     if e.end_reason:
         print(f"Ended {e.state}: {e.end_reason}")
@@ -394,37 +374,15 @@ def _print_trials(trials: Any) -> None:
 
 
 def activate_experiment(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    response = gateway.call(
-        gateway.stub.ActivateExperiment,
-        api_pb2.ActivateExperimentRequest(experiment_id=args.experiment_id),
-    )
-    print(response.unchanged_reason or f"Activated experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Activate", "Activated")
 
 
 def pause_experiment(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    response = gateway.call(
-        gateway.stub.PauseExperiment, api_pb2.PauseExperimentRequest(experiment_id=args.experiment_id)
-    )
-    print(response.unchanged_reason or f"Paused experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Pause", "Paused")
 
 
 def kill_experiment(args: argparse.Namespace) -> int:
-    from determined.proto import api_pb2
-
-    gateway = connect(args)
-    response = gateway.call(
-        gateway.stub.KillExperiment, api_pb2.KillExperimentRequest(experiment_id=args.experiment_id)
-    )
-    print(response.unchanged_reason or f"Killed experiment {args.experiment_id}")
-    return 0
+    return experiment_verb(args, "Kill", "Killed")
 
 
 def set_resource(args: argparse.Namespace) -> int:

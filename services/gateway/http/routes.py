@@ -57,6 +57,7 @@ from services.gateway.http.params import (
     str_list,
     time_ns,
 )
+from services.gateway.http.sdk_routes import sdk_routes
 
 # A chart's points when the request names no max_points, and the most it may ask for.
 CHART_POINTS = 1000
@@ -105,6 +106,7 @@ class Routes:
             Route("/api/v1/trials/{trial_id:int}/metrics", user(self.trial_metrics)),
             Route("/api/v1/trials/{trial_id:int}/logs", user(self.trial_logs)),
             *checkpoint_routes(self.api, user),
+            *sdk_routes(self.api, user),
             Route("/api/v1/tasks", user(self.tasks)),
             Route("/api/v1/tasks", user(self.launch_task), methods=["POST"]),
             Route("/api/v1/tasks/{task_id:str}", user(self.task)),

@@ -136,6 +136,13 @@ def paused(experiment_id: int, state: str, version: int) -> Append | Unchanged:
     return _state_changed(experiment_id, state, version, events_pb2.EXPERIMENT_STATE_PAUSED, "pause")
 
 
+def check_managed(experiment_id: int, unmanaged: bool, action: str) -> None:
+    """FailedPreconditionError when the experiment is a detached run: its script
+    trains it outside the cluster, which can neither pause nor activate it."""
+    if unmanaged:
+        raise FailedPreconditionError(f"experiment {experiment_id} is a detached run: it cannot be {action}d")
+
+
 def _state_changed(
     experiment_id: int, state: str, version: int, target: events_pb2.ExperimentState, action: str
 ) -> Append | Unchanged:

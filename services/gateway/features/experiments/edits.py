@@ -21,18 +21,19 @@ class ExperimentEdits(FeatureService):
     async def archive_experiment(
         self, request: api_pb2.ArchiveExperimentRequest
     ) -> api_pb2.ArchiveExperimentResponse:
-        unchanged = await self._edit(
-            request.experiment_id, lambda found, version: details.archive_set(found, True, version)
-        )
+        unchanged = await self._archive_set(request.experiment_id, True)
         return api_pb2.ArchiveExperimentResponse(unchanged_reason=unchanged)
 
     async def unarchive_experiment(
         self, request: api_pb2.UnarchiveExperimentRequest
     ) -> api_pb2.UnarchiveExperimentResponse:
-        unchanged = await self._edit(
-            request.experiment_id, lambda found, version: details.archive_set(found, False, version)
-        )
+        unchanged = await self._archive_set(request.experiment_id, False)
         return api_pb2.UnarchiveExperimentResponse(unchanged_reason=unchanged)
+
+    async def _archive_set(self, experiment_id: int, archived: bool) -> str:
+        return await self._edit(
+            experiment_id, lambda found, version: details.archive_set(found, archived, version)
+        )
 
     async def patch_experiment(
         self, request: api_pb2.PatchExperimentRequest
@@ -53,26 +54,26 @@ class ExperimentEdits(FeatureService):
     async def put_experiment_label(
         self, request: api_pb2.PutExperimentLabelRequest
     ) -> api_pb2.PutExperimentLabelResponse:
-        await self._edit_labels(
+        labels = await self._edit_labels(
             request.experiment_id, lambda labels: details.label_added(labels, request.label)
         )
-        found = await self._experiment(request.experiment_id)
-        return api_pb2.PutExperimentLabelResponse(labels=found.labels)
+        return api_pb2.PutExperimentLabelResponse(labels=labels)
 
     async def delete_experiment_label(
         self, request: api_pb2.DeleteExperimentLabelRequest
     ) -> api_pb2.DeleteExperimentLabelResponse:
-        await self._edit_labels(
+        labels = await self._edit_labels(
             request.experiment_id, lambda labels: details.label_removed(labels, request.label)
         )
-        found = await self._experiment(request.experiment_id)
-        return api_pb2.DeleteExperimentLabelResponse(labels=found.labels)
+        return api_pb2.DeleteExperimentLabelResponse(labels=labels)
 
-    async def _edit_labels(self, experiment_id: int, change: Callable[[list[str]], list[str]]) -> None:
+    async def _edit_labels(self, experiment_id: int, change: Callable[[list[str]], list[str]]) -> list[str]:
+        """The experiment's labels once the change is made (or was not needed)."""
         await self._edit(
             experiment_id,
             lambda found, version: details.details_set(found, version, labels=change(list(found.labels))),
         )
+        return list((await self._experiment(experiment_id)).labels)
 
     async def _edit(
         self, experiment_id: int, decide: Callable[[api_pb2.Experiment, int], Append | Unchanged]

@@ -47,8 +47,13 @@ def override_config(text: str) -> dict[str, Any]:
 def continued_config(experiment: api_pb2.Experiment, override: dict[str, Any]) -> str:
     """The experiment's config with the overrides merged in (JSON, to be
     validated), or why it cannot be continued: only an ended single-searcher
-    experiment, managed by the cluster, whose overrides keep it single."""
+    experiment, managed by the cluster and not archived (Determined edits no
+    archived experiment), whose overrides keep it single."""
     eid, state = experiment.id, experiment.state
+    if experiment.archived:
+        raise FailedPreconditionError(
+            f"experiment {eid} is archived: unarchive it (det experiment unarchive {eid}) to continue it"
+        )
     if state not in states.TERMINAL_STATES:
         raise FailedPreconditionError(
             f"experiment {eid} is {state}: only an ended experiment (COMPLETED, CANCELED or ERROR) "

@@ -243,14 +243,21 @@ class Experiments(FeatureService):
     async def activate_experiment(
         self, request: api_pb2.ActivateExperimentRequest
     ) -> api_pb2.ActivateExperimentResponse:
+        await self._refuse_detached(request.experiment_id, "activate")
         unchanged = await self._change_state(request.experiment_id, commands.activated)
         return api_pb2.ActivateExperimentResponse(unchanged_reason=unchanged)
 
     async def pause_experiment(
         self, request: api_pb2.PauseExperimentRequest
     ) -> api_pb2.PauseExperimentResponse:
+        await self._refuse_detached(request.experiment_id, "pause")
         unchanged = await self._change_state(request.experiment_id, commands.paused)
         return api_pb2.PauseExperimentResponse(unchanged_reason=unchanged)
+
+    async def _refuse_detached(self, experiment_id: int, action: str) -> None:
+        """FAILED_PRECONDITION for a detached run (it never changes into a managed one)."""
+        found = await self._found(self.queries.experiments.experiment, experiment_id, "experiment")
+        commands.check_managed(experiment_id, found.unmanaged, action)
 
     async def _change_state(
         self, experiment_id: int, decide: Callable[[int, str, int], Append | Unchanged]

@@ -4,7 +4,9 @@ events: pure validation and the Appends that record it.
 Message ids are derived from the request, so a retried append is stored once:
 `metrics-<trial>-<run>-<reporter>-<batch_seq>`,
 `validation-<trial>-<run>-<reporter>-<batch_seq>-<index>` (a part of a batch the harness split
-after a refusal comes with reporter `<reporter>.<path of halves>`), `trial-kill-<trial>`,
+after a refusal comes with reporter `<reporter>.<path of halves>`), `trial-kill-<trial>-<version>`
+(version: the trial's last event when it was asked; `trial-kill-<trial>` in logs written before
+continue existed),
 `progress-<trial>-<reporter>-<seq>`, `status-<trial>-<allocation>-<reporter>-<seq>`,
 `stop-ack-<allocation>`, `early-exit-<trial>` (one per trial),
 `metadata-<trial>-<version>-<hash of the metadata>` (version: the trial's last event when it was set).
@@ -18,7 +20,7 @@ from determined.proto import api_pb2, events_pb2
 from services.common.envelope import Append, aggregate
 from services.gateway.errors import FailedPreconditionError, InvalidArgumentError
 from services.gateway.features.commands import KILLED_OR_ENDED, Unchanged, check_json_object
-from services.gateway.features.trials.queries import AllocationView
+from services.gateway.features.trials.queries import AllocationView, TrialStatus
 
 VALIDATION = "validation"
 
@@ -35,13 +37,17 @@ EVENT_OVERHEAD_BYTES = 4096
 EARLY_EXIT_REASONS = ("INVALID_HP", "USER_REQUESTED_STOP")
 
 
-def trial_kill_requested(trial_id: int, experiment_id: int, state: str) -> Append | Unchanged:
+def trial_kill_requested(trial_id: int, status: TrialStatus, version: int) -> Append | Unchanged:
     """The kill request of one trial, or Unchanged when it has ended or is
-    being killed already; a repeated kill is stored once."""
-    if state in KILLED_OR_ENDED:
-        return Unchanged(f"Trial {trial_id} is already {state}: nothing to kill")
-    payload = events_pb2.TrialKillRequested(trial_id=trial_id, experiment_id=experiment_id)
-    return Append(aggregate("trial", trial_id), payload, f"trial-kill-{trial_id}")
+    being killed already. A repeated kill is stored once; its message id names
+    the trial's version it was decided at, so that the kill of a trial reopened
+    by a continue is not taken for the kill before it."""
+    if status.state in KILLED_OR_ENDED:
+        return Unchanged(f"Trial {trial_id} is already {status.state}: nothing to kill")
+    if status.kill_requested:
+        return Unchanged(f"Trial {trial_id} is being killed already: nothing to kill")
+    payload = events_pb2.TrialKillRequested(trial_id=trial_id, experiment_id=status.experiment_id)
+    return Append(aggregate("trial", trial_id), payload, f"trial-kill-{trial_id}-{version}")
 
 
 def metrics_reported(request: api_pb2.ReportMetricsRequest, experiment_id: int) -> list[Append]:

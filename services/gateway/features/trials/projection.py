@@ -164,6 +164,7 @@ def _trial_reopened(plan: Plan, payload: events_pb2.TrialReopened, at: int) -> N
         early_exit_reason=None,
     )
     plan.change("trials", payload.trial_id, reopened)
+    plan.change("trials", payload.trial_id, (_restarts_from_now, ()))
 
 
 def _trial_progress_reported(plan: Plan, payload: events_pb2.TrialProgressReported, at: int) -> None:
@@ -276,6 +277,13 @@ def _end_trial(row: Row | None, state: str, reason: str, at: int) -> Row | None:
     return row
 
 
+def _restarts_from_now(row: Row | None) -> Row | None:
+    """Its restarts count from 0 again: only runs after the present ones."""
+    if row is not None:
+        row["runs_before_continue"] = row["runs"]
+    return row
+
+
 def _set_current_run(row: Row | None, allocation_id: str, run_id: int, resumed_at: int) -> Row | None:
     """The trial's newest run; the steps past its resume point are trained
     again, so they no longer count as batches the trial got through."""
@@ -301,6 +309,7 @@ def trial_row(payload: events_pb2.TrialCreated, at: int) -> Row:
         "total_batches": 0,
         "current_allocation_id": None,
         "runs": 0,
+        "runs_before_continue": 0,
         "rung": 0,
         "searcher_length": payload.length,
         "stop_reason": None,

@@ -8,7 +8,8 @@ Derived values, computed here so that the projected rows stay absolute:
   PAUSED while it is ACTIVE, its experiment is PAUSED and nothing runs;
 - restarts = failed allocations (exit code != 0, not killed, not lost with
   their agent, not asked to stop) other than the current one, i.e. a failure
-  counts once the trial was given another run;
+  counts once the trial was given another run, and only runs after the last
+  continue count (Determined zeroes restarts on a continue);
 - a trial's end_reason is its TrialEnded reason, else the early exit it
   reported ("invalid hyperparameters": a trial that raised det.InvalidHP ends
   COMPLETED with no reason of its own), else why it is stopping (the
@@ -77,7 +78,8 @@ SELECT t.*,
            CASE WHEN t.kill_requested THEN 'killed by a user' ELSE '' END) AS shown_end_reason,
   (SELECT count(*) FROM {S}.allocations f WHERE f.trial_id = t.id AND f.exit_code <> 0
      AND NOT f.killed AND NOT f.agent_lost AND NOT f.stop_requested
-     AND f.allocation_id IS DISTINCT FROM t.current_allocation_id) AS restarts,
+     AND f.allocation_id IS DISTINCT FROM t.current_allocation_id
+     AND f.trial_run_id > t.runs_before_continue) AS restarts,
   (SELECT count(*) FROM {S}.checkpoints c WHERE c.trial_id = t.id) AS num_checkpoints,
   lt.steps_completed AS lt_steps, lt.metrics AS lt_metrics, lt.reported_at_ns AS lt_at,
   lv.steps_completed AS lv_steps, lv.metrics AS lv_metrics, lv.reported_at_ns AS lv_at,
@@ -184,11 +186,13 @@ WHERE a.allocation_id = $1
 
 @dataclass(frozen=True)
 class TrialStatus:
-    """What log following needs to know about a trial."""
+    """What log following and a kill need to know about a trial."""
 
     experiment_id: int
     state: str
     current_allocation_id: str | None
+    # A user asked to kill it (it ends soon); false again once a continue reopens it.
+    kill_requested: bool
 
     @property
     def ended(self) -> bool:
@@ -250,9 +254,10 @@ class TrialQueries:
 
     async def trial_status(self, trial_id: int) -> TrialStatus | None:
         row = await self.pool.fetchrow(
-            f"SELECT experiment_id, state, current_allocation_id FROM {S}.trials WHERE id = $1", trial_id
+            f"SELECT experiment_id, state, current_allocation_id, kill_requested FROM {S}.trials WHERE id = $1",
+            trial_id,
         )
-        return None if row is None else TrialStatus(row[0], row[1], row[2])
+        return None if row is None else TrialStatus(row[0], row[1], row[2], row[3])
 
     async def trial_metadata(self, trial_id: int) -> str | None:
         """The trial's metadata as JSON text ("{}" until it set one); None: no such trial."""

@@ -4,7 +4,7 @@ gRPC servicer and the HTTP routes call."""
 from collections.abc import AsyncIterator
 
 from determined.proto import api_pb2
-from services.gateway.auth import current_principal
+from services.common.envelope import Append, aggregate
 from services.gateway.downsample import Point
 from services.gateway.features.commands import Unchanged
 from services.gateway.features.parts import FeatureService
@@ -53,12 +53,14 @@ class Trials(FeatureService):
             after = page[-1][0]
 
     async def kill_trial(self, request: api_pb2.KillTrialRequest) -> api_pb2.KillTrialResponse:
-        status = await self._found(self.queries.trials.trial_status, request.trial_id, "trial")
-        decision = commands.trial_kill_requested(request.trial_id, status.experiment_id, status.state)
-        if isinstance(decision, Unchanged):
-            return api_pb2.KillTrialResponse(unchanged_reason=decision.reason)
-        await self.store.append(decision, actor=current_principal().actor)
-        return api_pb2.KillTrialResponse()
+        trial_id = request.trial_id
+
+        async def decide(version: int) -> Append | Unchanged:
+            status = await self._found(self.queries.trials.trial_status, trial_id, "trial")
+            return commands.trial_kill_requested(trial_id, status, version)
+
+        unchanged = await self._decide_and_append(aggregate("trial", trial_id), decide)
+        return api_pb2.KillTrialResponse(unchanged_reason=unchanged)
 
     async def metric_chart(
         self, trial_id: int, group: str, metric: str, ranges: int

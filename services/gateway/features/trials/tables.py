@@ -23,6 +23,9 @@ trials = Table(
     # The newest run requested: its allocation, and its run id (= runs so far).
     Column("current_allocation_id", Text),
     Column("runs", Integer, nullable=False),
+    # Its runs when a continue last reopened it (0: never): restarts count only
+    # the failed runs after these (Determined zeroes them on a continue).
+    Column("runs_before_continue", Integer, nullable=False, server_default="0"),
     # The rung the searcher promoted it to and the length it should train to.
     Column("rung", Integer, nullable=False),
     Column("searcher_length", BigInteger, nullable=False),
