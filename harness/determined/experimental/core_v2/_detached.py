@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from determined import _info
 from determined._client import TrialClient
+from determined.common.states import TrialState
 from determined.core import _checkpoint
 from determined.core._context import Context, _trial_context
 from determined.core._distributed import DistributedContext, DummyDistributedContext
@@ -175,7 +176,7 @@ class DetachedRun:
         failure = self._failure or self._watch.failure()
         if failure is not None:
             logger.error("the detached run's trial %d ends ERROR: %s", self._trial_id, failure)
-        ended = "COMPLETED" if failure is None else "ERROR"
+        ended = TrialState.COMPLETED if failure is None else TrialState.ERROR
         try:
             self._client.report_unmanaged_trial(self._trial_id, end_state=ended, reason=failure or "")
         except Exception as error:

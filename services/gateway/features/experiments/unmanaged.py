@@ -41,8 +41,8 @@ MAX_HEARTBEAT_S = 60.0
 MAX_REPORTER_ID_CHARS = 100
 # The ends a script may say it reached (ReportUnmanagedTrialRequest.end_state).
 SAID_ENDS = {
-    "COMPLETED": events_pb2.TRIAL_STATE_COMPLETED,
-    "ERROR": events_pb2.TRIAL_STATE_ERROR,
+    states.TrialState.COMPLETED.value: events_pb2.TRIAL_STATE_COMPLETED,
+    states.TrialState.ERROR.value: events_pb2.TRIAL_STATE_ERROR,
 }
 
 
