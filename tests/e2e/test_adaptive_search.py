@@ -21,7 +21,9 @@ from support.e2e_cluster import Cluster, wait_for
 pytestmark = pytest.mark.e2e
 
 # Trains in batches of 50 ms, validates every 4 batches with the searcher metric `x`
-# (smaller is better) and the time metric `batches`; checkpoints and exits when asked to.
+# (smaller is better) and the time metric `batches`; exits when asked to. After the rung-0
+# validation it gives the searcher up to 5 s to cut it before training on, so that a cut
+# reaching a loaded machine late still stops the trial short of the top rung.
 ASHA_TRAIN_PY = textwrap.dedent(
     """
     import time
@@ -37,7 +39,12 @@ ASHA_TRAIN_PY = textwrap.dedent(
                 core_context.train.report_validation_metrics(
                     steps_completed=batch, metrics={"x": x, "batches": batch}
                 )
-            if core_context.preempt.should_preempt():
+            deadline = time.monotonic() + (5 if batch == 4 else 0)
+            stop = core_context.preempt.should_preempt()
+            while not stop and time.monotonic() < deadline:
+                time.sleep(0.05)
+                stop = core_context.preempt.should_preempt()
+            if stop:
                 print("stopped at batch", batch, flush=True)
                 break
     """
