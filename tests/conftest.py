@@ -35,6 +35,22 @@ if TYPE_CHECKING:
 # worker takes the next whole file when it is nearly done with its own: files with a test marked
 # so go first, in this order, so that no long file starts near the end and leaves one worker alone.
 FIRST = ("chaos", "slow", "e2e")
+# Folders whose files go to one worker together, as one file would: their tests share a cluster
+# (and the browser tests one Chromium) started once for the session, rather than once on each
+# worker that happens to take one of their files.
+ONE_WORKER_FOLDERS = ("tests/browser/", "tests/compat/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFolderOrFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            folder = next((f for f in ONE_WORKER_FOLDERS if nodeid.startswith(f)), None)
+            return folder or super()._split_scope(nodeid)
+
+    return LoadFolderOrFile(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

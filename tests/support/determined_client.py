@@ -130,9 +130,10 @@ class DeterminedCluster:
         return result.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def determined_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeterminedCluster]:
-    """One local cluster per test module, and Determined's client for it."""
+    """One local cluster for the session's compat tests (under xdist they all go to one worker:
+    tests/conftest.py), and Determined's client for it."""
     required_venv()
     home = tmp_path_factory.mktemp("det038")
     try:

@@ -39,6 +39,9 @@ from support.ports import free_port_run
 
 T = TypeVar("T")
 
+# How much of each part's log a det that never ended shows.
+PART_LOG_LINES = 60
+
 
 class Cluster:
     def __init__(self, data_dir: Path, up_args: Sequence[str] = ()) -> None:
@@ -91,13 +94,29 @@ class Cluster:
         return folder
 
     def det(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = det(self.env, *args)
+        try:
+            result = det(self.env, *args)
+        except subprocess.TimeoutExpired as timed_out:
+            raise AssertionError(self._hung(args, timed_out)) from None
         if check:
             assert result.returncode == 0, f"det {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
         return result
 
     def json(self, *args: str) -> Any:
         return json.loads(self.det(*args, "--json").stdout)
+
+    def _hung(self, args: Sequence[str], timed_out: subprocess.TimeoutExpired) -> str:
+        """What a det that never ended printed, then the end of each part's log: what the
+        cluster was doing meanwhile, which is gone once the session's cluster is removed."""
+        printed = [_text(timed_out.output), _text(timed_out.stderr)]
+        parts = [
+            f"--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-PART_LOG_LINES:])
+            for log in sorted((self.data_dir / "logs").glob("*"))
+            if log.is_file()
+        ]
+        return "\n".join(
+            [f"det {' '.join(args)} did not end in {timed_out.timeout:.0f} s:", *printed, *parts]
+        )
 
     def explain(self, kind: str, key: object) -> tuple[list[tuple[int, str, str]], str]:
         """`det events explain`: (depth, type, reason) of each event of the chain, and the outcome."""
@@ -237,6 +256,10 @@ def shown_password(output: str) -> str:
     marker = "admin and determined have the password: "
     line = next((line for line in output.splitlines() if line.startswith(marker)), "")
     return line[len(marker) :].split(" ", 1)[0]
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def wait_for(condition: Callable[[], T], what: str, deadline_s: float = 60.0) -> T:
