@@ -4,6 +4,7 @@ started once on free ports in temporary folders. Tests
 are kept apart by namespace (stream and subject names) and database name,
 never by starting a server per test (buckets for S3). Never a mock of any."""
 
+import contextlib
 import os
 
 # Before anything imports grpc: with fork support on, a child forked (not vforked: PostgreSQL
@@ -61,6 +62,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         own = min((FIRST.index(name) for name in marks.intersection(FIRST)), default=len(FIRST))
         rank[item.path] = min(rank.get(item.path, own), own)
     items.sort(key=lambda item: rank[item.path])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A test that failed while a local cluster served it shows the end of each part's log."""
+    report = yield
+    if report.failed and call.when == "call":
+        for value in getattr(item, "funcargs", {}).values():
+            cluster = getattr(value, "cluster", value)  # DeterminedCluster holds its Cluster
+            if callable(getattr(cluster, "part_logs", None)):
+                with contextlib.suppress(OSError):
+                    report.sections.append(("the cluster's part logs", cluster.part_logs()))
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -106,16 +106,19 @@ class Cluster:
         return json.loads(self.det(*args, "--json").stdout)
 
     def _hung(self, args: Sequence[str], timed_out: subprocess.TimeoutExpired) -> str:
-        """What a det that never ended printed, then the end of each part's log: what the
-        cluster was doing meanwhile, which is gone once the session's cluster is removed."""
+        """What a det that never ended printed, then what each part was doing meanwhile."""
         printed = [_text(timed_out.output), _text(timed_out.stderr)]
-        parts = [
+        return "\n".join(
+            [f"det {' '.join(args)} did not end in {timed_out.timeout:.0f} s:", *printed, self.part_logs()]
+        )
+
+    def part_logs(self) -> str:
+        """The end of each part's log (a failed test's report shows it: tests/conftest.py): what
+        the cluster was doing, which is gone once the test's cluster is removed."""
+        return "\n".join(
             f"--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-PART_LOG_LINES:])
             for log in sorted((self.data_dir / "logs").glob("*"))
             if log.is_file()
-        ]
-        return "\n".join(
-            [f"det {' '.join(args)} did not end in {timed_out.timeout:.0f} s:", *printed, *parts]
         )
 
     def explain(self, kind: str, key: object) -> tuple[list[tuple[int, str, str]], str]:
