@@ -213,10 +213,11 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
         "the prio pool's agents to register",
     )
     # The low trials that keep running outlast the high ones: a slot they free cannot be
-    # what lets a preempted low trial back in before a high one is done. 80 steps of 0.2 s
-    # leave the high trials ~14 s to start and finish theirs, even on a busy 2-core machine
-    # running two test workers (45 left ~6 s: too few there).
-    low_steps, high_steps = 80, 10
+    # what lets a preempted low trial back in before a high one is done. 110 steps of 0.2 s
+    # leave the high trials ~17 s to start and finish theirs, even on a busy 2-core machine
+    # running two test workers (45 left ~6 s: too few there). The high ones train 5 s, so
+    # that a poll of the queue on a loaded machine does not miss them altogether.
+    low_steps, high_steps = 110, 25
     try:
         low = cluster.create(
             context(tmp_path, "low"),
@@ -291,7 +292,7 @@ def test_priority_preempts_the_lower_one_which_resumes_later(cluster: AgentsClus
 
 def prio_jobs(cluster: Cluster, experiment_id: int) -> dict[str, Any] | None:
     """The prio pool's queue by job id, once the experiment's trials are in it."""
-    jobs = {job["job_id"]: job for job in cluster.json("job", "list", "-p", PRIORITY_POOL)["jobs"]}
+    jobs = {job["job_id"]: job for job in cluster.jobs(PRIORITY_POOL)}
     return jobs if f"experiment/{experiment_id}" in jobs else None
 
 

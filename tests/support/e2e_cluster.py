@@ -153,6 +153,14 @@ class Cluster:
             return str(self.json("experiment", "describe", str(experiment_id))["experiment"]["state"])
         return str(message_dict(response)["experiment"]["state"])
 
+    def jobs(self, resource_pool: str = "") -> list[dict[str, Any]]:
+        """The job queue (`det job list -p POOL --json`'s jobs), asked from the test process."""
+        response = self._ask("GetJobs", api_pb2.GetJobsRequest(resource_pool=resource_pool))
+        if response is None:
+            pool = ["-p", resource_pool] if resource_pool else []
+            return list(self.json("job", "list", *pool)["jobs"])
+        return [message_dict(job) for job in response.jobs]
+
     def _ask(self, method: str, request: Any) -> Any:
         """The gateway's answer to one call as the user det acts as here; None when it fails."""
         master = self.env["DET_MASTER"]
