@@ -39,7 +39,7 @@ from support.ports import free_port_run
 
 T = TypeVar("T")
 
-# How much of each part's log a det that never ended shows.
+# How much of each part's log a failed test's report (or a det that never ended) shows.
 PART_LOG_LINES = 60
 
 
