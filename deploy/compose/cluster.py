@@ -62,6 +62,7 @@ IMAGE_UID = 1000
 # root, and it owns the default checkpoint storage.
 TRIAL_USER = "determined-trial"
 TRIAL_UID = 1001
+# The whole of cluster-up --docker: compose up, then every part healthy.
 UP_DEADLINE_S = 300.0
 POLL_S = 0.5
 LAST_ERROR_LINES = 10
@@ -94,8 +95,11 @@ def compose_command() -> list[str]:
     )
 
 
-def compose(data_dir: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    """Runs compose on this cluster's project; DeployError with compose's words when it fails."""
+def compose(
+    data_dir: Path, *arguments: str, timeout_s: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs compose on this cluster's project; DeployError with compose's words when it fails
+    or outlasts `timeout_s`."""
     here = folder(data_dir)
     command = [
         *compose_command(),
@@ -107,7 +111,16 @@ def compose(data_dir: Path, *arguments: str) -> subprocess.CompletedProcess[str]
         str(here / "compose.env"),
         *arguments,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=here)
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=False, cwd=here, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as error:
+        said = (error.stderr or b"")[-3000:]
+        text = said.decode(errors="replace") if isinstance(said, bytes) else said
+        raise DeployError(
+            f"{' '.join(command[:2])} {' '.join(arguments)} did not end in {timeout_s:.0f} s:\n{text}"
+        ) from None
     if result.returncode != 0:
         raise DeployError(f"{' '.join(command[:2])} {' '.join(arguments)} failed:\n{result.stderr[-3000:]}")
     return result
@@ -123,8 +136,9 @@ def cluster_up(options: ClusterOptions, image: str, runtime: str = "docker") -> 
     record = ClusterRecord.of(options)
     write_files(options, image, runtime)
     (folder(data_dir) / "cluster.json").write_text(json.dumps(asdict(record), indent=2))
-    compose(data_dir, "up", "--detach", "--remove-orphans")
-    wait_healthy(data_dir, UP_DEADLINE_S)
+    started = time.monotonic()
+    compose(data_dir, "up", "--detach", "--remove-orphans", timeout_s=UP_DEADLINE_S)
+    wait_healthy(data_dir, UP_DEADLINE_S - (time.monotonic() - started))
     return record
 
 
@@ -313,7 +327,7 @@ def wait_healthy(data_dir: Path, deadline_s: float) -> None:
         if time.monotonic() > end:
             part = waiting[0]
             raise DeployError(
-                f"{part.name} is not healthy ({part.state}) after {deadline_s:.0f} s:\n{part.last_error}"
+                f"{part.name} is not healthy ({part.state}) after {UP_DEADLINE_S:.0f} s:\n{part.last_error}"
             )
         time.sleep(POLL_S)
 

@@ -179,13 +179,14 @@ def trial_environment(
 
     The rank layout (DET_CONTAINER_*, DET_CHIEF_IP) and the ports the gang's
     workers meet on are set for every allocation, one agent or several: every
-    agent of a gang computes the same ports from the allocation id."""
+    agent of a gang computes the same ports from the cluster's id and the
+    allocation id."""
     launch = allocation.launch
     # This agent's own address where its placement carries none (an old log's).
     addrs = list(allocation.container_addrs) or [""]
     addrs[allocation.container_rank] = addrs[allocation.container_rank] or identity.address
     slot_counts = allocation.container_slot_counts or (len(allocation.slot_ids),)
-    c10d_port, comm_port_1, comm_port_2 = allocation_ports(allocation.allocation_id)
+    c10d_port, comm_port_1, comm_port_2 = allocation_ports(allocation.allocation_id, identity.cluster_id)
     contract = {
         "DET_CONTAINER_RANK": str(allocation.container_rank),
         "DET_CONTAINER_ADDRS": json.dumps(addrs),

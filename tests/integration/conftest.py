@@ -18,3 +18,15 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
         await create_schema(connection)
     yield created
     await created.close()
+
+
+@pytest.fixture
+def settings(nats_url: str, namespace: str) -> dict[str, object]:
+    """The services' settings for a test run in-process: its own namespace, which is also its
+    cluster id (allocation ports are hashed with it, so parallel tests' gangs never meet)."""
+    return {
+        "nats_url": nats_url,
+        "namespace": namespace,
+        "cluster_id": namespace,
+        "cluster_secret": "test-secret",
+    }

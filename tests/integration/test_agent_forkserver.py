@@ -40,11 +40,6 @@ from services.searcher.__main__ import run as run_searcher
 FORKED = "import sys; print('forked', 'determined.proto.api_pb2' in sys.modules, flush=True)\n"
 
 
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
-
-
 @asynccontextmanager
 async def forking_cluster(settings: dict[str, object], work_dir: Path) -> AsyncIterator[None]:
     agent = AgentSettings(

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 from test_services_flow import payloads, trial_logs, wait_for
 
 from determined.common.ports import allocation_ports
@@ -24,11 +23,6 @@ from services.common.processes import process_alive, read_process_record
 
 DEADLINE_S = 30.0
 ACTOR = "service:scheduler"
-
-
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
 
 
 @asynccontextmanager
@@ -129,7 +123,7 @@ async def test_each_agent_runs_its_part_of_a_gang_and_reports_its_end(
     # The two agents start together: either may register first.
     [registered_a, registered_b] = sorted(payloads(envelopes, ev.AgentRegistered), key=lambda x: x.agent_id)
     assert (registered_a.resource_pool, registered_b.address) == ("default", "10.0.0.2")
-    ports = " ".join(map(str, allocation_ports("1.1")))
+    ports = " ".join(map(str, allocation_ports("1.1", str(settings["cluster_id"]))))
     lines = {(line.rank, line.log) for b in batches for line in b.lines}
     assert lines == {
         (0, f'[0, 1] ["10.0.0.1", "10.0.0.2"] [2, 2] 10.0.0.1 {ports}'),

@@ -62,11 +62,6 @@ SLEEPER = (
 )
 
 
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
-
-
 def agent_process(
     nats_url: str, namespace: str, work_dir: Path, *, fork_server: bool
 ) -> subprocess.Popen[bytes]:

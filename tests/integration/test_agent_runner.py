@@ -5,7 +5,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
 from test_services_flow import (
     ES,
     TS,
@@ -24,11 +23,6 @@ from services.agent.__main__ import AgentSettings
 from services.agent.__main__ import run as run_agent
 from services.agent.notices import runtime_notices
 from services.common.eventstore import EventStore
-
-
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
 
 
 async def test_the_context_is_extracted_and_the_startup_hook_sourced(
@@ -80,7 +74,9 @@ async def test_a_trial_class_entrypoint_runs_the_harness_under_the_torch_launche
     [exited] = payloads(envelopes, ev.AllocationExited)
     assert exited.exit_code != 0
     lines = [line for b in await trial_logs(event_store, 1) for line in b.lines]
-    [error] = [line for line in lines if "there is no module 'model_def'" in line.log]
+    errors = [line for line in lines if "there is no module 'model_def'" in line.log]
+    assert len(errors) == 1, [line.log for line in lines]
+    [error] = errors
     assert error.HasField("rank") and error.rank == 0  # a worker's line, from wrap_rank
 
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 from google.protobuf.message import Message
+from support.log_polling import wait_for_events
 
 from determined.proto import events_pb2 as ev
 from services.agent.core import agent_registered
@@ -98,15 +98,8 @@ async def exit_allocation(log: EventLog, allocation_id: str, **how: object) -> N
 
 
 async def wait_for(log: EventLog, found: Callable[[list[Envelope]], bool]) -> list[Envelope]:
-    """Reads the whole log until `found` holds, or fails at the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        envelopes = [stored.envelope async for stored in log.read(None, follow=False)]
-        if found(envelopes):
-            return envelopes
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out; the log holds {[e.WhichOneof('payload') for e in envelopes]}")
-        await asyncio.sleep(0.02)
+    """The whole log once `found` holds of it, or a failure at the deadline."""
+    return await wait_for_events(log, found, DEADLINE_S, poll_s=0.02)
 
 
 def payloads(envelopes: list[Envelope], kind: type[Message]) -> list:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
+from support.log_polling import wait_for_events
 
 from determined.proto import events_pb2 as ev
 from services.agent.__main__ import AgentSettings
@@ -22,11 +22,6 @@ from services.searcher.__main__ import run as run_searcher
 
 ES, TS = ev.ExperimentState, ev.TrialState
 DEADLINE_S = 90.0  # a bound against a hang, not a speed check: starting the torch launcher takes long on a loaded machine
-
-
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
 
 
 @asynccontextmanager
@@ -80,16 +75,8 @@ async def create_experiment(
 
 
 async def wait_for(store: EventStore, found: Callable[[list[Envelope]], bool]) -> list[Envelope]:
-    """Polls the whole log until `found` holds, or fails at the deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        envelopes = [stored.envelope async for stored in store.read(None, follow=False)]
-        if found(envelopes):
-            return envelopes
-        if time.monotonic() > deadline:
-            kinds = [e.WhichOneof("payload") for e in envelopes]
-            pytest.fail(f"timed out; the log holds {kinds}")
-        await asyncio.sleep(0.05)
+    """The whole log once `found` holds of it, or a failure at the deadline."""
+    return await wait_for_events(store, found, DEADLINE_S, poll_s=0.05)
 
 
 def payloads(envelopes: list[Envelope], kind: type) -> list:

@@ -6,7 +6,6 @@ against a real nats-server; the trial is a real Core API script."""
 
 from pathlib import Path
 
-import pytest
 from test_services_flow import (
     ES,
     TS,
@@ -28,11 +27,6 @@ import determined as det
 with det.core.init() as core_context:
     core_context.train.report_training_metrics(steps_completed=1, metrics={"loss": "x" * 2_000_000})
 """
-
-
-@pytest.fixture
-def settings(nats_url: str, namespace: str) -> dict[str, object]:
-    return {"nats_url": nats_url, "namespace": namespace, "cluster_secret": "test-secret"}
 
 
 async def test_an_uncaught_report_error_fails_the_trial_once_saying_why(

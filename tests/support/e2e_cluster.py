@@ -41,6 +41,7 @@ T = TypeVar("T")
 
 # How much of each part's log a failed test's report (or a det that never ended) shows.
 PART_LOG_LINES = 60
+UP_TIMEOUT_S = 420
 
 
 class Cluster:
@@ -75,6 +76,9 @@ class Cluster:
             "--postgres-port",
             str(self.postgres_port),
             *self.up_args,
+            # Longer than cluster-up's own deadlines (the compose cluster's is 300 s), so that a
+            # cluster that does not come up fails with cluster-up's words naming the part.
+            timeout_s=UP_TIMEOUT_S,
         )
         self.password = shown_password(started.stdout) or self.password
         return started
@@ -254,11 +258,13 @@ def storage_home(data_dir: Path) -> Path:
     return data_dir / "test-storage"
 
 
-def det(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def det(
+    env: dict[str, str], *args: str, stdin: str = "", timeout_s: float = 300
+) -> subprocess.CompletedProcess[str]:
     """`stdin`: what det reads (passwords, one a line); nothing else reaches it."""
     command = [sys.executable, "-m", "determined.cli", *args]
     return subprocess.run(
-        command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=300
+        command, check=False, env=env, input=stdin, capture_output=True, text=True, timeout=timeout_s
     )
 
 

@@ -664,7 +664,7 @@ def test_trial_environment_follows_the_contract() -> None:
     assert json.loads(env["DET_CONTAINER_ADDRS"]) == ["127.0.0.1"]
     assert json.loads(env["DET_CONTAINER_SLOT_COUNTS"]) == [2]
     ports = (env["C10D_PORT"], env["INTER_TRAIN_PROCESS_COMM_PORT_1"], env["INTER_TRAIN_PROCESS_COMM_PORT_2"])
-    assert tuple(map(int, ports)) == allocation_ports("7.2")
+    assert tuple(map(int, ports)) == allocation_ports("7.2", "cluster-1")
     plain = trial_environment(
         allocation_of("1.1"),
         identity,
@@ -740,7 +740,7 @@ def test_every_part_of_a_gang_gets_the_same_layout_and_ports_and_its_own_rank_an
     assert json.loads(envs["a"]["DET_CONTAINER_ADDRS"]) == ["10.0.0.2", "10.0.0.1"]
     assert envs["a"]["DET_CHIEF_IP"] == "10.0.0.2"
     assert json.loads(envs["a"]["DET_CONTAINER_SLOT_COUNTS"]) == [2, 2]
-    assert int(envs["a"]["C10D_PORT"]) == allocation_ports("1.1")[0]
+    assert int(envs["a"]["C10D_PORT"]) == allocation_ports("1.1", "c")[0]
 
 
 def test_slots_are_gpus_when_nvml_sees_some_else_cpus() -> None:

@@ -189,6 +189,13 @@ def test_allocation_ports_are_deterministic_distinct_and_in_range() -> None:
     assert len(seen) > 1900  # spread, not clustered
 
 
+def test_two_clusters_put_their_first_allocation_on_different_ports() -> None:
+    """Every cluster numbers allocations from 1.1; on one host they must not meet on one port."""
+    firsts = {allocation_ports("1.1", f"cluster-{n}")[0] for n in range(50)}
+    assert len(firsts) > 45
+    assert allocation_ports("1.1", "cluster-1") == allocation_ports("1.1", "cluster-1")
+
+
 def cluster_env(**extra: str) -> dict[str, str]:
     return {
         "DET_MASTER": "http://127.0.0.1:1",

@@ -6,6 +6,11 @@ a pure function of the allocation id: each agent computes them alone and gets
 the same answer. They lie in 20000-39999, below the usual ephemeral range
 (Linux starts it at 32768 but many hosts lower it; a clash is possible but
 rare, and would fail the allocation loudly rather than silently).
+
+The cluster's id goes into the hash too: every cluster numbers its
+allocations from "1.1", so two clusters sharing a host (a test machine, a
+second local cluster) would otherwise put their first distributed trials on
+the same ports, and the second torchrun's bind would fail.
 """
 
 import zlib
@@ -14,10 +19,11 @@ PORT_BASE = 20000
 PORT_SPAN = 20000
 
 
-def allocation_ports(allocation_id: str) -> tuple[int, int, int]:
+def allocation_ports(allocation_id: str, cluster_id: str = "") -> tuple[int, int, int]:
     """Return (c10d port, comm port 1, comm port 2) for an allocation: three
     distinct ports in [PORT_BASE, PORT_BASE + PORT_SPAN), deterministic in
-    the allocation id."""
-    offset = zlib.crc32(allocation_id.encode("utf-8")) % (PORT_SPAN - 2)
+    the cluster's id and the allocation id."""
+    key = f"{cluster_id}/{allocation_id}" if cluster_id else allocation_id
+    offset = zlib.crc32(key.encode("utf-8")) % (PORT_SPAN - 2)
     first = PORT_BASE + offset
     return first, first + 1, first + 2
