@@ -5,14 +5,15 @@
 #
 # The packages that machine lacks (a GPU image has torch, grpcio, pyyaml, pytest, nvidia-ml-py)
 # travel as wheels for its Python in .whl/, a folder git ignores (.git/info/exclude): they are
-# installed into /tmp/site, which goes on PYTHONPATH after the repository (harness/ and the root,
+# installed into /opt/det-gpu-site, which goes on PYTHONPATH after the repository (harness/ and the root,
 # as `pip install -e .` would give), and its bin/ (nats-server) on PATH.
 # The log goes to $OUT/gpu.log when OUT is set, else to ./gpu.log. Exit status: pytest's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 log="${OUT:-.}/gpu.log"
-site=/tmp/site
+# Not under /tmp: a process trial gets a private /tmp, where these packages would not be.
+site=/opt/det-gpu-site
 wheels="${GPU_CHECK_WHEELS:-.whl}"  # a dry run elsewhere may point it at wheels for its Python
 
 {

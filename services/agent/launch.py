@@ -64,6 +64,9 @@ PASSED_VARIABLES = frozenset(
         "TZ",
         "TERM",
         "LD_LIBRARY_PATH",
+        # A process trial runs the agent's own Python, so it must import the `determined` the
+        # agent does, also where that is a checkout on PYTHONPATH rather than an install.
+        "PYTHONPATH",
         "OMP_NUM_THREADS",
         "http_proxy",
         "https_proxy",

@@ -24,7 +24,12 @@ from services.agent.containers.spec import (
 FOLDER = "/work/agent/7.1"
 PROTECTED = ("/var/run/docker.sock", "/run/docker.sock", "/work/agent", "/data/cluster")
 PLACE = Placement("7.1", "task-7", 7, "agent-a", "cpu", FOLDER, uid=1000, gid=1000)
-ENV = {"DET_TRIAL_ID": "7", "PATH": "/agent/venv/bin:/usr/bin", "LD_LIBRARY_PATH": "/agent/lib"}
+ENV = {
+    "DET_TRIAL_ID": "7",
+    "PATH": "/agent/venv/bin:/usr/bin",
+    "LD_LIBRARY_PATH": "/agent/lib",
+    "PYTHONPATH": "/agent/checkout/harness",
+}
 
 
 def spec(config: dict[str, Any], *, place: Placement = PLACE, **kwargs: Any) -> Any:

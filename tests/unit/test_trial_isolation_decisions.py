@@ -84,6 +84,7 @@ def test_no_secret_of_the_agents_environment_reaches_a_trial() -> None:
         "HOME": "/root",
         "USER": "root",
         "PATH": "/usr/bin",
+        "PYTHONPATH": "/checkout/harness",
         "LANG": "C.UTF-8",
         "LC_ALL": "C",
         "TZ": "UTC",
@@ -92,6 +93,7 @@ def test_no_secret_of_the_agents_environment_reaches_a_trial() -> None:
         "https_proxy": "http://proxy",
     }
     assert passed_on(agent, own_user=False) == {
+        "PYTHONPATH": "/checkout/harness",  # the agent's Python runs the trial: the same packages
         "LANG": "C.UTF-8",
         "LC_ALL": "C",
         "TZ": "UTC",

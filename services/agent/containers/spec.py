@@ -39,7 +39,7 @@ DEVICE_MODES = re.compile(r"^[rwm]{1,3}$")
 _SIZE = re.compile(r"^([0-9]*\.?[0-9]+) ?([kmgtp]?)(i?b?)$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
 # The agent's variables that name its own machine's files: an image has its own.
-HOST_ONLY_VARIABLES = ("PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
+HOST_ONLY_VARIABLES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_VISIBLE_DEVICES")
 
 
 class ContainerConfigError(AgentError):
