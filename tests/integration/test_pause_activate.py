@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import test_gateway
-import test_services_flow
 from test_services_flow import cluster, payloads, wait_for
 
 from determined.common.context import pack_context
@@ -23,7 +22,6 @@ from services.common.eventstore import EventStore
 from services.gateway.server import Gateway
 
 gateway = test_gateway.gateway
-settings = test_services_flow.settings
 
 STOP_GRACE_S = 1.0
 
