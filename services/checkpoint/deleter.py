@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 from determined.common import storage
 from determined.proto import events_pb2
 from services.checkpoint.state import Deletion, GcState, Target
+from services.common.cancelling import cancel_and_wait
 from services.common.envelope import Append, aggregate
 from services.common.eventlog import EventLog
 
@@ -107,10 +108,7 @@ class Deleter:
         return []
 
     async def stop(self) -> None:
-        tasks = [*self.tasks, *self.appending]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*self.tasks, *self.appending)
         self.tasks = []
 
     async def _work(self) -> None:

@@ -31,6 +31,7 @@ import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import BinaryIO, cast
 
+from services.common.cancelling import cancel_and_wait
 from services.common.envelope import subject_for
 from services.common.eventstore import EventStore, Raw
 from services.common.skips import Skips
@@ -84,8 +85,7 @@ async def planned(
                 raise batch
             yield batch
     finally:
-        loader.cancel()
-        await asyncio.gather(loader, return_exceptions=True)
+        await cancel_and_wait(loader)
         if helper.returncode is None:
             helper.kill()
         await helper.wait()

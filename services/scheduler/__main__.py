@@ -17,6 +17,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
+from services.common.cancelling import cancel_and_wait
 from services.common.envelope import Append
 from services.common.heartbeats import HeartbeatListener
 from services.common.job_queue import KvJobQueueBoard
@@ -129,8 +130,7 @@ async def run(settings: SchedulerSettings) -> None:
         )
     finally:
         if publishing is not None:
-            publishing.cancel()
-            await asyncio.gather(publishing, return_exceptions=True)
+            await cancel_and_wait(publishing)
         await store.close()
 
 

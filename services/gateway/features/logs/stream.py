@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import cast
 
 from determined.proto import api_pb2
+from services.common.cancelling import cancel_and_wait
 from services.common.eventstore import EventStore
 from services.common.trial_logs import StoredLogBatch
 from services.gateway.features.logs import filters, tail
@@ -91,8 +92,7 @@ async def batches(
         async for stored in _follow(store, subject, queue, ended, closes, reader, start):
             yield stored
     finally:
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
+        await cancel_and_wait(reader)
 
 
 async def _follow(
