@@ -389,6 +389,7 @@ def service_environment(options: ClusterOptions, data_dir: Path, nats_url: str) 
         DET_GATEWAY_PORT=str(options.master_port),
         DET_GATEWAY_HOST=options.listen,
         DET_HTTP_PORT=str(http_port(options.master_port, options.settings)),
+        DET_PROXY_PORT=str(proxy_port(options.master_port, options.settings)),
         DET_CHECKPOINT_PATH=str(default_checkpoints(data_dir, options.settings)),
         DET_MASTER_ADDRESS=master_url(options),
         DET_STATUS_FILE=str(data_dir / "run" / "status.json"),
@@ -415,6 +416,12 @@ def http_port(master_port: int, settings: dict[str, str]) -> int:
     """The gateway's HTTP API (and web UI) port: DET_HTTP_PORT given to cluster-up, else the
     master's port + 1."""
     return int(settings.get("DET_HTTP_PORT") or master_port + 1)
+
+
+def proxy_port(master_port: int, settings: dict[str, str]) -> int:
+    """The port of tasks' pages (notebooks, TensorBoards; an origin apart from the web UI's):
+    DET_PROXY_PORT given to cluster-up, else the master's port + 2."""
+    return int(settings.get("DET_PROXY_PORT") or master_port + 2)
 
 
 def master_url(options: ClusterOptions) -> str:

@@ -29,6 +29,7 @@ from deploy.local.cluster import (
     every_agent_work_dir,
     http_port,
     part_credentials,
+    proxy_port,
     recorded_cluster_id,
     service_environment,
 )
@@ -176,12 +177,15 @@ def _check_ports(options: ClusterOptions) -> None:
             raise DeployError(
                 f"port {port} ({name}) is already in use; free it or pick another with --{name}-port"
             )
-    web = http_port(options.master_port, options.settings)
-    if port_is_taken(web):
-        raise DeployError(
-            f"port {web} (the HTTP API and web UI: the master's port + 1) is already in use; free it or "
-            "pick another master port with --master-port"
-        )
+    for port, what in (
+        (http_port(options.master_port, options.settings), "the HTTP API and web UI: the master's port + 1"),
+        (proxy_port(options.master_port, options.settings), "tasks' pages: the master's port + 2"),
+    ):
+        if port_is_taken(port):
+            raise DeployError(
+                f"port {port} ({what}) is already in use; free it or pick another master port with"
+                " --master-port"
+            )
 
 
 def _launch_supervisor(data_dir: Path) -> int:

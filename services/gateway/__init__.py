@@ -5,7 +5,8 @@
                                           DET_CHECKPOINT_PATH, DET_CLUSTER_SECRET, DET_CLUSTER_ID,
                                           DET_READY_FILE, DET_LOG_JSON/LEVEL/FILE,
                                           DET_ADVERTISED_NATS_URL,
-                                          DET_HTTP_PORT: the HTTP/JSON API, none when unset)
+                                          DET_HTTP_PORT: the HTTP/JSON API, none when unset;
+                                          DET_PROXY_PORT: tasks' pages, on DET_HTTP_PORT when unset)
     python -m services.gateway.rebuild    drop the read models and replay the log
                                           (--until SEQUENCE: up to there; --verify: check
                                           the live ones against a rebuild beside them)

@@ -21,6 +21,7 @@ from services.gateway.features.parts import Parts, Queries
 from services.gateway.features.users.directory import UserDirectory
 from services.gateway.http import http_api
 from services.gateway.http.server import HttpServer, listen
+from services.gateway.http.task_origin import Ports
 from services.gateway.projector import Projector
 from services.gateway.read_models import POSTGRES_DOWN
 from services.gateway.read_only import ReplayStore, admit_operator
@@ -144,15 +145,15 @@ class _LateAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  #
 
 @dataclass
 class _Ports:
-    """The gRPC port and the HTTP API's socket, bound before the gateway connects to NATS
+    """The gRPC port and the HTTP API's sockets, bound before the gateway connects to NATS
     and PostgreSQL so that none of its own outgoing connections takes one of them as its
     ephemeral local port first; served once the servicer exists."""
 
     grpc_server: grpc.aio.Server
     grpc_port: int
     auth: _LateAuthInterceptor
-    # None: no HTTP API.
-    http_listener: socket.socket | None
+    # The HTTP API's, then tasks' pages' when they have a port of their own; none: no HTTP API.
+    http_listeners: list[socket.socket]
     # Whether both serve TLS.
     tls: bool
     serving: bool = False
@@ -165,13 +166,13 @@ class _Ports:
         api_pb2_grpc.add_DeterminedServicer_to_server(Servicer(api), self.grpc_server)  # type: ignore[no-untyped-call]
         await self.grpc_server.start()
         self.serving = True
-        return await _serve_http(api, authenticator, self.http_listener, settings)
+        return await _serve_http(api, authenticator, self.http_listeners, settings)
 
     async def close(self) -> None:
         """Frees both ports. grpcio frees a port only when its server stops after starting:
         one that never served starts (answering nothing, see _LateAuthInterceptor) to stop."""
-        if self.http_listener is not None:
-            self.http_listener.close()
+        for listener in self.http_listeners:
+            listener.close()
         if not self.serving:
             await self.grpc_server.start()
         await self.grpc_server.stop(None)
@@ -179,14 +180,14 @@ class _Ports:
 
 def _bind(settings: GatewaySettings) -> _Ports:
     """Binds the gateway's ports (PortInUseError when one is taken)."""
-    http_listener = _http_listener(settings)
+    http_listeners = _http_listeners(settings)
     try:
         server, port, auth = _grpc_server(settings)
     except BaseException:
-        if http_listener is not None:
-            http_listener.close()
+        for listener in http_listeners:
+            listener.close()
         raise
-    return _Ports(server, port, auth, http_listener, settings.tls_files() is not None)
+    return _Ports(server, port, auth, http_listeners, settings.tls_files() is not None)
 
 
 def _grpc_server(settings: GatewaySettings) -> tuple[grpc.aio.Server, int, _LateAuthInterceptor]:
@@ -215,32 +216,41 @@ def _grpc_server(settings: GatewaySettings) -> tuple[grpc.aio.Server, int, _Late
     return server, port, auth
 
 
-def _http_listener(settings: GatewaySettings) -> socket.socket | None:
-    """The HTTP API's socket on settings.http_port (None: no HTTP API)."""
-    if settings.http_port is None:
-        return None
-    try:
-        return listen(settings.gateway_host, settings.http_port)
-    except OSError as error:
-        raise PortInUseError(f"cannot listen on HTTP port {settings.http_port}: {error}") from error
+def _http_listeners(settings: GatewaySettings) -> list[socket.socket]:
+    """The HTTP API's socket on settings.http_port, then (settings.proxy_port set) the one of
+    tasks' pages; none: no HTTP API."""
+    wanted = [("HTTP", settings.http_port), ("proxy", settings.proxy_port)]
+    listeners: list[socket.socket] = []
+    for name, port in wanted:
+        if port is None:
+            break
+        try:
+            listeners.append(listen(settings.gateway_host, port))
+        except OSError as error:
+            for listener in listeners:
+                listener.close()
+            raise PortInUseError(f"cannot listen on {name} port {port}: {error}") from error
+    return listeners
 
 
 async def _serve_http(
     api: Api,
     authenticator: Authenticator,
-    listener: socket.socket | None,
+    listeners: list[socket.socket],
     settings: GatewaySettings,
 ) -> HttpServer | None:
-    """The HTTP API on `listener` (None: none), with TLS when settings name a certificate."""
-    if listener is None:
+    """The HTTP API on `listeners` (none: none), with TLS when settings name a certificate."""
+    if not listeners:
         return None
+    bound = [listener.getsockname()[1] for listener in listeners]
+    ports = Ports(ui=bound[0], proxy=bound[1]) if len(bound) > 1 else None
     try:
         http = await HttpServer.start(
-            http_api(api, authenticator.authenticate), listener, settings.tls_files()
+            http_api(api, authenticator.authenticate, ports), *listeners, tls=settings.tls_files()
         )
     except OSError as error:
         raise PortInUseError(f"cannot serve the HTTP API: {error}") from error
-    log.info("http_api_listening", port=http.port)
+    log.info("http_api_listening", port=http.port, proxy_port=None if ports is None else ports.proxy)
     return http
 
 

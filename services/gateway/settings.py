@@ -18,6 +18,10 @@ class GatewaySettings(CommonSettings):
     # The HTTP/JSON API's port, on gateway_host (cluster-up: the gRPC port + 1; 0: any free
     # port); unset: no HTTP API.
     http_port: int | None = Field(None, ge=0, le=65535)
+    # The port tasks' pages (/proxy/<task id>/: notebooks, TensorBoards) are served on: an
+    # origin apart from the web UI's (http/task_origin.py; cluster-up: the gRPC port + 2; 0: any
+    # free port). Unset: they are served on http_port, in the web UI's origin.
+    proxy_port: int | None = Field(None, ge=0, le=65535)
     # The default `shared_fs` host_path of experiments' checkpoint storage.
     checkpoint_path: str = "/tmp/determined-checkpoints"
     # The cluster's default checkpoint storage, a JSON `checkpoint_storage` section (cluster-up
@@ -65,6 +69,19 @@ class GatewaySettings(CommonSettings):
     def _tls_files_together(self) -> "GatewaySettings":
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("DET_TLS_CERT_FILE and DET_TLS_KEY_FILE go together: set both or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _proxy_port_beside_http(self) -> "GatewaySettings":
+        if self.proxy_port is None:
+            return self
+        if self.http_port is None:
+            raise ValueError("DET_PROXY_PORT needs DET_HTTP_PORT: tasks' pages are part of the HTTP API")
+        if self.proxy_port == self.http_port != 0:
+            raise ValueError(
+                f"DET_PROXY_PORT and DET_HTTP_PORT are both {self.http_port}: tasks' pages need a port"
+                " of their own (another origin than the web UI's)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -169,10 +169,12 @@ def test_open_tensorboard_launches_one_and_opens_it_once_it_answers(
     try:
         until(browser, lambda d: shown(d, "#tensorboard-status a.open"), "the TensorBoard to answer", 120)
         browser.switch_to.window(tab)
+        # On the port of tasks' pages: another origin than the web UI's.
+        tasks_url = f"http://127.0.0.1:{cluster.master_port + 2}"
         until(
             browser,
-            lambda d: d.current_url.startswith(f"{ui_url}/proxy/{task_id}/"),
-            "the tab at /proxy/<id>/",
+            lambda d: d.current_url.startswith(f"{tasks_url}/proxy/{task_id}/"),
+            "the tab at /proxy/<id>/ on the port of tasks' pages",
         )
         until(browser, lambda d: "TensorBoard" in d.title, "TensorBoard's page in the tab", 60)
         assert browser.execute_script("return window.sessionStorage.length") == 0, (
@@ -186,7 +188,7 @@ def test_open_tensorboard_launches_one_and_opens_it_once_it_answers(
         # Without the login cookie the proxy's page leads to the login and back here.
         browser.delete_cookie(SESSION_COOKIE)
         browser.refresh()
-        css(browser, 'a[href^="/#/login?next=/proxy/"]').click()
+        css(browser, f'a[href^="{ui_url}/#/login?next=/proxy/"]').click()
         sign_in(browser, cluster.password)
         until(browser, lambda d: "TensorBoard" in d.title, "TensorBoard's page again after logging in", 60)
         assert browser.execute_script("return window.sessionStorage.length") == 0, (

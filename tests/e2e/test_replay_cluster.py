@@ -102,7 +102,7 @@ async def test_a_replay_shows_the_cluster_it_came_from_and_appends_nothing(
     assert source.http is not None
     source_pages = await pages(source.http.port, await http_login(source.http.port, "admin", PASSWORD))
 
-    port = free_port_run(2)  # the web UI's is the next
+    port = free_port_run(3)  # the web UI's is the next, tasks' pages' the one after
     replay = f"localhost:{port}"
     up = ("deploy", "local", "replay", str(bundle), "--data-dir", str(replay_dir), "--port", str(port))
     started = await asyncio.to_thread(cli, replay, config, *up)

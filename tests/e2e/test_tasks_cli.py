@@ -77,7 +77,14 @@ def test_a_notebook_answers_through_the_proxy_once_start_says_so(cluster: Cluste
     token = login_token(cluster)
     answer = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, follow_redirects=True, timeout=30)
     assert answer.status_code == 200 and "JupyterLab" in answer.text
-    assert httpx.get(url, timeout=30).status_code == 401
+    # A browser is sent to the port of tasks' pages (an origin apart from the web UI's), and
+    # without a login is refused there.
+    browser = httpx.get(url, timeout=30)
+    assert browser.status_code == 307
+    assert browser.headers["location"] == url.replace(
+        f":{cluster.master_port + 1}/", f":{cluster.master_port + 2}/"
+    )
+    assert httpx.get(url, follow_redirects=True, timeout=30).status_code == 401
     assert "description: e2e notebook" in cluster.det("notebook", "config", notebook_id).stdout
 
     cluster.det("notebook", "kill", notebook_id[:8])

@@ -49,7 +49,7 @@ class Cluster:
         """`up_args`: more `cluster-up` flags (e.g. --checkpoint-storage FILE)."""
         self.data_dir = data_dir
         self.up_args = tuple(up_args)
-        self.master_port = free_port_run(2)  # the web UI and HTTP API listen on the next port
+        self.master_port = free_port_run(3)  # the HTTP API and web UI on the next port, tasks' pages after
         self.nats_port = free_port()
         self.postgres_port = free_port()
         self.cli_config = data_dir.with_name(f"{data_dir.name}-cli")

@@ -1,5 +1,5 @@
-"""Free ports for servers that listen on a run of consecutive ports (the gateway's HTTP API on
-the master port + 1; node i's local collectives on the pull port + i).
+"""Free ports for servers that listen on a run of consecutive ports (the gateway's HTTP API and
+tasks' pages on the master port + 1 and + 2; node i's local collectives on the pull port + i).
 
 The run is taken below the kernel's ephemeral range (ip_local_port_range), where neither an
 outgoing connection nor a server bound to port 0 (every other test server, and the ports agents

@@ -129,6 +129,17 @@ def test_a_task_may_not_set_the_gateways_session_cookie() -> None:
     ]
 
 
+def test_a_task_may_not_widen_its_service_workers_scope_or_clear_the_sites_data() -> None:
+    passed = rules.response_headers(
+        [
+            (b"Service-Worker-Allowed", b"/"),
+            (b"Clear-Site-Data", b'"cookies", "storage"'),
+            (b"content-type", b"text/javascript"),
+        ]
+    )
+    assert passed == [(b"content-type", b"text/javascript")]
+
+
 @pytest.mark.parametrize(
     ("origin", "host", "cross"),
     [

@@ -449,17 +449,21 @@ def build_images(args: argparse.Namespace) -> int:
 def _announce(result: "UpResult", data_dir: Path, settings: dict[str, str], logs: str = "") -> str:
     """Says what cluster-up did and where the cluster is; returns the master's address
     (https://host:port with TLS: that tells the CLI to use it, see determined._client)."""
-    from deploy.local.cluster import http_port
+    from deploy.local.cluster import http_port, proxy_port
     from deploy.local.decisions import UpOutcome
 
     record = result.record
     master = record.master_address()
-    web = f"{'https' if record.tls_cert else 'http'}://{record.master_host()}:{http_port(record.master_port, settings)}"
+    scheme_host = f"{'https' if record.tls_cert else 'http'}://{record.master_host()}"
+    web = f"{scheme_host}:{http_port(record.master_port, settings)}"
+    addresses = (
+        f"master at {master}; HTTP API at {web}; tasks' pages at "
+        f"{scheme_host}:{proxy_port(record.master_port, settings)}"
+    )
     where = (
-        f"master at {master}; HTTP API at {web}; logs in {data_dir / 'logs'}; "
-        f"PostgreSQL data in {record.postgres_folder(data_dir)}"
+        f"{addresses}; logs in {data_dir / 'logs'}; PostgreSQL data in {record.postgres_folder(data_dir)}"
         if not logs
-        else f"master at {master}; HTTP API at {web}; {logs}"
+        else f"{addresses}; {logs}"
     )
     if result.outcome == UpOutcome.STARTED:
         print(f"Cluster is up: {where}")

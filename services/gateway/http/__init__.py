@@ -10,6 +10,7 @@ REST paths and field names under /api/v1, plus /info and /health.
     model_definition  a created experiment's files (modelDefinition) as its context archive
     server   uvicorn inside the gateway's event loop (DET_HTTP_PORT)
     proxy    /proxy/<task id>/: a notebook's, TensorBoard's or shell's server (proxy_rules: what passes)
+    task_origin  tasks' pages on a port of their own (DET_PROXY_PORT), apart from the web UI's origin
 """
 
 from starlette.applications import Starlette
@@ -19,14 +20,20 @@ from services.gateway.http.app import Authenticate, application
 from services.gateway.http.client_routes import client_routes
 from services.gateway.http.proxy import TaskProxy
 from services.gateway.http.routes import Routes
+from services.gateway.http.task_origin import Ports, TaskOrigin
 
 
-def http_api(api: Api, authenticate: Authenticate) -> Starlette:
+def http_api(api: Api, authenticate: Authenticate, ports: Ports | None = None) -> Starlette:
+    """The HTTP API; with `ports`, tasks' pages are served on ports.proxy only (task_origin)."""
     proxy = TaskProxy(
         authenticate,
         api.tasks.proxy_target,
         api.parts.settings.cluster_secret,
         api.tasks.stop_idle_tensorboards,
+        ui_port=None if ports is None else ports.ui,
     )
     routes = [*Routes(api, authenticate).routes(), *client_routes(api, authenticate), *proxy.routes()]
-    return application(routes, lifespan=proxy.running)
+    app = application(routes, lifespan=proxy.running)
+    if ports is not None:
+        app.add_middleware(TaskOrigin, ports=ports)
+    return app

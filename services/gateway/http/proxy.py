@@ -54,6 +54,7 @@ from services.gateway.features.tasks.idle import ProxyActivity
 from services.gateway.features.tasks.queries import ProxyTarget
 from services.gateway.http import proxy_rules as rules
 from services.gateway.http.app import Authenticate, credentials, error_body, error_response
+from services.gateway.http.task_origin import origin, path_and_query
 
 log = structlog.get_logger()
 
@@ -96,12 +97,16 @@ class TaskProxy:
         secret: str,
         stop_idle: StopIdle,
         timeouts: Timeouts = Timeouts(),
+        ui_port: int | None = None,
     ) -> None:
         self.authenticate = authenticate
         self.lookup = lookup
         self.secret = secret
         self.stop_idle = stop_idle
         self.timeouts = timeouts
+        # The web UI's port when tasks' pages have one of their own (task_origin.py): the
+        # login page is there. None: on the same port as these pages.
+        self.ui_port = ui_port
         self.activity = ProxyActivity()
         # One pool of connections to every task's server, as many as requests are in flight (no
         # user's notebook waits for another's to free one), kept open a while; none of the
@@ -156,7 +161,8 @@ class TaskProxy:
             if gateway_error is None:
                 raise
             if isinstance(gateway_error, UnauthenticatedError):
-                return _log_in_first(request, gateway_error)
+                ui = "" if self.ui_port is None else origin(request.scope, self.ui_port)
+                return _log_in_first(request, gateway_error, ui)
             return _refused(gateway_error)
 
     async def _forward(self, request: Request, target: ProxyTarget) -> Response:
@@ -385,10 +391,7 @@ def _task_url(scheme: str, target: ProxyTarget, scope: Scope) -> str:
     """The task's URL of the request's own path (raw, as the client encoded it) and query."""
     host, port = _host_port(target)
     shown_host = f"[{host}]" if ":" in host else host
-    raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-    query: bytes = scope.get("query_string", b"")
-    path = raw_path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
-    return f"{scheme}://{shown_host}:{port}{path}"
+    return f"{scheme}://{shown_host}:{port}{path_and_query(scope)}"
 
 
 def _host_port(target: ProxyTarget) -> tuple[str, int]:
@@ -408,14 +411,15 @@ def _refused(error: GatewayError) -> Response:
     return error_response(error)
 
 
-def _log_in_first(request: Request, error: UnauthenticatedError) -> Response:
-    """401; to a browser, a page that leads to the web UI's login and back here."""
+def _log_in_first(request: Request, error: UnauthenticatedError, ui: str) -> Response:
+    """401; to a browser, a page that leads to the web UI's login (at `ui`, the web UI's
+    origin; "": this one) and back here."""
     if "text/html" not in request.headers.get("accept", ""):
         return error_response(error)
     back = quote(request.url.path, safe="/")
     return HTMLResponse(
         "<!doctype html><title>Log in</title>"
         f"<p>{html.escape(str(error))}</p>"
-        f'<p><a href="/#/login?next={back}">Log in</a>, then this page opens.</p>',
+        f'<p><a href="{html.escape(ui)}/#/login?next={back}">Log in</a>, then this page opens.</p>',
         status_code=401,
     )

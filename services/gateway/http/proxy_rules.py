@@ -42,6 +42,10 @@ WEBSOCKET_HANDSHAKE = frozenset(
         b"sec-websocket-accept",
     }
 )
+# A task's server may not send these to the browser: a service worker's scope wider than its
+# own folder (it would serve the pages of every task the browser opens), and the order to
+# clear the site's data (the gateway's login cookie with it).
+REACHING_BEYOND_THE_TASK = frozenset({b"service-worker-allowed", b"clear-site-data"})
 # Set by the proxy itself (the client's own are replaced; X-Forwarded-For is extended).
 FORWARDED = frozenset({b"x-forwarded-proto", b"x-forwarded-host"})
 # Close codes a close frame may carry (RFC 6455 §7.4; 1005, 1006 and 1015 only say what happened).
@@ -120,9 +124,10 @@ def request_headers(headers: Headers, *, client: str, scheme: str, task_token: s
 
 def response_headers(headers: Iterable[tuple[bytes, bytes]]) -> Headers:
     """The task's answer's headers passed to the client: less hop-by-hop
-    ones, and never a cookie named as the gateway's session cookie."""
+    ones and those REACHING_BEYOND_THE_TASK, and never a cookie named as the
+    gateway's session cookie."""
     listed = [(name.lower(), value) for name, value in headers]
-    dropped = _connection_named(listed) | HOP_BY_HOP
+    dropped = _connection_named(listed) | HOP_BY_HOP | REACHING_BEYOND_THE_TASK
     return [
         (name, value)
         for name, value in listed

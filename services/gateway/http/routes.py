@@ -65,6 +65,13 @@ MAX_CHART_POINTS = 100_000
 # The web UI's static files (packaged with the distribution), served to anyone:
 # the page itself logs in and sends its token on every /api/v1 call.
 UI_DIRECTORY = Path(__file__).parent / "ui"
+# The web UI's page: always asked for again (a new version shows at once), and never shown in
+# a frame of another page (a task's page could otherwise trick a click on the UI's buttons).
+UI_PAGE_HEADERS = {
+    "cache-control": "no-cache",
+    "content-security-policy": "frame-ancestors 'none'",
+    "x-frame-options": "DENY",
+}
 # A LaunchTask body: a config (at most 1 MiB), a command line, ids, a key, with room.
 MAX_TASK_BODY_BYTES = 2 * 1024 * 1024
 # A logs RPC's response: TrialLogsResponse or TaskLogsResponse.
@@ -126,7 +133,7 @@ class Routes:
     # -- the web UI (static files, no token) --------------------------------------------
 
     async def web_ui(self, request: Request) -> Response:
-        return FileResponse(UI_DIRECTORY / "index.html", headers={"cache-control": "no-cache"})
+        return FileResponse(UI_DIRECTORY / "index.html", headers=UI_PAGE_HEADERS)
 
     # -- open to anyone --------------------------------------------------------------
 

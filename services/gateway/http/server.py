@@ -40,16 +40,18 @@ class _Server(uvicorn.Server):
 
 
 class HttpServer:
-    def __init__(self, server: _Server, task: "asyncio.Task[None]", port: int) -> None:
+    def __init__(self, server: _Server, task: "asyncio.Task[None]", ports: list[int]) -> None:
         self._server = server
         self._task = task
-        self.port = port
+        # The first listener's port, and every listener's.
+        self.port = ports[0]
+        self.ports = ports
 
     @classmethod
     async def start(
-        cls, app: ASGIApp, listener: socket.socket, tls: tuple[Path, Path] | None = None
+        cls, app: ASGIApp, *listeners: socket.socket, tls: tuple[Path, Path] | None = None
     ) -> "HttpServer":
-        """Serves on `listener` (from `listen`); with `tls` (certificate and key files), HTTPS."""
+        """Serves on `listeners` (from `listen`); with `tls` (certificate and key files), HTTPS."""
         cert, key = tls or (None, None)
         config = uvicorn.Config(
             app,
@@ -68,14 +70,14 @@ class HttpServer:
             _REFUSAL_IS_NO_ERROR
         )  # the same filter again is no second one
         server = _Server(config)
-        task = asyncio.create_task(server.serve(sockets=[listener]), name="http-api")
+        task = asyncio.create_task(server.serve(sockets=list(listeners)), name="http-api")
         async with asyncio.timeout(STARTUP_TIMEOUT_S):
             while not server.started:
                 if task.done():
                     task.result()  # the start failed: raise why
                     raise OSError("the HTTP server stopped while starting")
                 await asyncio.sleep(0.01)
-        return cls(server, task, listener.getsockname()[1])
+        return cls(server, task, [listener.getsockname()[1] for listener in listeners])
 
     async def stop(self) -> None:
         """Stops listening; open streams (followed logs) get a moment to end."""
