@@ -31,7 +31,7 @@ TERMINAL_EXPERIMENT_STATES = states.proto_values(states.ExperimentState, states.
 # 5 minutes); each heartbeat then names its own.
 DEFAULT_TIMEOUT_S = 300.0
 # The ends a script may say it reached.
-SAID_ENDS = frozenset({TrialState.TRIAL_STATE_COMPLETED, TrialState.TRIAL_STATE_ERROR})
+SAID_ENDS = states.proto_values(states.TrialState, states.DETACHED_TRIAL_ENDS)
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,8 @@ CHECKPOINT_TRANSITIONS: Mapping[CheckpointState, frozenset[CheckpointState]] = {
 CHECKPOINT_DELETABLE_STATES = frozenset(
     s for s, after in CHECKPOINT_TRANSITIONS.items() if C.DELETING in after
 )
+# The ends a detached run's script may say its trial reached (ReportUnmanagedTrialRequest.end_state).
+DETACHED_TRIAL_ENDS = frozenset({T.COMPLETED, T.ERROR})
 # An experiment may be deleted from these (ended, or a deletion that failed).
 EXPERIMENT_DELETABLE_STATES = frozenset(
     s for s, after in EXPERIMENT_TRANSITIONS.items() if E.DELETING in after

@@ -39,10 +39,10 @@ START_WAIT_S = 30.0
 HEARTBEATS_PER_TIMEOUT = 5
 MAX_HEARTBEAT_S = 60.0
 MAX_REPORTER_ID_CHARS = 100
-# The ends a script may say it reached (ReportUnmanagedTrialRequest.end_state).
+# The ends a script may say it reached, by name (ReportUnmanagedTrialRequest.end_state).
 SAID_ENDS = {
-    states.TrialState.COMPLETED.value: events_pb2.TRIAL_STATE_COMPLETED,
-    states.TrialState.ERROR.value: events_pb2.TRIAL_STATE_ERROR,
+    end.value: events_pb2.TrialState.ValueType(states.proto_value(end))
+    for end in sorted(states.DETACHED_TRIAL_ENDS)
 }
 
 
