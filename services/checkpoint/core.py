@@ -5,7 +5,9 @@ The saga (events.proto): a cause -> CheckpointDeletionRequested (this core)
 -> the shell deletes the files -> CheckpointDeleted or
 CheckpointPartiallyDeleted per checkpoint (the shell, services/checkpoint/
 deleter.py) -> for `det experiment delete`, ExperimentDeleted or
-ExperimentDeleteFailed (this core) once every checkpoint is settled.
+ExperimentDeleteFailed (this core) once every checkpoint is settled and the
+shell has recorded what deleting the experiment's TensorBoard files left
+(TensorboardFilesDeleted, once per ExperimentDeleteRequested).
 
 The causes, and what each deletes:
 - the experiment reaches COMPLETED, CANCELED or ERROR: what its GC policy
@@ -14,7 +16,11 @@ The causes, and what each deletes:
   when it has ended (else when it ends), with the new policy;
 - a user or a trial asks (CheckpointDeleteAsked): those checkpoints, or only
   their files matching the globs;
-- `det experiment delete`: every checkpoint (policy 0/0/0).
+- `det experiment delete`: every checkpoint (policy 0/0/0), and the
+  experiment's TensorBoard files (the shell deletes those without a decision
+  of this core: the request is the cause). A log written before
+  TensorboardFilesDeleted existed has ExperimentDeleteRequested answered
+  without one: the answer folds as ever, and nothing waits for it.
 
 A deletion is planned when its cause is folded (so that a replay plans the
 same one, with the same deletion id) and waits in the state until decided;
@@ -71,6 +77,7 @@ GC_FOLDS = (
     "checkpoint_deletion_requested",
     "checkpoint_deleted",
     "checkpoint_partially_deleted",
+    "tensorboard_files_deleted",
     "experiment_deleted",
     "experiment_delete_failed",
 )
@@ -117,7 +124,9 @@ def evolve(state: GcState, envelope: Envelope) -> GcState:
         case events_pb2.CheckpointDeleteAsked():
             return _delete_asked(state, experiment, event)
         case events_pb2.ExperimentDeleteRequested():
-            return _delete_requested(state, experiment)
+            return _delete_requested(state, experiment, envelope)
+        case events_pb2.TensorboardFilesDeleted():
+            return _tensorboards_deleted(state, experiment, event)
         case events_pb2.ExperimentDeleted():
             experiments = {k: v for k, v in state.experiments.items() if k != experiment_id}
             return replace(state, experiments=experiments, deletes_due=state.deletes_due - {experiment_id})
@@ -248,11 +257,32 @@ def _delete_asked(state: GcState, experiment: Experiment, event: events_pb2.Chec
     return _plan(state, experiment, chosen, tuple(event.globs), f"asked by {event.asked_by}")
 
 
-def _delete_requested(state: GcState, experiment: Experiment) -> GcState:
-    experiment = replace(experiment, delete_requests=experiment.delete_requests + 1)
+def _delete_requested(state: GcState, experiment: Experiment, envelope: Envelope) -> GcState:
+    experiment = replace(
+        experiment,
+        delete_requests=experiment.delete_requests + 1,
+        delete_event_id=envelope.event_id,
+        delete_correlation_id=envelope.correlation_id,
+    )
     state = with_experiment(state, experiment)
     chosen = [c for c in _candidates(state, experiment) if c.uuid not in state.protected]
     return _plan(state, experiment, chosen, (), EXPERIMENT_DELETED)
+
+
+def _tensorboards_deleted(
+    state: GcState, experiment: Experiment, event: events_pb2.TensorboardFilesDeleted
+) -> GcState:
+    """What deleting its TensorBoard files left; only an outcome of the request
+    being answered counts (a late one of an older request changes nothing)."""
+    if event.delete_request != experiment.delete_requests or not experiment.being_deleted:
+        return state
+    experiment = replace(
+        experiment,
+        tensorboards_answered=event.delete_request,
+        tensorboard_remaining=dict(event.remaining),
+        tensorboard_error=event.error,
+    )
+    return with_experiment(state, experiment)
 
 
 def _collect(state: GcState, experiment: Experiment, reason: str) -> GcState:
@@ -396,8 +426,9 @@ def _settled(
 def decide(state: GcState) -> list[Append]:
     appends = [_deletion_requested_append(deletion) for deletion in state.pending.values()]
     for experiment_id in sorted(state.deletes_due):
-        if not state.has_deletions(experiment_id):
-            appends.append(_delete_answer(state, state.experiments[experiment_id]))
+        experiment = state.experiments[experiment_id]
+        if not state.has_deletions(experiment_id) and not experiment.tensorboards_due:
+            appends.append(_delete_answer(state, experiment))
     return appends
 
 
@@ -424,12 +455,18 @@ def _delete_answer(state: GcState, experiment: Experiment) -> Append:
         for c in experiment.checkpoints()
         if c.status is not Status.DELETED and c.uuid not in state.protected
     ]
-    if not left:
+    if not left and not experiment.tensorboards_left:
         event = events_pb2.ExperimentDeleted(experiment_id=experiment_id)
         return Append(aggregate("experiment", experiment_id), event, f"experiment-deleted-{experiment_id}")
-    named = "; ".join(f"{c.uuid}: {c.error or 'files are left'}" for c in left[:REASON_NAMES])
-    more = f" (and {len(left) - REASON_NAMES} more)" if len(left) > REASON_NAMES else ""
-    reason = f"{len(left)} checkpoint(s) could not be deleted: {named}{more}"
-    failed = events_pb2.ExperimentDeleteFailed(experiment_id=experiment_id, reason=reason)
+    reasons = [_checkpoints_left(left)] if left else []
+    if experiment.tensorboards_left:
+        reasons.append(f"tensorboard files: {experiment.tensorboard_error or 'files are left'}")
+    failed = events_pb2.ExperimentDeleteFailed(experiment_id=experiment_id, reason="; ".join(reasons))
     msg_id = f"experiment-delete-failed-{experiment_id}-{experiment.delete_requests}"
     return Append(aggregate("experiment", experiment_id), failed, msg_id)
+
+
+def _checkpoints_left(left: list[Checkpoint]) -> str:
+    named = "; ".join(f"{c.uuid}: {c.error or 'files are left'}" for c in left[:REASON_NAMES])
+    more = f" (and {len(left) - REASON_NAMES} more)" if len(left) > REASON_NAMES else ""
+    return f"{len(left)} checkpoint(s) could not be deleted: {named}{more}"

@@ -1,4 +1,5 @@
-"""The checkpoint service's side effects: deleting checkpoints' files.
+"""The checkpoint service's side effects: deleting checkpoints' files, and
+the TensorBoard files of an experiment being deleted.
 
 `Deleter.on_state` is the Shell's hook: after each fold it queues every
 checkpoint of a running deletion (GcState.deleting) that has no outcome yet
@@ -7,13 +8,16 @@ storage backend the deletion names (in a thread: the backends block) and
 append its outcome themselves: CheckpointDeleted when nothing is left,
 else CheckpointPartiallyDeleted with what is left and the storage's error.
 The outcome folds back into the state through the log and settles the
-checkpoint.
+checkpoint. The same way, once per delete request of an experiment being
+deleted, a worker deletes the experiment's TensorBoard folder
+(`tensorboard/experiment/<id>/` in its checkpoint storage) and appends
+TensorboardFilesDeleted.
 
-After a restart, the replayed state holds exactly the checkpoints whose
-outcome never reached the log, and the first `on_state` queues those: a
-deletion that had happened before the crash is done again (deleting files
-already gone deletes nothing and fails nothing), one that had not is done
-now, and a checkpoint with an outcome is never touched again.
+After a restart, the replayed state holds exactly the checkpoints and the
+delete requests whose outcome never reached the log, and the first
+`on_state` queues those: a deletion that had happened before the crash is
+done again (deleting files already gone deletes nothing and fails nothing),
+one that had not is done now, and one with an outcome is never done again.
 """
 
 import asyncio
@@ -30,7 +34,8 @@ from google.protobuf.message import Message
 
 from determined.common import storage
 from determined.proto import events_pb2
-from services.checkpoint.state import Deletion, GcState, Target
+from determined.tensorboard import experiment_storage
+from services.checkpoint.state import Deletion, Experiment, GcState, Target
 from services.common.cancelling import cancel_and_wait
 from services.common.envelope import Append, aggregate
 from services.common.eventlog import EventLog
@@ -38,7 +43,8 @@ from services.common.eventlog import EventLog
 log = structlog.get_logger()
 
 # A storage call that raises is tried this many times, these seconds apart,
-# before the checkpoint is recorded PARTIALLY_DELETED with the error.
+# before the checkpoint is recorded PARTIALLY_DELETED (the TensorBoard files
+# left) with the error.
 ATTEMPTS = 3
 RETRY_DELAY_S = 0.5
 # After an unexpected failure to append an outcome, wait this long and try again.
@@ -56,8 +62,32 @@ class Job:
     target: Target
 
 
+@dataclass(frozen=True)
+class TensorboardJob:
+    """Deleting the TensorBoard files of an experiment being deleted, for its
+    `delete_request`th ExperimentDeleteRequested (whose event id and
+    correlation id the outcome answers; "" when the state has none)."""
+
+    experiment_id: int
+    delete_request: int
+    storage_json: str
+    event_id: str
+    correlation_id: str
+
+    @classmethod
+    def of(cls, experiment: Experiment) -> "TensorboardJob":
+        return cls(
+            experiment.experiment_id,
+            experiment.delete_requests,
+            experiment.storage_json,
+            experiment.delete_event_id,
+            experiment.delete_correlation_id,
+        )
+
+
 class Deleter:
-    """Deletes the files of requested checkpoints, `workers` at a time."""
+    """Deletes the files of requested checkpoints, and the TensorBoard files
+    of experiments being deleted, `workers` at a time."""
 
     def __init__(
         self,
@@ -73,9 +103,11 @@ class Deleter:
         self.workers = workers
         self.build = build
         self.retry_delay_s = retry_delay_s
-        self.queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.queue: asyncio.Queue[Job | TensorboardJob] = asyncio.Queue()
         # Running deletions whose unsettled checkpoints are queued.
         self.queued: set[tuple[int, int]] = set()
+        # (experiment id, delete request) whose TensorBoard files are queued.
+        self.tensorboards_queued: set[tuple[int, int]] = set()
         self.tasks: list[asyncio.Task[None]] = []
         self.appending: set[asyncio.Task[None]] = set()
         self.append_slots = asyncio.Semaphore(APPENDS_IN_FLIGHT)
@@ -105,7 +137,21 @@ class Deleter:
                 for target in unsettled:
                     self.queue.put_nowait(Job(deletion, target))
         self.queued &= state.deleting.keys()
+        self._queue_tensorboards(state)
         return []
+
+    def _queue_tensorboards(self, state: GcState) -> None:
+        """Queues, once per delete request, the TensorBoard files of each experiment
+        being deleted whose outcome for its request is not in the state."""
+        due = {
+            (experiment.experiment_id, experiment.delete_requests): experiment
+            for experiment_id in state.deletes_due
+            if (experiment := state.experiments[experiment_id]).tensorboards_due
+        }
+        for key in sorted(due.keys() - self.tensorboards_queued):
+            log.info("tensorboard_files_deletion_started", experiment_id=key[0], delete_request=key[1])
+            self.queue.put_nowait(TensorboardJob.of(due[key]))
+        self.tensorboards_queued = set(due)
 
     async def stop(self) -> None:
         await cancel_and_wait(*self.tasks, *self.appending)
@@ -114,11 +160,7 @@ class Deleter:
     async def _work(self) -> None:
         while True:
             job = await self.queue.get()
-            deletion = job.deletion
-            with structlog.contextvars.bound_contextvars(
-                experiment_id=deletion.experiment_id, deletion_id=deletion.deletion_id
-            ):
-                outcome = await asyncio.to_thread(self.delete, job)
+            outcome = await asyncio.to_thread(self._outcome, job)
             await self.append_slots.acquire()
             task = asyncio.create_task(self._append(outcome))
             self.appending.add(task)
@@ -139,6 +181,18 @@ class Deleter:
                 log.exception("checkpoint_outcome_append_failed", msg_id=outcome.msg_id)
                 await asyncio.sleep(APPEND_RETRY_S)
 
+    def _outcome(self, job: Job | TensorboardJob) -> Append:
+        """Does the job (blocking), in the log context of what it deletes; returns its outcome."""
+        if isinstance(job, Job):
+            with structlog.contextvars.bound_contextvars(
+                experiment_id=job.deletion.experiment_id, deletion_id=job.deletion.deletion_id
+            ):
+                return self.delete(job)
+        with structlog.contextvars.bound_contextvars(
+            experiment_id=job.experiment_id, delete_request=job.delete_request
+        ):
+            return self.delete_tensorboards(job)
+
     def delete(self, job: Job) -> Append:
         """Deletes one checkpoint's files (blocking); returns its outcome."""
         deletion, target = job.deletion, job.target
@@ -146,9 +200,7 @@ class Deleter:
         try:
             result = self._delete_files(deletion, target)
         except Exception as error:  # noqa: BLE001 - whatever the storage raised is recorded for the user
-            message = (
-                str(error) if isinstance(error, storage.StorageError) else f"{type(error).__name__}: {error}"
-            )
+            message = _described(error)
             log.warning("checkpoint_delete_failed", uuid=target.uuid, error=message)
             return _partially_deleted(deletion, target, dict(target.resources), message, 0)
         log.debug("checkpoint_files_deleted", uuid=target.uuid, seconds=round(time.monotonic() - started, 3))
@@ -159,13 +211,42 @@ class Deleter:
 
     def _delete_files(self, deletion: Deletion, target: Target) -> storage.DeleteResult:
         manager = self._manager(deletion.storage_json)
+        globs = list(deletion.globs) or None
+        return self._retried(
+            lambda: manager.delete(target.uuid, globs), "checkpoint_delete_retried", uuid=target.uuid
+        )
+
+    def delete_tensorboards(self, job: TensorboardJob) -> Append:
+        """Deletes the experiment's TensorBoard folder (blocking); returns the outcome."""
+        try:
+            result = self._delete_tensorboard_files(job)
+        except Exception as error:  # noqa: BLE001 - whatever the storage raised is recorded for the user
+            message = _described(error)
+            log.warning("tensorboard_files_delete_failed", error=message)
+            return _tensorboards_deleted(job, storage.DeleteResult(errors=[message]))
+        log.info("tensorboard_files_deleted", bytes_freed=result.bytes_freed, left=len(result.remaining))
+        return _tensorboards_deleted(job, result)
+
+    def _delete_tensorboard_files(self, job: TensorboardJob) -> storage.DeleteResult:
+        if not job.storage_json:
+            return storage.DeleteResult()  # no checkpoint storage: no trial of it could write any
+        folders = experiment_storage(self._manager(job.storage_json))
+        return self._retried(
+            lambda: folders.delete(str(job.experiment_id)), "tensorboard_files_delete_retried"
+        )
+
+    def _retried(
+        self, delete: Callable[[], storage.DeleteResult], event: str, **fields: object
+    ) -> storage.DeleteResult:
+        """`delete` tried ATTEMPTS times while it raises, each retry logged as
+        `event` with `fields`; the last error raised."""
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                return manager.delete(target.uuid, list(deletion.globs) or None)
+                return delete()
             except Exception as error:
                 if attempt == ATTEMPTS:
                     raise
-                log.info("checkpoint_delete_retried", uuid=target.uuid, attempt=attempt, error=str(error))
+                log.info(event, attempt=attempt, error=str(error), **fields)
                 time.sleep(self.retry_delay_s * attempt)
         raise AssertionError("unreachable")
 
@@ -183,6 +264,11 @@ class Deleter:
         if isinstance(manager, str):
             raise storage.StorageError(manager)
         return manager
+
+
+def _described(error: Exception) -> str:
+    """The storage's error as the user reads it."""
+    return str(error) if isinstance(error, storage.StorageError) else f"{type(error).__name__}: {error}"
 
 
 def _deleted(deletion: Deletion, target: Target, bytes_freed: int) -> Append:
@@ -217,3 +303,20 @@ def _partially_deleted(
 def _answering(deletion: Deletion, name: str, event: Message, msg_id: str) -> Append:
     """An outcome caused by the deletion's decision, in the same chain."""
     return Append(name, event, msg_id, causation_id=deletion.event_id, correlation_id=deletion.correlation_id)
+
+
+def _tensorboards_deleted(job: TensorboardJob, result: storage.DeleteResult) -> Append:
+    event = events_pb2.TensorboardFilesDeleted(
+        experiment_id=job.experiment_id,
+        delete_request=job.delete_request,
+        remaining=result.remaining,
+        error="; ".join(result.errors),
+        bytes_freed=result.bytes_freed,
+    )
+    return Append(
+        aggregate("experiment", job.experiment_id),
+        event,
+        f"tensorboard-files-deleted-{job.experiment_id}-{job.delete_request}",
+        causation_id=job.event_id,
+        correlation_id=job.correlation_id,
+    )

@@ -1,5 +1,6 @@
 """What the checkpoint service knows: each experiment's checkpoints (grouped
-by trial, with the trial's validations), its GC policy and storage, and the
+by trial, with the trial's validations), its GC policy and storage, its
+delete requests and what deleting its TensorBoard files left, and the
 deletions decided but not yet settled.
 
 Kept cheap to update: an event copies only the trial it touches, the
@@ -109,10 +110,29 @@ class Experiment:
     # (ExperimentDeleted / ExperimentDeleteFailed).
     delete_requests: int = 0
     delete_answered: int = 0
+    # The last ExperimentDeleteRequested's event id and correlation id: what
+    # its TensorboardFilesDeleted answers.
+    delete_event_id: str = ""
+    delete_correlation_id: str = ""
+    # The delete request whose TensorBoard files outcome was folded last, and
+    # what that outcome left: relative path -> size, and the storage's error.
+    tensorboards_answered: int = 0
+    tensorboard_remaining: dict[str, int] = field(default_factory=dict)
+    tensorboard_error: str = ""
 
     @property
     def being_deleted(self) -> bool:
         return self.delete_requests > self.delete_answered
+
+    @property
+    def tensorboards_due(self) -> bool:
+        """Being deleted, and its TensorBoard files outcome for this request not in yet."""
+        return self.being_deleted and self.tensorboards_answered < self.delete_requests
+
+    @property
+    def tensorboards_left(self) -> bool:
+        """The last TensorBoard files outcome left files, or the storage failed."""
+        return bool(self.tensorboard_remaining or self.tensorboard_error)
 
     def checkpoints(self) -> list[Checkpoint]:
         return [c for trial in self.trials.values() for c in trial.checkpoints.values()]

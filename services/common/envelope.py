@@ -124,6 +124,7 @@ SUBJECT_KINDS: dict[str, str] = {
     "checkpoint_deletion_requested": "experiment",
     "checkpoint_deleted": "checkpoint",
     "checkpoint_partially_deleted": "checkpoint",
+    "tensorboard_files_deleted": "experiment",
     "checkpoint_metadata_set": "checkpoint",
     "trial_used_checkpoint": "trial",
     "model_created": "model",

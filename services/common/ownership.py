@@ -31,6 +31,7 @@ APPENDS: dict[str, tuple[str, ...]] = {
         "checkpoint_deletion_requested",
         "checkpoint_deleted",
         "checkpoint_partially_deleted",
+        "tensorboard_files_deleted",
         "experiment_deleted",
         "experiment_delete_failed",
     ),

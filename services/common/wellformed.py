@@ -123,6 +123,7 @@ AGGREGATE_ID: dict[str, Callable[[Message], str]] = {
     "checkpoint_deletion_requested": _EXPERIMENT,
     "checkpoint_deleted": _UUID,
     "checkpoint_partially_deleted": _UUID,
+    "tensorboard_files_deleted": _EXPERIMENT,
     "checkpoint_metadata_set": _UUID,
     "trial_used_checkpoint": _TRIAL,
     "model_created": _field("name"),

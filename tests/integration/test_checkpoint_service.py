@@ -1,7 +1,7 @@
 """The checkpoint service against a real nats-server and real storage
 (a shared_fs folder, moto's S3 server): GC when an experiment ends, a
-file the storage refuses to delete, `det experiment delete`, and a service
-killed -9 in the middle of a GC."""
+file the storage refuses to delete, `det experiment delete` (its checkpoints
+and its TensorBoard files), and a service killed -9 in the middle of a GC."""
 
 import asyncio
 import contextlib
@@ -19,6 +19,7 @@ import pytest
 from google.protobuf.message import Message
 from support.s3_server import S3Server
 
+from determined import tensorboard
 from determined.common import storage
 from determined.proto import events_pb2 as ev
 from services.checkpoint.__main__ import CheckpointSettings, run
@@ -79,6 +80,18 @@ class Experiment:
             experiment_id=self.experiment_id, state=ev.ExperimentState.EXPERIMENT_STATE_COMPLETED
         )
         await self.append(ended, f"ended-{self.experiment_id}")
+
+    async def tensorboard_files(self, trial_id: int) -> None:
+        """Writes a trial's TensorBoard files to the storage as the trial does."""
+        folder = self.staging / f"tensorboard-{self.experiment_id}-{trial_id}"
+        folder.mkdir(parents=True)
+        (folder / "events.out.tfevents.1").write_bytes(os.urandom(128))
+        trials = tensorboard.trial_storage(self.manager, self.experiment_id)
+        await asyncio.to_thread(trials.upload, folder, str(trial_id))
+
+    def tensorboards_stored(self) -> dict[str, int]:
+        """The experiment's TensorBoard files in storage now."""
+        return tensorboard.experiment_storage(self.manager).list_resources(str(self.experiment_id))
 
     def stored(self) -> set[str]:
         """The checkpoints with files in storage now, each checked to be whole."""
@@ -155,6 +168,33 @@ async def test_an_ended_experiment_keeps_what_its_policy_says(
     ]
 
 
+async def test_deleting_an_experiment_deletes_its_checkpoints_and_tensorboard_files(
+    event_store: EventStore, nats_url: str, namespace: str, section: dict[str, Any], tmp_path: Path
+) -> None:
+    experiment = Experiment(event_store, section, tmp_path / "staging")
+    other = Experiment(event_store, section, tmp_path / "staging", experiment_id=2)
+    await experiment.create()
+    await other.create()
+    await experiment.checkpoint("a", 1, 100, 0.1)
+    await experiment.tensorboard_files(1)
+    await experiment.tensorboard_files(2)
+    await other.tensorboard_files(3)
+    await experiment.end()
+    assert len(experiment.tensorboards_stored()) >= 2
+    async with service(nats_url, namespace):
+        await experiment.append(ev.ExperimentDeleteRequested(experiment_id=1), "experiment-delete-1-1")
+        found = await until(
+            event_store, ["experiment"], lambda e: any(isinstance(x, ev.ExperimentDeleted) for x in e)
+        )
+    [outcome] = [e for e in found if isinstance(e, ev.TensorboardFilesDeleted)]
+    assert (outcome.delete_request, dict(outcome.remaining), outcome.error) == (1, {}, "")
+    assert outcome.bytes_freed == 2 * 128
+    assert experiment.tensorboards_stored() == {} and experiment.stored() == set()
+    assert other.tensorboards_stored() != {}
+    if section["type"] == "shared_fs":
+        assert not (tmp_path / "checkpoints" / "tensorboard" / "experiment" / "1").exists()
+
+
 @contextlib.contextmanager
 def undeletable(path: Path) -> Iterator[None]:
     """A file the file system refuses to unlink: immutable for root
@@ -181,10 +221,12 @@ async def test_a_file_the_storage_refuses_is_reported_and_the_experiment_delete_
     await experiment.create()
     await experiment.checkpoint("a", 1, 100, 0.1)
     await experiment.checkpoint("b", 1, 200, 0.2)
+    await experiment.tensorboard_files(1)
     await experiment.end()
+    trial_folder = tmp_path / "checkpoints" / tensorboard.trial_folder(1, 1)
     stuck = tmp_path / "checkpoints" / "b" / "shard-1.bin"
     async with service(nats_url, namespace):
-        with undeletable(stuck):
+        with undeletable(stuck), undeletable(trial_folder / "events.out.tfevents.1"):
             await experiment.append(ev.ExperimentDeleteRequested(experiment_id=1), "experiment-delete-1-1")
             found = await until(
                 event_store,
@@ -197,12 +239,20 @@ async def test_a_file_the_storage_refuses_is_reported_and_the_experiment_delete_
             assert dict(partial.remaining) == {"shard-1.bin": experiment.files["b"]["shard-1.bin"]}
             assert "shard-1.bin" in partial.error and "Operation not permitted" in partial.error
             assert failed.reason.startswith("1 checkpoint(s) could not be deleted: b: shard-1.bin")
+            assert (
+                "; tensorboard files: trial/1/events.out.tfevents.1: Operation not permitted" in failed.reason
+            )
+            [tensorboards] = [e for e in found if isinstance(e, ev.TensorboardFilesDeleted)]
+            assert dict(tensorboards.remaining) == experiment.tensorboards_stored() != {}
             assert stuck.exists()
         await experiment.append(ev.ExperimentDeleteRequested(experiment_id=1), "experiment-delete-1-2")
         found = await until(event_store, ["experiment"], lambda e: isinstance(e[-1], ev.ExperimentDeleted))
     assert not (tmp_path / "checkpoints" / "b").exists() and experiment.stored() == set()
+    assert not trial_folder.exists() and experiment.tensorboards_stored() == {}
     requested = [e for e in found if isinstance(e, ev.CheckpointDeletionRequested)]
     assert [sorted(r.uuids) for r in requested] == [["a", "b"], ["b"]]
+    tensorboards = [e for e in found if isinstance(e, ev.TensorboardFilesDeleted)]
+    assert [(t.delete_request, t.error == "") for t in tensorboards] == [(1, False), (2, True)]
 
 
 def service_process(nats_url: str, namespace: str, folder: Path, run_number: int) -> subprocess.Popen[bytes]:

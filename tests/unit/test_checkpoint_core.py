@@ -93,6 +93,20 @@ class Gc:
                     self.given(ev.CheckpointDeleted(**common, bytes_freed=target.bytes))
         return self
 
+    def tensorboards(self, error: str = "", remaining: dict[str, int] | None = None) -> "Gc":
+        """What the deleter records for the TensorBoard files of every experiment
+        being deleted that awaits them: all gone, or `remaining` left with `error`."""
+        for experiment in list(self.state.experiments.values()):
+            if experiment.tensorboards_due:
+                outcome = ev.TensorboardFilesDeleted(
+                    experiment_id=experiment.experiment_id,
+                    delete_request=experiment.delete_requests,
+                    remaining=remaining or {},
+                    error=error,
+                )
+                self.given(outcome)
+        return self
+
 
 def created(
     experiment_id: int = 1, storage: dict[str, object] | None = None, **searcher: object
@@ -380,22 +394,24 @@ def test_deleting_an_experiment_deletes_every_checkpoint_then_the_experiment() -
     gc.given(delete_requested())
     deletion = gc.deletion()
     assert (sorted(deletion.uuids), deletion.reason) == (["b", "c", "d", "e"], "experiment deleted")
-    gc.outcomes()
+    gc.outcomes().tensorboards()
     [append] = gc.decide()
     assert isinstance(append.payload, ev.ExperimentDeleted)
     assert (append.aggregate, append.msg_id) == ("experiment/1", "experiment-deleted-1")
     assert 1 not in gc.state.experiments and gc.state.deletes_due == frozenset()
 
 
-def test_an_experiment_without_checkpoints_is_deleted_at_once() -> None:
-    [append] = Gc().given(created(), ended(), delete_requested()).decide()
+def test_an_experiment_without_checkpoints_is_deleted_once_its_tensorboard_files_are() -> None:
+    gc = Gc().given(created(), ended(), delete_requested())
+    assert gc.decide() == []
+    [append] = gc.tensorboards().decide()
     assert isinstance(append.payload, ev.ExperimentDeleted)
 
 
 def test_a_deletion_that_leaves_files_fails_and_can_be_retried() -> None:
     gc = trained().given(ended(), delete_requested())
     gc.decide()
-    gc.outcomes(partial={"b": "AccessDenied"})
+    gc.outcomes(partial={"b": "AccessDenied"}).tensorboards()
     [append] = gc.decide()
     failed = append.payload
     assert isinstance(failed, ev.ExperimentDeleteFailed)
@@ -404,7 +420,7 @@ def test_a_deletion_that_leaves_files_fails_and_can_be_retried() -> None:
     assert gc.decide() == []
     gc.given(delete_requested())
     assert list(gc.deletion().uuids) == ["b"]
-    gc.outcomes()
+    gc.outcomes().tensorboards()
     [append] = gc.decide()
     assert isinstance(append.payload, ev.ExperimentDeleted)
 
@@ -412,7 +428,7 @@ def test_a_deletion_that_leaves_files_fails_and_can_be_retried() -> None:
 def test_a_failed_deletion_names_a_few_checkpoints() -> None:
     gc = trained().given(ended(), delete_requested())
     gc.decide()
-    gc.outcomes(partial={u: "denied" for u in "abcde"})
+    gc.outcomes(partial={u: "denied" for u in "abcde"}).tensorboards()
     gc.given(*[checkpoint(f"z{n}", 3, n) for n in range(3)])
     [append] = gc.decide()
     assert isinstance(append.payload, ev.ExperimentDeleteFailed)
@@ -425,7 +441,7 @@ def test_an_experiment_being_deleted_waits_for_a_running_gc() -> None:
     gc.decide()  # a: DELETING, no outcome yet
     gc.given(delete_requested())
     assert sorted(gc.deletion().uuids) == ["b", "c", "d", "e"]
-    gc.outcomes()
+    gc.outcomes().tensorboards()
     [append] = gc.decide()
     assert isinstance(append.payload, ev.ExperimentDeleted)
 
@@ -433,9 +449,103 @@ def test_an_experiment_being_deleted_waits_for_a_running_gc() -> None:
 def test_an_experiment_deletion_keeps_protected_checkpoints_and_is_still_deleted() -> None:
     gc = trained().given(created(2, source_checkpoint_uuid="b"), ended(), delete_requested())
     assert "b" not in set().union(*(d.uuids for d in gc.deletions()))
+    gc.outcomes().tensorboards()
+    [append] = gc.decide()
+    assert isinstance(append.payload, ev.ExperimentDeleted)
+
+
+def test_the_answer_waits_for_the_tensorboard_files_whichever_comes_last() -> None:
+    gc = trained().given(ended(), delete_requested())
+    gc.decide()
+    gc.outcomes()
+    assert gc.decide() == [] and gc.state.experiments[1].tensorboards_due
+    [append] = gc.tensorboards().decide()
+    assert isinstance(append.payload, ev.ExperimentDeleted)
+
+    gc = trained().given(ended(), delete_requested())
+    gc.decide()
+    assert gc.tensorboards().decide() == []
     gc.outcomes()
     [append] = gc.decide()
     assert isinstance(append.payload, ev.ExperimentDeleted)
+
+
+@pytest.mark.parametrize(
+    "partial, error, remaining, reason",
+    [
+        ({}, "AccessDenied", {}, "tensorboard files: AccessDenied"),
+        ({}, "", {"trial/1/events.out": 40}, "tensorboard files: files are left"),
+        (
+            {"b": "busy"},
+            "trial/1/events.out: Operation not permitted",
+            {"trial/1/events.out": 40},
+            "1 checkpoint(s) could not be deleted: b: busy;"
+            " tensorboard files: trial/1/events.out: Operation not permitted",
+        ),
+    ],
+)
+def test_tensorboard_files_left_fail_the_deletion_and_are_named(
+    partial: dict[str, str], error: str, remaining: dict[str, int], reason: str
+) -> None:
+    gc = trained().given(ended(), delete_requested())
+    gc.decide()
+    gc.outcomes(partial=partial).tensorboards(error=error, remaining=remaining)
+    [append] = gc.decide()
+    assert isinstance(append.payload, ev.ExperimentDeleteFailed)
+    assert (append.msg_id, append.payload.reason) == ("experiment-delete-failed-1-1", reason)
+
+
+def test_a_retry_deletes_the_tensorboard_files_again_and_waits_for_that_outcome() -> None:
+    gc = trained().given(ended(), delete_requested())
+    gc.decide()
+    gc.outcomes().tensorboards(error="AccessDenied")
+    [failed] = gc.decide()
+    assert isinstance(failed.payload, ev.ExperimentDeleteFailed)
+    assert not gc.state.experiments[1].tensorboards_due
+    gc.given(delete_requested())
+    experiment = gc.state.experiments[1]
+    assert (experiment.delete_requests, experiment.tensorboards_due) == (2, True)
+    # Nothing else to delete: only the TensorBoard files are awaited; a late
+    # outcome of the first request does not stand for the second's.
+    gc.given(ev.TensorboardFilesDeleted(experiment_id=1, delete_request=1))
+    assert gc.decide() == [] and gc.state.experiments[1].tensorboards_due
+    [append] = gc.tensorboards().decide()
+    assert isinstance(append.payload, ev.ExperimentDeleted)
+
+
+def test_the_tensorboard_outcome_answers_the_delete_request_it_names() -> None:
+    gc = trained().given(ended(), delete_requested())
+    [request] = [e for e in gc.envelopes if e.WhichOneof("payload") == "experiment_delete_requested"]
+    experiment = gc.state.experiments[1]
+    assert (experiment.delete_event_id, experiment.delete_correlation_id) == (
+        request.event_id,
+        request.correlation_id,
+    )
+
+
+def test_a_tensorboard_outcome_of_an_unknown_experiment_or_of_one_not_being_deleted_changes_nothing() -> None:
+    gc = Gc().given(ev.TensorboardFilesDeleted(experiment_id=7, delete_request=1, error="x"))
+    assert gc.state.experiments == {} and gc.decide() == []
+    gc = trained().given(ended())
+    before = gc.state
+    gc.given(ev.TensorboardFilesDeleted(experiment_id=1, delete_request=0, error="x"))
+    gc.given(ev.TensorboardFilesDeleted(experiment_id=1, delete_request=1, error="x"))
+    assert gc.state == before
+
+
+def test_a_log_from_before_tensorboard_outcomes_still_deletes_the_experiment() -> None:
+    """Written before TensorboardFilesDeleted existed: the request answered without one."""
+    gc = trained().given(ended(), delete_requested())
+    gc.deletions()
+    gc.outcomes(partial={"b": "denied"})
+    gc.given(ev.ExperimentDeleteFailed(experiment_id=1, reason="1 checkpoint(s) could not be deleted"))
+    assert gc.decide() == [] and not gc.state.experiments[1].tensorboards_due
+    gc.given(delete_requested())
+    gc.deletion()
+    gc.outcomes()
+    gc.given(ev.ExperimentDeleted(experiment_id=1))
+    assert gc.state.experiments == {} and gc.state.deletes_due == frozenset()
+    assert gc.decide() == []
 
 
 def test_a_new_policy_does_not_run_while_the_experiment_is_being_deleted() -> None:
@@ -525,6 +635,16 @@ def test_replaying_the_log_rebuilds_the_state_and_decides_nothing_again() -> Non
     again = replayed(gc)
     assert again.state == gc.state
     assert again.decide() == []
+
+
+def test_a_delete_request_without_a_tensorboard_outcome_in_the_log_awaits_it_after_a_restart() -> None:
+    gc = trained().given(ended(), delete_requested())
+    gc.decide()
+    gc.outcomes()
+    again = replayed(gc)
+    assert again.state == gc.state and again.state.experiments[1].tensorboards_due
+    [append] = again.tensorboards().decide()
+    assert isinstance(append.payload, ev.ExperimentDeleted)
 
 
 def test_a_service_killed_mid_gc_finds_exactly_the_unsettled_checkpoints() -> None:

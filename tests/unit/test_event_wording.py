@@ -125,6 +125,26 @@ def test_the_envelope_fields_and_the_cause_found() -> None:
             "allocation 7.1 requested: 2 slots in pool default for trial 7 run 1",
             "trial 7's first run",
         ),
+        (
+            "tensorboard_files_deleted",
+            events_pb2.TensorboardFilesDeleted(experiment_id=3, delete_request=1, bytes_freed=640),
+            "TensorBoard files of experiment 3 deleted (640 bytes freed)",
+            "",
+        ),
+        (
+            "tensorboard_files_deleted",
+            events_pb2.TensorboardFilesDeleted(
+                experiment_id=3, remaining={"trial/1/events.out": 64}, error="trial/1/events.out: denied"
+            ),
+            "TensorBoard files of experiment 3 partly deleted: 1 file left",
+            "trial/1/events.out: denied",
+        ),
+        (
+            "tensorboard_files_deleted",
+            events_pb2.TensorboardFilesDeleted(experiment_id=3, error="s3://bucket: NoSuchBucket"),
+            "TensorBoard files of experiment 3 not deleted",
+            "s3://bucket: NoSuchBucket",
+        ),
     ],
 )
 def test_lines_and_reasons(field: str, payload: object, summary: str, reason: str) -> None:

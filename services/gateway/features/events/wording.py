@@ -97,6 +97,15 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _tensorboard_files_deleted(payload: Any) -> str:
+    files = f"TensorBoard files of experiment {payload.experiment_id}"
+    if payload.remaining:
+        return f"{files} partly deleted: {_plural(len(payload.remaining), 'file')} left"
+    if payload.error:
+        return f"{files} not deleted"
+    return f"{files} deleted ({payload.bytes_freed} bytes freed)"
+
+
 def _placements(payload: Any) -> str:
     """Where an allocation's slots are: "agent-1 slots 0,1; agent-2 slot 0"
     (logs from before gangs name one agent and its slots)."""
@@ -250,6 +259,7 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "checkpoint_partially_deleted": lambda p: (
         f"checkpoint {_short(p.uuid)} partly deleted: {_plural(len(p.remaining), 'file')} left"
     ),
+    "tensorboard_files_deleted": _tensorboard_files_deleted,
     "checkpoint_metadata_set": lambda p: f"metadata of checkpoint {_short(p.uuid)} set",
     "trial_used_checkpoint": lambda p: f"trial {p.trial_id} uses checkpoint {_short(p.checkpoint_uuid)}",
     "model_created": lambda p: f"model {p.name!r} created by {p.owner}",
