@@ -4,7 +4,6 @@ there from the web UI's port, that port serves nothing else, and the web UI's pa
 framed by a task's."""
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 
 import grpc
@@ -15,13 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
-from support.pg_server import new_database
+from support import module_gateway
 from support.proxy_tasks import bearer, given_task, login
-from support.security_gateway import PASSWORD, gateway_settings
+from support.security_gateway import PASSWORD
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from deploy.local.servers import PostgresServer
 from determined.common.passwords import salted_hash
 from determined.proto import api_pb2, api_pb2_grpc
 from services.common.eventstore import EventStore
@@ -45,27 +43,13 @@ def task_server() -> Starlette:
     )
 
 
-@pytest.fixture(scope="module")
-def module_namespace() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+module_namespace = module_gateway.module_namespace
+gateway = module_gateway.gateway
+store = module_gateway.store
 
 
-@pytest.fixture(scope="module")
-async def gateway(
-    nats_url: str, module_namespace: str, postgres_server: PostgresServer
-) -> AsyncIterator[Gateway]:
-    database_url = await new_database(postgres_server, module_namespace)
-    settings = gateway_settings(nats_url, module_namespace, database_url, "origin-test", PASSWORD)
-    started = await Gateway.start(settings.model_copy(update={"proxy_port": 0}))
-    yield started
-    await started.stop()
-
-
-@pytest.fixture(scope="module")
-async def store(nats_url: str, module_namespace: str) -> AsyncIterator[EventStore]:
-    opened = await EventStore.connect(nats_url, module_namespace)
-    yield opened
-    await opened.close()
+# Tasks' pages on a free port of their own.
+GATEWAY_OVERRIDES = {"proxy_port": 0}
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
 """A real gateway (gRPC and HTTP) for a whole test module, over the tests' nats-server and
 PostgreSQL in a namespace and database of the module's own, and an event store of that
 namespace: `gateway = module_gateway.gateway` (and `store`, `module_namespace`, and clients of
-it: `stub` for gRPC, `web` for HTTP) in the module."""
+it: `stub` for gRPC, `web` for HTTP) in the module. A module's GATEWAY_OVERRIDES (a dict) changes
+its gateway's settings."""
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import httpx
@@ -25,12 +27,12 @@ def module_namespace() -> str:
 
 @pytest.fixture(scope="module")
 async def gateway(
-    nats_url: str, module_namespace: str, postgres_server: PostgresServer
+    nats_url: str, module_namespace: str, postgres_server: PostgresServer, request: pytest.FixtureRequest
 ) -> AsyncIterator[Gateway]:
     database_url = await new_database(postgres_server, module_namespace)
-    started = await Gateway.start(
-        gateway_settings(nats_url, module_namespace, database_url, "module-test", PASSWORD)
-    )
+    settings = gateway_settings(nats_url, module_namespace, database_url, "module-test", PASSWORD)
+    overrides: dict[str, Any] = getattr(request.module, "GATEWAY_OVERRIDES", {})
+    started = await Gateway.start(settings.model_copy(update=overrides))
     yield started
     await started.stop()
 
