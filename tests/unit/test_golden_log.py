@@ -13,15 +13,22 @@ import pytest
 from support.golden_log import ReplayMismatch, golden_log, replay_decisions
 
 from services.agent.core import AgentCore
+from services.checkpoint.core import GcCore
 from services.common.decider import Core
 from services.scheduler.core import SchedulerCore
 from services.searcher.core import SearcherCore
 from services.searcher.lifecycle import TrialLifecycleCore
 from services.searcher.unmanaged import UnmanagedTrialsCore
 
-ALL_LOGS = ["three_experiments.jsonl", "adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl"]
-# Logs in today's shapes (AllocationRequested, ...), replayed decision by decision.
-TODAYS_LOGS = ["adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl"]
+ALL_LOGS = [
+    "three_experiments.jsonl",
+    "adaptive_pause_kill.jsonl",
+    "pause_withdrawn.jsonl",
+    "experiment_deleted_before_tensorboards.jsonl",
+    "experiment_deleted.jsonl",
+]
+# Logs in today's shapes (AllocationRequested, TensorboardFilesDeleted, ...), replayed decision by decision.
+TODAYS_LOGS = ["adaptive_pause_kill.jsonl", "pause_withdrawn.jsonl", "experiment_deleted.jsonl"]
 
 # Each decider: its core, the actor its decisions are appended as, and their types.
 DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
@@ -48,6 +55,11 @@ DECIDERS: dict[str, tuple[Any, str, set[str]]] = {
         },
     ),
     "scheduler": (SchedulerCore(), "service:scheduler", {"allocation_assigned", "allocation_canceled"}),
+    "checkpoint": (
+        GcCore(),
+        "service:checkpoint",
+        {"checkpoint_deletion_requested", "experiment_deleted", "experiment_delete_failed"},
+    ),
 }
 CORES = [decider[0] for decider in DECIDERS.values()] + [AgentCore(agent_id="vm"), UnmanagedTrialsCore()]
 
@@ -73,6 +85,18 @@ def test_a_log_with_a_changed_decision_fails_the_replay() -> None:
     core, actor, decided_types = DECIDERS["searcher"]
     with pytest.raises(ReplayMismatch, match="trial-stop-"):
         replay_decisions(core, golden_log("must_fail_changed_stop.jsonl"), actor, decided_types)
+
+
+def test_an_experiment_deleted_before_tensorboard_files_were_is_folded_not_replayed() -> None:
+    """Before TensorboardFilesDeleted, the checkpoint service answered ExperimentDeleted once the
+    checkpoints were gone; today's waits for the TensorBoard files' outcome too. So that log is not
+    in today's shapes: it folds to nothing left to decide (above), and a step-by-step replay says
+    where today's core would differ."""
+    core, actor, decided_types = DECIDERS["checkpoint"]
+    with pytest.raises(ReplayMismatch, match="experiment-deleted-1"):
+        replay_decisions(
+            core, golden_log("experiment_deleted_before_tensorboards.jsonl"), actor, decided_types
+        )
 
 
 @pytest.mark.parametrize("name", ALL_LOGS)
