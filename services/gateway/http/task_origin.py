@@ -21,7 +21,8 @@ browser, and none of that crosses between origins.
 The login cookie (Path=/proxy/) that the web UI's login sets reaches the
 proxy's port: browsers keep cookies per host, not per port, and SameSite
 counts both as one site. Tasks share the proxy's origin with one another,
-which only an admin opening other users' tasks need mind (README, "Tasks").
+which only an admin opening other users' tasks need mind (README, "What a
+trial can reach").
 """
 
 import string
